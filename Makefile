@@ -1,0 +1,37 @@
+# ovfwd — see README.md. Every target that touches namespaces needs root.
+GO       ?= go
+BIN      := bin/ovfwd
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version=$(VERSION)
+# Packages with no privileged code run under the race detector too.
+PURE     := ./config/... ./fwd/... ./vpn/... ./mlx5/...
+FUZZTIME ?= 20s
+
+.PHONY: build test deps lab bench fuzz vet package clean
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ovfwd
+
+deps:
+	./.ci/install-deps
+
+vet:
+	$(GO) vet ./...
+
+# All tests: unit, fuzz seeds, device model, and the root-only netns tests
+# (OVFWD_REQUIRE_PRIV=1 turns a missing privilege into a failure, never a skip).
+test: deps build vet
+	OVFWD_REQUIRE_PRIV=1 OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 35m -p 1 ./...
+	$(GO) test -race -count=1 -timeout 15m $(PURE)
+
+lab: deps build
+	./$(BIN) lab
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./fwd/... ./vpn/... ./mlx5/...
+
+fuzz:
+	./.ci/fuzz $(FUZZTIME)
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,51 @@
+package netns
+
+import (
+	"os"
+	"testing"
+)
+
+// RequireRoot skips t when not root, unless OVFWD_REQUIRE_PRIV=1 (set by
+// `make test`), in which case a missing privilege fails the test: CI must
+// never count a skipped privileged test as a pass.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
+		t.Fatal("this test needs root (run `sudo make test`)")
+	}
+	t.Skip("needs root; `sudo make test` runs it")
+}
+
+// New creates a namespace for the test and deletes it when the test ends,
+// whether it passed or failed.
+func New(t testing.TB, tag string) *NS {
+	t.Helper()
+	RequireRoot(t)
+	ns, err := Create(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Delete)
+	return ns
+}
+
+// Run runs a command in ns and fails the test on error.
+func Run(t testing.TB, ns *NS, args ...string) string {
+	t.Helper()
+	out, err := ns.Run(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Link creates a veth pair between a and b or fails the test.
+func Link(t testing.TB, a *NS, ifA string, b *NS, ifB string) {
+	t.Helper()
+	if err := Veth(a, ifA, b, ifB); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,36 @@
+package fwd
+
+// DropReason says why a packet was dropped. Every drop is counted by reason.
+type DropReason uint8
+
+const (
+	DropNone          DropReason = iota
+	DropMalformed                // headers do not parse
+	DropNotForUs                 // unicast to another MAC in router mode
+	DropNoRoute                  // no route, ICMP unreachable sent (rate permitting)
+	DropTTLExceeded              // TTL/hop limit expired, ICMP time exceeded sent
+	DropTooBig                   // over the egress MTU with DF / IPv6, ICMP sent
+	DropNeighbourFull            // unresolved neighbour's hold queue full
+	DropNeighbourFail            // neighbour did not resolve
+	DropPuntFull                 // punt ring to the control plane full
+	DropTxFull                   // egress queue full
+	DropVLAN                     // VLAN not a member of the port
+	DropLoop                     // bridge: destination is the ingress port
+	DropUnsupported              // protocol we do not forward
+	DropTunnel                   // the tunnel refused it (see the tunnel's own counters)
+	DropLinkDown                 // egress link down
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	"none", "malformed", "not_for_us", "no_route", "ttl_exceeded", "too_big",
+	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
+	"loop", "unsupported", "tunnel", "link_down",
+}
+
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}

@@ -1,0 +1,51 @@
+// Package vpn implements the OpenVPN 2.6 wire protocol for ovfwd: the data
+// channel (P_DATA_V2 AEAD, replay window, keepalive, peer table) here, the
+// control channel in vpn/control.
+package vpn
+
+// Cipher is a data-channel AEAD.
+type Cipher uint8
+
+const (
+	CipherNone Cipher = iota
+	AES128GCM
+	AES256GCM
+	ChaCha20Poly1305
+)
+
+// KeyMaterial is what the control channel hands the data channel for one key
+// slot of one peer (openvpn.md §4.3–4.4, §8.1). Keys are KeyLen() bytes of
+// the arrays; the implicit IVs are the 8 bytes that follow the packet id in
+// the 12-byte nonce.
+type KeyMaterial struct {
+	Cipher  Cipher
+	KeyID   uint8 // 0..7, from the opcode byte
+	SendKey [32]byte
+	RecvKey [32]byte
+	SendIV  [8]byte
+	RecvIV  [8]byte
+}
+
+// KeyLen is the key length of c in bytes.
+func (c Cipher) KeyLen() int {
+	switch c {
+	case AES128GCM:
+		return 16
+	case AES256GCM, ChaCha20Poly1305:
+		return 32
+	}
+	return 0
+}
+
+// String is the cipher's OpenVPN name.
+func (c Cipher) String() string {
+	switch c {
+	case AES128GCM:
+		return "AES-128-GCM"
+	case AES256GCM:
+		return "AES-256-GCM"
+	case ChaCha20Poly1305:
+		return "CHACHA20-POLY1305"
+	}
+	return "none"
+}
