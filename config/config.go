@@ -1,0 +1,275 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Config is one decoded, validated ovfwd.toml. Every field holds its default
+// when the file does not set it (see Default and packaging/ovfwd.toml).
+type Config struct {
+	File      string // the file it came from, as given to Load or Parse
+	Appliance Appliance
+	Ports     []Port
+	Routes    []Route
+	VPN       VPN
+	Netlink   Netlink
+	Metrics   Metrics
+	Status    Status
+	Log       Log
+}
+
+// Modes of [appliance] mode.
+const (
+	ModeRouter = "router" // L3: longest-prefix match, neighbours, ICMP errors
+	ModeBridge = "bridge" // L2: MAC learning and flooding between ports
+)
+
+// Poll modes of [appliance] poll.
+const (
+	PollBusy     = "busy"     // workers spin: lowest latency, one full CPU each
+	PollAdaptive = "adaptive" // workers back off when idle: CPU near zero without traffic
+)
+
+// Appliance is [appliance]: what the box is and how its workers run.
+type Appliance struct {
+	Mode string // ModeRouter (default) or ModeBridge
+	// Workers are the CPUs the data-plane workers are pinned to, one worker
+	// per CPU, worker q serving RX queue q of every port. Empty (the
+	// default) lets the appliance use every online CPU.
+	Workers []int
+	Poll    string // PollAdaptive (default) or PollBusy
+	Batch   int    // packets per RX/TX burst, 32..256, default 64
+	// MSSClamp is the largest TCP MSS let through in a SYN; larger ones are
+	// rewritten. 0 (the default) leaves SYNs alone: a plain router has no
+	// reason to touch them. With VPN tunnels 1360 is a safe value.
+	MSSClamp int
+	// ICMPRate is the most ICMP/ICMPv6 errors (time exceeded, unreachable,
+	// packet too big) sent per second; 0 sends none. Default 1000.
+	ICMPRate int
+	// NeighbourReachable is how long a resolved ARP/ND entry is used before
+	// it is confirmed again. Default 30s.
+	NeighbourReachable time.Duration
+	// NeighbourTimeout is how long resolution of an unknown next hop is
+	// tried before its held packets are dropped. Default 3s.
+	NeighbourTimeout time.Duration
+	// NeighbourHold is how many packets are held per unresolved neighbour.
+	// Default 4.
+	NeighbourHold int
+	// BridgeAging is how long a learned MAC stays without traffic from it.
+	// Default 300s.
+	BridgeAging time.Duration
+}
+
+// Drivers of [[port]] driver.
+const (
+	DriverAuto      = "auto"       // vfio when pci is a ConnectX on vfio-pci, else afxdp, else afxdp-copy
+	DriverVFIO      = "vfio"       // ovfwd's userspace mlx5 driver; needs pci
+	DriverAFXDP     = "afxdp"      // AF_XDP, zero-copy when the NIC driver can; needs ifname
+	DriverAFXDPCopy = "afxdp-copy" // AF_XDP in copy mode; needs ifname
+	DriverMLX5Sim   = "mlx5-sim"   // the mlx5 device model, for labs and tests
+)
+
+// Port is one [[port]].
+type Port struct {
+	Name   string // unique; used in routes, logs and metrics
+	Driver string // one of the Driver constants; default DriverAuto
+	PCI    string // PCI function, canonical "0000:03:00.0"; needed by vfio
+	IfName string // kernel interface name; needed by afxdp and afxdp-copy
+	Queues int    // RX/TX queue pairs to use; 0 (default) = all the device has
+	MTU    int    // default 1500
+	// Addresses are the port's own addresses with their subnet, e.g.
+	// 198.18.0.1/24; each subnet is a connected route in router mode.
+	Addresses []netip.Prefix
+	// VLANs are the 802.1Q VLANs the port is a member of in bridge mode;
+	// empty (default) = untagged frames only.
+	VLANs []int
+	MAC   net.HardwareAddr // nil (default) = the device's own
+	AFXDP AFXDP
+	MLX5  MLX5
+}
+
+// Values of [port.afxdp] zerocopy and xdp_mode, and of [port.mlx5] cqe_compression.
+const (
+	Auto = "auto"
+	On   = "on"
+	Off  = "off"
+
+	XDPNative  = "native"
+	XDPGeneric = "generic"
+
+	CQECompressionBasic    = "basic"
+	CQECompressionEnhanced = "enhanced"
+
+	TxEdgeReuse = "reuse" // open a smaller MPWQE in the room left before a fragment edge
+	TxEdgeNOP   = "nop"   // pad to the edge with NOPs (the old policy, for measurement)
+)
+
+// AFXDP is [port.afxdp], used when the port runs on AF_XDP.
+type AFXDP struct {
+	FrameSize int    // UMEM frame size, 2048 or 4096 (default)
+	Frames    int    // UMEM frames per queue, power of two, default 4096
+	RxRing    int    // ring sizes, powers of two 64..16384, default 2048 each
+	TxRing    int    //
+	FillRing  int    //
+	CompRing  int    //
+	ZeroCopy  string // Auto (default: try, then fall back to copy), On (must), Off
+	XDPMode   string // Auto (default: native, then generic), XDPNative, XDPGeneric
+}
+
+// MLX5 is [port.mlx5], used when the port runs on the userspace mlx5 driver
+// (vfio or mlx5-sim). Zero in StridesPerWQE or LogStrideSize means "auto":
+// derived from the MTU and the device caps.
+type MLX5 struct {
+	RQLogSize        int    // log2 of striding-RQ WQEs, 2..13, default 6
+	StridesPerWQE    int    // power of two 8..65536, or 0 = auto (default)
+	LogStrideSize    int    // 6..13 (64 B..8 KiB), or 0 = auto (default)
+	SQLogSize        int    // log2 of SQ WQEBBs, 6..15, default 10
+	TxFragmentSize   int    // SQ fragment bytes, power of two ≥ 64, default 4096 (64 WQEBBs)
+	PrefetchDistance int    // stride-ahead prefetch distance, 0 = off, default 4
+	CQECompression   string // Auto (default), Off, CQECompressionBasic, CQECompressionEnhanced
+	TxEdgePolicy     string // TxEdgeReuse (default) or TxEdgeNOP
+}
+
+// Route is one [[route]]: a static route.
+type Route struct {
+	Prefix netip.Prefix
+	// Via is the next hop; invalid (zero) for a route straight out of Port.
+	Via netip.Addr
+	// Port is the egress port; when the file leaves it out it is filled
+	// in with the port whose subnet holds Via.
+	Port   string
+	Metric int // lower wins among routes to one prefix; default 0
+}
+
+// Ciphers the data channel offers, by OpenVPN name.
+const (
+	CipherAES256GCM        = "AES-256-GCM"
+	CipherAES128GCM        = "AES-128-GCM"
+	CipherChaCha20Poly1305 = "CHACHA20-POLY1305"
+)
+
+// VPN is [vpn]: the OpenVPN-compatible server and site-to-site uplinks.
+// Paths are resolved against the directory of the config file.
+type VPN struct {
+	Enabled bool // runs the server role; default false
+	// Listen addresses (dual-stack by default: 0.0.0.0 and ::).
+	Listen []netip.Addr
+	Port   int // UDP port, default 1194
+
+	CA, Cert, Key string // PEM paths, required when enabled
+	// Exactly one of TLSCrypt (tls-crypt v1 key, recommended) and TLSAuth
+	// (tls-auth key, with KeyDirection 0 or 1, default 0) is set when enabled.
+	TLSCrypt     string
+	TLSAuth      string
+	KeyDirection int
+
+	PoolV4, PoolV6 netip.Prefix   // client address pools; at least one when enabled
+	PushRoutes     []netip.Prefix // pushed to clients as route / route-ipv6
+	Ciphers        []string       // offered data ciphers, default all three
+
+	KeepaliveInterval time.Duration // default 10s
+	KeepaliveTimeout  time.Duration // default 60s, at least twice the interval
+	RenegSec          int           // seconds between data key renegotiations, default 3600, 0 = never
+
+	MaxPeers      int  // default 1024
+	MaxHalfOpen   int  // handshakes in progress at once, default 256
+	HandshakeRate int  // new handshakes accepted per second, default 200
+	ReplayWindow  int  // packets, power of two ≥ 64, default 2048
+	TunMTU        int  // pushed tun-mtu, default 1500
+	CompressStub  bool // accept clients configured with comp-lzo no / compress (framing only); default true
+
+	Clients []VPNClient
+}
+
+// VPNClient is one [[vpn.client]]: a site-to-site uplink where ovfwd is the
+// OpenVPN client. Uplinks run whether or not the server role is enabled.
+type VPNClient struct {
+	Name     string
+	Remote   string // "host:port"; host may be a DNS name
+	CA       string
+	Cert     string
+	Key      string
+	TLSCrypt string
+	Routes   []netip.Prefix // prefixes reached through this uplink
+}
+
+// Netlink is [netlink]: mirroring the kernel's view into the FIB.
+type Netlink struct {
+	Routes     bool // mirror the kernel routes of Table; default false
+	Table      int  // kernel routing table, default 254 (main)
+	Neighbours bool // mirror kernel neighbours; default false
+}
+
+// Metrics is [metrics]: the Prometheus endpoint.
+type Metrics struct {
+	// Listen is the HTTP address; invalid (zero) when the file sets "" (off).
+	// Default 127.0.0.1:9469.
+	Listen netip.AddrPort
+}
+
+// Status is [status]: the unix socket `ovfwd status` talks to.
+type Status struct {
+	Socket string // absolute path, default /run/ovfwd/ovfwd.sock, "" = off
+}
+
+// Log is [log].
+type Log struct {
+	Level  string // debug, info (default), warn, error
+	Format string // text (default) or json
+}
+
+// Default is the configuration of an empty file.
+func Default() *Config {
+	return &Config{
+		Appliance: Appliance{
+			Mode:               ModeRouter,
+			Poll:               PollAdaptive,
+			Batch:              64,
+			ICMPRate:           1000,
+			NeighbourReachable: 30 * time.Second,
+			NeighbourTimeout:   3 * time.Second,
+			NeighbourHold:      4,
+			BridgeAging:        300 * time.Second,
+		},
+		VPN: VPN{
+			Listen:            []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()},
+			Port:              1194,
+			Ciphers:           []string{CipherAES256GCM, CipherAES128GCM, CipherChaCha20Poly1305},
+			KeepaliveInterval: 10 * time.Second,
+			KeepaliveTimeout:  60 * time.Second,
+			RenegSec:          3600,
+			MaxPeers:          1024,
+			MaxHalfOpen:       256,
+			HandshakeRate:     200,
+			ReplayWindow:      2048,
+			TunMTU:            1500,
+			CompressStub:      true,
+		},
+		Netlink: Netlink{Table: 254},
+		Metrics: Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
+		Status:  Status{Socket: "/run/ovfwd/ovfwd.sock"},
+		Log:     Log{Level: "info", Format: "text"},
+	}
+}
+
+func defaultPort() Port {
+	return Port{
+		Driver: DriverAuto,
+		MTU:    1500,
+		AFXDP: AFXDP{
+			FrameSize: 4096, Frames: 4096,
+			RxRing: 2048, TxRing: 2048, FillRing: 2048, CompRing: 2048,
+			ZeroCopy: Auto, XDPMode: Auto,
+		},
+		MLX5: MLX5{
+			RQLogSize:        6,
+			SQLogSize:        10,
+			TxFragmentSize:   4096,
+			PrefetchDistance: 4,
+			CQECompression:   Auto,
+			TxEdgePolicy:     TxEdgeReuse,
+		},
+	}
+}
