@@ -1,0 +1,321 @@
+package dp
+
+import "encoding/binary"
+
+// rxDesc is one decoded receive completion: the fields of a CQE (or of a
+// title CQE plus a mini-CQE) that the delivery loop needs. The poll loop
+// decodes a whole burst into the RX queue's array of these before any packet
+// is touched, so the prefetcher knows packet i+N exactly (stride and length)
+// while packet i is handled.
+type rxDesc struct {
+	wqe     uint16
+	stride  uint16
+	strides uint16
+	length  uint16
+	hdrType uint8 // l4_l3_hdr_type
+	hdsOK   uint8 // hds_ip_ext
+	vlan    uint16
+	hash    uint32
+	csum    uint16
+}
+
+// RxStats counts what the receive path saw. Plain fields: see the package
+// threading contract.
+type RxStats struct {
+	Packets, Bytes       uint64
+	CQEs                 uint64 // CQ slots consumed
+	FillerCQEs           uint64
+	FillerStrides        uint64
+	ErrCQEs              uint64
+	LastSyndrome         uint8
+	Oversize             uint64 // longer than the configured frame: dropped
+	Malformed            uint64 // CQEs naming a WQE/stride that cannot exist: dropped
+	CompSessions         uint64
+	CompPackets          uint64
+	PrefetchExact        uint64 // prefetches aimed with CQE i+N's own stride and length
+	PrefetchGuess        uint64 // prefetches aimed N strides ahead with packet i's length
+	PrefetchSkippedWQEnd uint64 // guesses that would have left the WQE
+}
+
+// cqRing is a CQ seen from the consumer.
+type cqRing struct {
+	ring    []byte
+	logSize uint8
+	mask    uint32
+	dbr     []byte
+	cc      uint32 // consumer counter (free running)
+	base    uintptr
+	pfCQE   bool // prefetch the CQE line cqePrefetchAhead slots ahead while polling
+	comp    bool
+	enh     bool // enhanced layout: validity from the iteration count byte
+	miniFmt uint8
+}
+
+func newCQRing(c *CQMem) (cqRing, error) {
+	if err := checkPow2Ring("CQ", c.Ring, c.LogSize, CQESize); err != nil {
+		return cqRing{}, err
+	}
+	if len(c.DBRec) < 8 {
+		return cqRing{}, errDBRec
+	}
+	return cqRing{ring: c.Ring, logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
+		comp: c.Compressed, enh: c.Compressed && c.Enhanced, miniFmt: c.MiniFormat, base: addrOf(c.Ring)}, nil
+}
+
+func (c *cqRing) slot(i uint32) []byte {
+	o := (i & c.mask) * CQESize
+	return c.ring[o : o+CQESize : o+CQESize]
+}
+
+// owned reports whether software owns the CQE at counter i: owner bit equal
+// to the lap parity, and not the INVALID opcode the ring is pre-filled with.
+func (c *cqRing) owned(i uint32) (cqe []byte, opOwn uint8, ok bool) {
+	cqe = c.slot(i)
+	if c.enh {
+		// Enhanced layout: valid iff validity_iteration_count is this lap's.
+		w := loadOwnerWord(cqe)
+		if uint8(w>>16) != uint8(i>>c.logSize) {
+			return nil, 0, false
+		}
+		return cqe, uint8(w >> 24), true
+	}
+	opOwn = loadOpOwn(cqe)
+	if opOwn&CQEOwnerMask != uint8(i>>c.logSize)&1 || opOwn>>CQEOpcodeShift == CQEInvalid {
+		return nil, 0, false
+	}
+	return cqe, opOwn, true
+}
+
+// release tells the device the CQ slots before cc are free again.
+func (c *cqRing) release() { storeBE32(c.dbr[CQSetCIOff:], c.cc&CQIndexMask) }
+
+// cqePrefetchAhead is how many CQ slots ahead the poll loop prefetches.
+const cqePrefetchAhead = 8
+
+// poll decodes up to len(out) received packets from the CQ into out, handling
+// filler and error CQEs (stride accounting only) and whole basic-layout
+// compressed sessions, and returns how many it decoded and whether more
+// completions are waiting. Only bytes of the ring are read; wqe/stride
+// values are checked against the RQ geometry so no input can index out of
+// range later.
+func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
+	c := &q.cq
+	start := c.cc
+	for n < len(out) {
+		if c.pfCQE {
+			// Without DDIO every CQE is a DRAM miss too; fetch a few ahead.
+			prefetchLine(c.base + uintptr(((c.cc+cqePrefetchAhead)&c.mask)*CQESize))
+		}
+		cqe, op, ok := c.owned(c.cc)
+		if !ok {
+			break
+		}
+		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp && c.enh {
+			cnt := uint32(op>>CQEOpcodeShift) + 1
+			if !q.titleOK || cnt > MiniCQEArraySize-1 {
+				q.Stats.Malformed++
+				c.cc++
+				continue
+			}
+			if n+int(cnt) > len(out) {
+				more = true
+				break
+			}
+			n += q.decompressBlock(cqe, cnt, out[n:])
+			continue
+		}
+		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp {
+			cnt := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
+			if cnt < 2 || cnt > c.mask+1 || !c.comp {
+				// Not a session this CQ can hold: skip the slot.
+				q.Stats.Malformed++
+				c.cc++
+				continue
+			}
+			if n+int(cnt) > len(out) {
+				more = true
+				break
+			}
+			n += q.decompress(cqe, cnt, out[n:])
+			continue
+		}
+		c.cc++
+		if q.decodeOne(cqe, op, &out[n]) {
+			n++
+		}
+	}
+	if n == len(out) {
+		_, _, more = c.owned(c.cc)
+	}
+	if c.cc != start {
+		q.Stats.CQEs += uint64(c.cc - start)
+		c.release()
+	}
+	return n, more
+}
+
+// decodeOne handles one uncompressed CQE and reports whether it is a packet.
+func (q *RxQueue) decodeOne(cqe []byte, op uint8, d *rxDesc) bool {
+	bc := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
+	wqe := binary.BigEndian.Uint16(cqe[CQEOffWQEID:])
+	stride := binary.BigEndian.Uint16(cqe[CQEOffWQECounter:])
+	cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
+	if q.cq.enh {
+		// The last normal CQE is the title of the mini-CQE blocks after it.
+		q.title = rxDesc{wqe: wqe, stride: stride + cs, hdrType: cqe[CQEOffL4L3HdrType],
+			hdsOK: cqe[CQEOffHdsIPExt], vlan: binary.BigEndian.Uint16(cqe[CQEOffVLANInfo:])}
+		q.titleOK = op>>CQEOpcodeShift == CQERespSend
+	}
+	if !q.account(wqe, stride, cs) {
+		return false
+	}
+	switch op >> CQEOpcodeShift {
+	case CQERespSend:
+	case CQERespErr, CQEReqErr:
+		q.Stats.ErrCQEs++
+		q.Stats.LastSyndrome = cqe[ErrCQEOffSyndrome]
+		return false
+	default:
+		q.Stats.Malformed++
+		return false
+	}
+	if bc&MPWRQFillerFlag != 0 {
+		q.Stats.FillerCQEs++
+		q.Stats.FillerStrides += uint64(cs)
+		return false
+	}
+	*d = rxDesc{
+		wqe: wqe, stride: stride, strides: cs, length: uint16(bc & MPWRQByteCntMask),
+		hdrType: cqe[CQEOffL4L3HdrType], hdsOK: cqe[CQEOffHdsIPExt],
+		vlan: binary.BigEndian.Uint16(cqe[CQEOffVLANInfo:]),
+		hash: binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:]),
+		csum: binary.BigEndian.Uint16(cqe[CQEOffCheckSum:]),
+	}
+	return true
+}
+
+// account adds a completion's consumed strides to its WQE's record (always,
+// for packets, fillers and errors alike: the device skipped them either way).
+// It refuses completions that name a WQE or strides outside the RQ.
+func (q *RxQueue) account(wqe, stride, cs uint16) bool {
+	p := q.pool
+	if uint32(wqe) >= p.nWQE || cs == 0 || uint32(stride)+uint32(cs) > p.strides {
+		q.Stats.Malformed++
+		return false
+	}
+	r := &p.recs[wqe]
+	if r.consumed+uint32(cs) > p.strides {
+		q.Stats.Malformed++
+		return false
+	}
+	r.consumed += uint32(cs)
+	return true
+}
+
+// decompress expands a basic-layout compressed session of cnt packets whose
+// title is at the consumer index (mlx5.md §4.4.1): mini-CQE array 0 sits in
+// the next slot, array k ≥ 1 at title + 8k; every other field comes from the
+// title. Afterwards the owner bytes of all cnt consumed slots are rewritten
+// (INVALID opcode, this lap's parity) so the slots hardware left untouched
+// cannot look valid on the next lap.
+func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
+	c := &q.cq
+	t := rxDesc{
+		wqe:     binary.BigEndian.Uint16(title[CQEOffWQEID:]),
+		stride:  binary.BigEndian.Uint16(title[CQEOffWQECounter:]),
+		hdrType: title[CQEOffL4L3HdrType], hdsOK: title[CQEOffHdsIPExt],
+		vlan: binary.BigEndian.Uint16(title[CQEOffVLANInfo:]),
+	}
+	op := title[CQEOffOpOwn] >> CQEOpcodeShift
+	base := c.cc
+	n := 0
+	stride := t.stride
+	var arr []byte
+	for i := uint32(0); i < cnt; i++ {
+		if i%MiniCQEArraySize == 0 {
+			at := base + 1
+			if i > 0 {
+				at = base + i
+			}
+			arr = c.slot(at)
+		}
+		m := arr[(i%MiniCQEArraySize)*MiniCQESize:][:MiniCQESize]
+		bc := binary.BigEndian.Uint32(m[MiniOffByteCnt:])
+		cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
+		if c.miniFmt == MiniFmtCSUMStrdx {
+			stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
+		}
+		d := t
+		d.stride = stride
+		if c.miniFmt != MiniFmtHash {
+			d.csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
+		} else {
+			d.hash = binary.BigEndian.Uint32(m[0:])
+		}
+		stride += cs
+		if !q.account(d.wqe, d.stride, cs) {
+			continue
+		}
+		if op != CQERespSend {
+			q.Stats.Malformed++
+			continue
+		}
+		if bc&MPWRQFillerFlag != 0 {
+			q.Stats.FillerCQEs++
+			q.Stats.FillerStrides += uint64(cs)
+			continue
+		}
+		d.strides = cs
+		d.length = uint16(bc & MPWRQByteCntMask)
+		out[n] = d
+		n++
+	}
+	for i := uint32(0); i < cnt; i++ {
+		j := base + i
+		c.slot(j)[CQEOffOpOwn] = CQEInvalid<<CQEOpcodeShift | uint8(j>>c.logSize)&1
+	}
+	c.cc = base + cnt
+	q.Stats.CompSessions++
+	q.Stats.CompPackets += uint64(n)
+	return n
+}
+
+// decompressBlock expands an enhanced-layout block of cnt mini-CQEs (bytes
+// 8i of the slot) against the current title (mlx5.md §4.4.2). The block
+// consumes cnt CQ indices; the slots after it up to cnt−1 were not written
+// and need no fix-up, as validity is the 8-bit iteration count.
+func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
+	c := &q.cq
+	n := 0
+	for i := uint32(0); i < cnt; i++ {
+		m := blk[i*MiniCQESize : (i+1)*MiniCQESize]
+		bc := binary.BigEndian.Uint32(m[MiniOffByteCnt:])
+		cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
+		d := q.title
+		if c.miniFmt == MiniFmtCSUMStrdx {
+			d.stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
+		}
+		if c.miniFmt != MiniFmtHash {
+			d.csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
+		} else {
+			d.hash = binary.BigEndian.Uint32(m[0:])
+		}
+		q.title.stride = d.stride + cs // running stride index for formats without one
+		if !q.account(d.wqe, d.stride, cs) {
+			continue
+		}
+		if bc&MPWRQFillerFlag != 0 {
+			q.Stats.FillerCQEs++
+			q.Stats.FillerStrides += uint64(cs)
+			continue
+		}
+		d.strides = cs
+		d.length = uint16(bc & MPWRQByteCntMask)
+		out[n] = d
+		n++
+	}
+	c.cc += cnt
+	q.Stats.CompSessions++
+	q.Stats.CompPackets += uint64(n)
+	return n
+}

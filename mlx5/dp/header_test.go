@@ -1,0 +1,32 @@
+package dp
+
+import (
+	"testing"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+func TestHeaderInfo(t *testing.T) {
+	const v4, v6 = CQEL3HdrIPv4 << CQEL3HdrShift, CQEL3HdrIPv6 << CQEL3HdrShift
+	const udp, tcp = CQEL4HdrUDP << CQEL4HdrShift, CQEL4HdrTCPAckD << CQEL4HdrShift
+	for _, c := range []struct {
+		t      uint8
+		flags  fwd.Flags
+		l3, l4 uint8
+		hdr    uint16
+	}{
+		{v4 | udp, fwd.FlagIPv4 | fwd.FlagUDP | fwd.FlagParsed, 14, 34, 42},
+		{v4 | tcp | CQEHasVLAN, fwd.FlagVLAN | fwd.FlagIPv4 | fwd.FlagTCP | fwd.FlagParsed, 18, 38, 58},
+		{v6 | udp, fwd.FlagIPv6 | fwd.FlagUDP | fwd.FlagParsed, 14, 54, 62},
+		{v6, fwd.FlagIPv6 | fwd.FlagParsed, 14, 0, 54},
+		{v4 | udp | CQEIPExt, fwd.FlagIPv4 | fwd.FlagUDP, 0, 0, 0}, // options: parser decides
+		{v4 | udp | CQEIPFrag, fwd.FlagIPv4 | fwd.FlagUDP | fwd.FlagFrag | fwd.FlagParsed, 14, 34, 42},
+		{0, 0, 0, 0, 0},
+		{CQEHasVLAN, fwd.FlagVLAN, 0, 0, 0},
+	} {
+		f, l3, l4, h := HeaderInfo(c.t)
+		if f != c.flags || l3 != c.l3 || l4 != c.l4 || h != c.hdr {
+			t.Errorf("HeaderInfo(%#x) = %#x %d %d %d, want %#x %d %d %d", c.t, f, l3, l4, h, c.flags, c.l3, c.l4, c.hdr)
+		}
+	}
+}

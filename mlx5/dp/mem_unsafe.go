@@ -1,0 +1,48 @@
+package dp
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Invariant for every function here: the slices point into DMA memory that is
+// pinned for the life of the queue (hugepages from VFIO, or mmap'd memory in
+// the model), never into the movable Go heap, so an address taken once stays
+// valid; and every offset used is 4-byte aligned inside the slice, which the
+// callers guarantee by construction (CQEs are 64-byte aligned, doorbell
+// records 8-byte aligned).
+
+// addrOf returns the address of b[0]. Used only to precompute prefetch
+// targets of pinned DMA pages.
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// loadOwnerWord atomically loads CQE bytes 60..63 (wqe_counter, signature,
+// op_own) so that the owner check happens before any other field is read.
+// It returns op_own.
+func loadOpOwn(cqe []byte) uint8 {
+	_ = cqe[CQEOffOpOwn]
+	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[CQEOffWQECounter])))
+	return uint8(w >> 24) // little-endian load: byte 63 is the top byte
+}
+
+// loadOwnerWord atomically loads CQE bytes 60..63 as a little-endian word:
+// bits 16..23 are validity_iteration_count, 24..31 op_own.
+func loadOwnerWord(cqe []byte) uint32 {
+	_ = cqe[CQEOffOpOwn]
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[CQEOffWQECounter])))
+}
+
+// storeBE32 publishes a big-endian doorbell-record value with an atomic store,
+// ordered after all earlier stores (WQEs, CQE owner fix-ups).
+func storeBE32(b []byte, v uint32) {
+	_ = b[3]
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[0])), bswap32(v))
+}
+
+func bswap32(v uint32) uint32 {
+	return v>>24 | (v>>8)&0xFF00 | (v<<8)&0xFF0000 | v<<24
+}
+
+// recAddr is the address of a WQE record (Go heap, but only prefetched —
+// a prefetch of a stale address is harmless and never faults).
+func recAddr(r *wqeRec) uintptr { return uintptr(unsafe.Pointer(r)) }

@@ -1,0 +1,173 @@
+package dp
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// wqeRec is the per-WQE buffer record, the analogue of the kernel's struct
+// page for a striding RQ: how many strides the device consumed and how many
+// delivered packets still hold a stride of it. One cache line each, because
+// the prefetcher fetches it ahead of the packet that will bump it.
+type wqeRec struct {
+	refs     int32
+	consumed uint32
+	_        [56]byte
+}
+
+// Pool owns the receive buffer window of one RX queue: it posts the striding
+// RQ's WQEs, counts references to their strides until every packet of a WQE
+// was freed or sent, and then reposts the WQE. It also lends Spare buffers for
+// packets the engine builds. Buffer handles are stride indices in the window.
+type Pool struct {
+	id         uint16
+	iova       uint64
+	pages      [][]byte
+	pageAddr   []uintptr
+	logStride  uint8
+	strideSize uint32
+	logStrides uint8
+	strides    uint32 // per WQE
+	nWQE       uint32
+	rxBufs     uint32 // nWQE × strides
+	spareFirst uint32 // first spare handle (after the guard page)
+	spareFree  []uint32
+	recs       []wqeRec
+
+	// Striding RQ ring (cyclic): ci counts posted WQEs, retire is the oldest
+	// posted WQE in ring order, which the device finishes first.
+	ring   []byte
+	dbr    []byte
+	lkey   uint32
+	ci     uint32
+	retire uint32
+
+	headroom int
+
+	Reposted uint64 // WQEs given back to the device
+}
+
+func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
+	if err := checkPow2Ring("RQ", rq.Ring, rq.LogWQEs, RxWQESize); err != nil {
+		return nil, err
+	}
+	if len(rq.DBRec) < 8 {
+		return nil, errDBRec
+	}
+	if rq.WQType != 0 && rq.WQType != WQTypeCyclicStride {
+		return nil, fmt.Errorf("dp: RQ wq_type %d: only the cyclic striding RQ (%d) is supported", rq.WQType, WQTypeCyclicStride)
+	}
+	if rq.LogStrideSize < MPWRQMinStrideLog || rq.LogStrideSize > 12 {
+		return nil, fmt.Errorf("dp: stride log %d outside 6..12", rq.LogStrideSize)
+	}
+	if rq.LogStrides < MPWRQMinStridesLog || rq.LogStrides > MPWRQMaxStridesLog {
+		return nil, fmt.Errorf("dp: strides-per-WQE log %d outside 3..16", rq.LogStrides)
+	}
+	p := &Pool{
+		id: id, iova: rq.IOVA, pages: rq.Pages,
+		logStride: rq.LogStrideSize, strideSize: 1 << rq.LogStrideSize,
+		logStrides: rq.LogStrides, strides: 1 << rq.LogStrides,
+		nWQE: 1 << rq.LogWQEs, ring: rq.Ring, dbr: rq.DBRec, lkey: rq.LKey,
+		headroom: headroom,
+	}
+	if headroom+64+ShinfoSize > int(p.strideSize) {
+		return nil, fmt.Errorf("dp: stride %d too small for headroom %d", p.strideSize, headroom)
+	}
+	p.rxBufs = p.nWQE * p.strides
+	perPage := uint32(PageSize) >> p.logStride
+	// One guard page after the window: an oversize frame in the last stride
+	// may run headroom bytes past it (the device places data at stride +
+	// headroom but counts whole strides).
+	p.spareFirst = p.rxBufs + perPage
+	need := (int(p.spareFirst) + rq.Spare) << p.logStride
+	if len(rq.Pages)*PageSize < need {
+		return nil, fmt.Errorf("dp: buffer window has %d pages, need %d", len(rq.Pages), (need+PageSize-1)/PageSize)
+	}
+	p.pageAddr = make([]uintptr, len(rq.Pages))
+	for i, pg := range rq.Pages {
+		if len(pg) < PageSize {
+			return nil, fmt.Errorf("dp: buffer page %d is %d bytes", i, len(pg))
+		}
+		p.pageAddr[i] = addrOf(pg)
+	}
+	p.recs = make([]wqeRec, p.nWQE)
+	p.spareFree = make([]uint32, 0, rq.Spare)
+	for i := rq.Spare - 1; i >= 0; i-- {
+		p.spareFree = append(p.spareFree, p.spareFirst+uint32(i))
+	}
+	// Post every WQE (cyclic striding RQ: all N may be outstanding).
+	for w := uint32(0); w < p.nWQE; w++ {
+		p.writeWQE(w)
+	}
+	p.ci = p.nWQE
+	storeBE32(p.dbr[RcvDBROff:], p.ci&WQEIndexMask)
+	return p, nil
+}
+
+// writeWQE arms WQE w with its window: the device writes stride k's packet
+// at addr + k×stride, so addr = window start + headroom leaves the headroom
+// in front of every packet.
+func (p *Pool) writeWQE(w uint32) {
+	e := p.ring[w*RxWQESize : (w+1)*RxWQESize]
+	clear(e[:RxWQEOffByteCount])
+	binary.BigEndian.PutUint32(e[RxWQEOffByteCount:], p.strides*p.strideSize)
+	binary.BigEndian.PutUint32(e[RxWQEOffLKey:], p.lkey)
+	binary.BigEndian.PutUint64(e[RxWQEOffAddr:], p.iova+uint64(w*p.strides)<<p.logStride+uint64(p.headroom))
+}
+
+// ID is the fwd pool id of these buffers.
+func (p *Pool) ID() uint16 { return p.id }
+
+// buf returns the whole stride-sized buffer of handle h.
+func (p *Pool) buf(h uint32) []byte {
+	off := h << p.logStride
+	pg := p.pages[off/PageSize]
+	o := off % PageSize
+	return pg[o : o+p.strideSize : o+p.strideSize]
+}
+
+// addr returns the host address of byte off of buffer h.
+func (p *Pool) addr(h uint32, off uint32) uintptr {
+	o := h<<p.logStride + off
+	return p.pageAddr[o/PageSize] + uintptr(o%PageSize)
+}
+
+// IOVA returns the device address of byte off of buffer h.
+func (p *Pool) IOVA(h uint64, off uint16) uint64 {
+	return p.iova + h<<p.logStride + uint64(off)
+}
+
+// release drops one reference to buffer h (a freed or sent packet).
+func (p *Pool) release(h uint64) {
+	if h < uint64(p.rxBufs) {
+		p.recs[uint32(h)>>p.logStrides].refs--
+		return
+	}
+	if h >= uint64(p.spareFirst) && len(p.spareFree) < cap(p.spareFree) {
+		p.spareFree = append(p.spareFree, uint32(h))
+	}
+}
+
+// repost gives every finished WQE (all strides consumed, no packet holding
+// one) back to the device, in ring order, and rings the RQ doorbell record.
+func (p *Pool) repost() {
+	n := 0
+	for {
+		r := &p.recs[p.retire]
+		if r.consumed < p.strides || r.refs != 0 {
+			break
+		}
+		r.consumed = 0
+		p.writeWQE(p.retire)
+		p.retire = (p.retire + 1) & (p.nWQE - 1)
+		p.ci++
+		n++
+		if n == int(p.nWQE) {
+			break
+		}
+	}
+	if n > 0 {
+		p.Reposted += uint64(n)
+		storeBE32(p.dbr[RcvDBROff:], p.ci&WQEIndexMask)
+	}
+}

@@ -1,0 +1,272 @@
+package dp
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// RxOptions tune the receive path.
+type RxOptions struct {
+	// PrefetchDistance is N in "prefetch packet i+N while handling packet
+	// i"; 0 disables prefetching. Negative means the default, 4.
+	PrefetchDistance int
+	// MaxFrame is the largest frame accepted (hw MTU: L3 MTU + 22); longer
+	// completions are dropped and counted as Oversize. 0 means 1522.
+	MaxFrame int
+	// Headroom in front of every packet; 0 means fwd.Headroom.
+	Headroom int
+	// PrefetchCQE also prefetches the CQE line 8 slots ahead of the poll.
+	PrefetchCQE bool
+}
+
+// DefaultPrefetchDistance is the stride-ahead distance (DESIGN.md §3.1).
+const DefaultPrefetchDistance = 4
+
+// rxCtx is the per-RQ packet context: everything the delivery loop derives
+// for one packet. One lives in each RxQueue and is overwritten for every
+// completion; no per-packet struct is ever created (DESIGN.md §3.2).
+type rxCtx struct {
+	handle   uint32
+	data     uint32 // offset of the first packet byte in the buffer
+	length   uint32
+	shinfo   uint32 // offset of the shinfo record in the buffer
+	flags    fwd.Flags
+	l3Off    uint8
+	l4Off    uint8
+	hdrLen   uint16 // bytes to copy when headers must move (0: unknown)
+	vlan     uint16
+	hash     uint32
+	csum     uint16
+	csumOK   bool
+	wqe      uint32
+	stride   uint32
+	dataAddr uintptr
+	_        [64]byte // room the kernel's per-CQE state would take; see BenchmarkRx ctx variants
+}
+
+// RxQueue is one striding RQ with its CQ. Only the owning worker calls it.
+type RxQueue struct {
+	cq       cqRing
+	pool     *Pool
+	headroom uint32
+	maxFrame uint32
+	dist     int
+	ctx      rxCtx
+	desc     [fwd.MaxBatch]rxDesc
+	inPort   uint16
+	tx       *TxQueue // the queue sending this pool's buffers: reaped on every Rx
+	title    rxDesc   // enhanced compression: fields of the last normal CQE
+	titleOK  bool
+
+	// freshCtx zeroes the context for every completion, the Go analogue of
+	// a per-CQE stack struct under CONFIG_INIT_STACK_ALL_ZERO; benchmark only.
+	freshCtx bool
+
+	Stats RxStats
+}
+
+// NewRxQueue builds an RX queue over a created CQ and striding RQ. poolID is
+// the fwd pool id its buffers carry.
+func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, error) {
+	if o.Headroom == 0 {
+		o.Headroom = fwd.Headroom
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = 1522
+	}
+	if o.PrefetchDistance < 0 {
+		o.PrefetchDistance = DefaultPrefetchDistance
+	}
+	c, err := newCQRing(cq)
+	if err != nil {
+		return nil, err
+	}
+	if c.mask+1 < 1<<(rq.LogWQEs+rq.LogStrides) {
+		return nil, fmt.Errorf("dp: CQ of %d entries cannot hold one completion per stride (%d)", c.mask+1, 1<<(rq.LogWQEs+rq.LogStrides))
+	}
+	p, err := newPool(poolID, rq, o.Headroom)
+	if err != nil {
+		return nil, err
+	}
+	if (o.Headroom+o.MaxFrame+63)&^63+ShinfoSize > int(p.strideSize) {
+		return nil, fmt.Errorf("dp: stride %d cannot hold headroom %d + frame %d + shinfo", p.strideSize, o.Headroom, o.MaxFrame)
+	}
+	c.pfCQE = o.PrefetchCQE
+	return &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance}, nil
+}
+
+// Pool is the queue's buffer pool (shared with the TX queue that sends its
+// buffers).
+func (q *RxQueue) Pool() *Pool { return q.pool }
+
+// SetPrefetchDistance changes N (0 = off); for benchmarks and tuning.
+func (q *RxQueue) SetPrefetchDistance(n int) { q.dist = n }
+
+// SetCQEPrefetch turns prefetching of CQE lines ahead of the poll on or off
+// (RxOptions.PrefetchCQE); for benchmarks.
+func (q *RxQueue) SetCQEPrefetch(on bool) { q.cq.pfCQE = on }
+
+// Rx appends up to b.Room() received packets to b and returns how many.
+func (q *RxQueue) Rx(b *fwd.Batch) int {
+	if q.tx != nil {
+		// Buffers come back through TX completions; reap them here too, so
+		// an RX-only poll loop never starves the RQ of WQEs.
+		q.tx.Reap()
+	}
+	room := b.Room()
+	if room > len(q.desc) {
+		room = len(q.desc)
+	}
+	n, more := q.poll(q.desc[:room])
+	got := q.deliver(b, n, more)
+	q.pool.repost()
+	return got
+}
+
+// deliver turns decoded completions 0..n-1 into packets of b.
+func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
+	p := q.pool
+	d := q.dist
+	got := 0
+	for i := 0; i < n; i++ {
+		if d > 0 {
+			q.prefetchAhead(i, n, more)
+		}
+		desc := &q.desc[i]
+		ctx := &q.ctx
+		if q.freshCtx {
+			*ctx = rxCtx{}
+		}
+		ctx.wqe = uint32(desc.wqe)
+		ctx.stride = uint32(desc.stride)
+		ctx.handle = ctx.wqe<<p.logStrides | ctx.stride
+		ctx.length = uint32(desc.length)
+		if ctx.length > q.maxFrame || ctx.length < 14 {
+			q.Stats.Oversize++
+			continue
+		}
+		ctx.data = q.headroom
+		ctx.shinfo = (q.headroom + ctx.length + 63) &^ 63
+		ctx.hash = desc.hash
+		ctx.csum = desc.csum
+		ctx.vlan = desc.vlan
+		ctx.csumOK = desc.hdsOK&(CQEL3OK|CQEL4OK) == CQEL3OK|CQEL4OK
+		ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen = HeaderInfo(desc.hdrType)
+		buf := p.buf(ctx.handle)
+		writeShinfo(buf[ctx.shinfo:ctx.shinfo+ShinfoSize], ctx)
+		p.recs[ctx.wqe].refs++
+		// Fill the batch slot in place: appending a composite literal would
+		// build it on the stack and copy it with a typed memmove.
+		k := len(b.Pkts)
+		b.Pkts = b.Pkts[:k+1]
+		b.Pkts[k] = fwd.Packet{
+			Buf: buf, Handle: uint64(ctx.handle), Off: uint16(ctx.data), Len: uint16(ctx.length),
+			Pool: p.id, InPort: q.inPort, Flags: ctx.flags, VLAN: ctx.vlan,
+			L3Off: ctx.l3Off, L4Off: ctx.l4Off,
+		}
+		q.Stats.Packets++
+		q.Stats.Bytes += uint64(ctx.length)
+		got++
+	}
+	return got
+}
+
+// prefetchAhead issues the one prefetch call for packet i+N: its two header
+// lines, its WQE record and, for write, its shinfo line. Inside the burst
+// the target's completion is already decoded, so its stride and length are
+// exact. Past the burst, and only when more completions are queued, the
+// target is guessed the way the kernel patch does: N packets further in the
+// same WQE, each as long as packet i; a guess that leaves the WQE is skipped.
+func (q *RxQueue) prefetchAhead(i, n int, more bool) {
+	p := q.pool
+	var wqe, stride, length uint32
+	if j := i + q.dist; j < n {
+		t := &q.desc[j]
+		wqe, stride, length = uint32(t.wqe), uint32(t.stride), uint32(t.length)
+		q.Stats.PrefetchExact++
+	} else {
+		if !more {
+			return
+		}
+		last := &q.desc[n-1]
+		cur := &q.desc[i]
+		stride = uint32(last.stride) + uint32(j-(n-1))*uint32(cur.strides)
+		if stride >= p.strides || last.strides == 0 {
+			q.Stats.PrefetchSkippedWQEnd++
+			return
+		}
+		wqe, length = uint32(last.wqe), uint32(cur.length)
+		q.Stats.PrefetchGuess++
+	}
+	h := wqe<<p.logStrides | stride
+	data := p.addr(h, q.headroom)
+	sh := p.addr(h, (q.headroom+length+63)&^63)
+	prefetchPacket(data, recAddr(&p.recs[wqe]), sh)
+}
+
+// writeShinfo stores the buffer-resident packet record (little-endian):
+// length, offset, flags, handle, hash, VLAN. It travels with the buffer when
+// the packet leaves its batch (held for neighbour resolution, punted, queued
+// for TX completion) — the role skb_shared_info plays in the kernel.
+func writeShinfo(s []byte, c *rxCtx) {
+	_ = s[ShinfoSize-1]
+	binary.LittleEndian.PutUint32(s[0:], c.length)
+	binary.LittleEndian.PutUint32(s[4:], c.data)
+	binary.LittleEndian.PutUint16(s[8:], uint16(c.flags))
+	binary.LittleEndian.PutUint16(s[10:], c.vlan)
+	binary.LittleEndian.PutUint32(s[12:], c.handle)
+	binary.LittleEndian.PutUint32(s[16:], c.hash)
+	binary.LittleEndian.PutUint32(s[20:], 1) // dataref: one owner
+}
+
+// HeaderInfo decodes a CQE's l4_l3_hdr_type byte into packet flags, the L3
+// and L4 offsets from the frame start, and the header length to copy when a
+// packet must change buffers (0 when the CQE does not pin it down, e.g. IP
+// options or an unknown L3). Payload is never copied: it stays in the stride.
+func HeaderInfo(t uint8) (flags fwd.Flags, l3Off, l4Off uint8, hdrLen uint16) {
+	l2 := uint8(14)
+	if t&CQEHasVLAN != 0 {
+		flags |= fwd.FlagVLAN
+		l2 += 4
+	}
+	var l3len uint8
+	switch (t >> CQEL3HdrShift) & CQEL3HdrMask {
+	case CQEL3HdrIPv4:
+		flags |= fwd.FlagIPv4
+		l3len = 20
+	case CQEL3HdrIPv6:
+		flags |= fwd.FlagIPv6
+		l3len = 40
+	default:
+		return flags, 0, 0, 0
+	}
+	if t&CQEIPFrag != 0 {
+		flags |= fwd.FlagFrag
+	}
+	var l4len uint16
+	switch (t >> CQEL4HdrShift) & CQEL4HdrMask {
+	case CQEL4HdrUDP:
+		flags |= fwd.FlagUDP
+		l4len = 8
+	case CQEL4HdrTCP, CQEL4HdrTCPAck, CQEL4HdrTCPAckD:
+		flags |= fwd.FlagTCP
+		l4len = 20 // minimum; options need the data-offset nibble
+	}
+	if t&CQEIPExt != 0 {
+		// Options / extension headers: the L4 offset is unknown.
+		return flags, 0, 0, 0
+	}
+	flags |= fwd.FlagParsed
+	l4 := l2 + l3len
+	if l4len == 0 {
+		return flags, l2, 0, uint16(l4)
+	}
+	return flags, l2, l4, uint16(l4) + l4len
+}
+
+// SetFreshContext makes the queue zero its packet context for every
+// completion instead of reusing it — the per-CQE struct the kernel declares on
+// its stack. It exists only so benchmarks can measure the difference.
+func (q *RxQueue) SetFreshContext(on bool) { q.freshCtx = on }

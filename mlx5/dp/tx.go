@@ -1,0 +1,399 @@
+package dp
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// TxOptions tune the send path.
+type TxOptions struct {
+	// FragmentWQEBBs is the fragment size; no WQE crosses a fragment edge
+	// and the ring end is always one. 0 means 64 (4 KiB).
+	FragmentWQEBBs int
+	// PadToEdge selects the pre-2025 kernel policy: when fewer than a full
+	// MPWQE's WQEBBs remain before the edge, fill them with NOPs and open
+	// the session at the next fragment. The default opens a smaller MPWQE
+	// in the remaining room instead (zero NOPs).
+	PadToEdge bool
+	// CompletionEvery requests a CQE every N WQEs (and always on the last
+	// WQE of a Tx call, so no buffer waits for later traffic). 0 means 32.
+	CompletionEvery int
+	// MaxMPWWQEBBs bounds one MPWQE; 0 means 15 (the kernel's x86 value).
+	MaxMPWWQEBBs int
+}
+
+// TxStats counts what the send path did.
+type TxStats struct {
+	Packets, Bytes uint64
+	WQEs           uint64 // all WQEs, NOPs included
+	WQEBBs         uint64 // all basic blocks posted, NOPs included
+	MPWQEs         uint64
+	MPWPackets     uint64
+	SendWQEs       uint64
+	NOPs           uint64
+	Doorbells      uint64
+	CQEs           uint64
+	ErrCQEs        uint64
+	LastSyndrome   uint8
+	DropFull       uint64 // no room even after reaping completions
+	DropForeign    uint64 // buffer of another pool: a caller bug, never sent
+	DropBadLen     uint64
+	BadCQEs        uint64
+}
+
+type txInfo struct {
+	wqebbs uint8
+	pkts   uint8
+}
+
+// TxQueue is one send queue with its CQ. Only the owning worker calls it.
+type TxQueue struct {
+	ring      []byte
+	mask      uint32
+	frag      uint32
+	pc        uint32 // producer counter in WQEBBs (free running; 16 bits go to the device)
+	cc        uint32 // completed up to here
+	sqn       uint32
+	lkey      uint32
+	dbr       []byte
+	mmio      Doorbeller
+	doorbell  uint32
+	minInline uint32
+	mpw       bool
+	maxMPW    uint32
+	pad       bool
+	compEvery uint32
+	stopRoom  uint32
+	maxFrame  uint32
+
+	cq   cqRing
+	pool *Pool
+	info []txInfo
+	fifo []uint32 // handles of posted packets, in WQE order
+	fh   uint32   // fifo head (next to complete), free running
+	ft   uint32   // fifo tail
+
+	// Open MPWQE session.
+	open    bool
+	sessPI  uint32
+	sessDS  uint32
+	sessMax uint32
+	sessPkt uint32
+
+	sinceComp uint32
+	lastPI    int32 // slot of the last WQE posted in this Tx call, -1: none
+
+	Stats TxStats
+}
+
+// NewTxQueue builds a TX queue that sends buffers of pool.
+func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error) {
+	if err := checkPow2Ring("SQ", sq.Ring, sq.LogWQEBBs, SendWQEBBSize); err != nil {
+		return nil, err
+	}
+	if len(sq.DBRec) < 8 {
+		return nil, errDBRec
+	}
+	c, err := newCQRing(cq)
+	if err != nil {
+		return nil, err
+	}
+	size := uint32(1) << sq.LogWQEBBs
+	if o.FragmentWQEBBs == 0 {
+		o.FragmentWQEBBs = DefaultFragment
+	}
+	if o.MaxMPWWQEBBs == 0 {
+		o.MaxMPWWQEBBs = MaxMPWWQEBBs
+	}
+	if o.CompletionEvery == 0 {
+		o.CompletionEvery = 32
+	}
+	frag := uint32(o.FragmentWQEBBs)
+	if frag > size {
+		frag = size
+	}
+	if frag&(frag-1) != 0 || frag < MaxSendWQEBBs {
+		return nil, fmt.Errorf("dp: fragment of %d WQEBBs must be a power of two ≥ %d", frag, MaxSendWQEBBs)
+	}
+	if o.MaxMPWWQEBBs < 1 || o.MaxMPWWQEBBs > MaxMPWWQEBBs {
+		return nil, fmt.Errorf("dp: MPWQE size %d outside 1..%d", o.MaxMPWWQEBBs, MaxMPWWQEBBs)
+	}
+	// Stop room: the largest WQE plus the padding it may need (kernel
+	// MLX5E_STOP_ROOM = 2w−1), so a started WQE always fits.
+	stop := uint32(2*MaxSendWQEBBs - 1)
+	if size < 2*stop {
+		return nil, fmt.Errorf("dp: SQ of %d WQEBBs is below twice the stop room %d", size, stop)
+	}
+	if int(c.mask+1) < int(size) {
+		return nil, fmt.Errorf("dp: TX CQ of %d entries is smaller than the SQ (%d)", c.mask+1, size)
+	}
+	q := &TxQueue{
+		ring: sq.Ring, mask: size - 1, frag: frag, sqn: sq.SQN, lkey: sq.LKey, dbr: sq.DBRec,
+		mmio: sq.MMIO, doorbell: sq.Doorbell, minInline: uint32(sq.MinInline),
+		mpw: sq.EnhancedMPW && sq.MinInline == 0, maxMPW: uint32(o.MaxMPWWQEBBs), pad: o.PadToEdge,
+		compEvery: uint32(o.CompletionEvery), stopRoom: stop, maxFrame: pool.strideSize,
+		cq: c, pool: pool, info: make([]txInfo, size),
+		// At most 4 packets per WQEBB (one data segment each, header DSes excluded).
+		fifo:   make([]uint32, 4*size),
+		lastPI: -1,
+	}
+	return q, nil
+}
+
+// Tx posts every packet of b, rings the doorbell once and resets b. Packets
+// that find no room even after completions are reaped are dropped (their
+// buffers freed) and counted.
+func (q *TxQueue) Tx(b *fwd.Batch) int {
+	q.Reap()
+	sent := 0
+	for i := range b.Pkts {
+		p := &b.Pkts[i]
+		if p.Pool != q.pool.id {
+			q.Stats.DropForeign++
+			continue
+		}
+		if p.Len < 14 || uint32(p.Off)+uint32(p.Len) > q.maxFrame {
+			q.Stats.DropBadLen++
+			q.pool.release(p.Handle)
+			continue
+		}
+		if q.free() < q.stopRoom {
+			q.closeSession()
+			q.Reap()
+			if q.free() < q.stopRoom {
+				q.Stats.DropFull++
+				q.pool.release(p.Handle)
+				continue
+			}
+		}
+		if q.mpw {
+			q.addMPW(p)
+		} else {
+			q.postSend(p)
+		}
+		q.Stats.Packets++
+		q.Stats.Bytes += uint64(p.Len)
+		sent++
+	}
+	q.closeSession()
+	q.ring_()
+	b.Reset()
+	return sent
+}
+
+func (q *TxQueue) free() uint32 { return q.mask + 1 - (q.pc - q.cc) }
+
+// contig is the number of WQEBBs from slot pi to its fragment edge.
+func (q *TxQueue) contig(pi uint32) uint32 { return q.frag - pi&(q.frag-1) }
+
+// padTo posts one-WQEBB NOPs up to the fragment edge.
+func (q *TxQueue) padTo(n uint32) {
+	for ; n > 0; n-- {
+		pi := q.pc & q.mask
+		w := q.ring[pi*SendWQEBBSize : pi*SendWQEBBSize+DSSize]
+		binary.BigEndian.PutUint32(w[CtrlOffOpmodIdxOpcode:], (q.pc&WQEIndexMask)<<8|OpNOP)
+		binary.BigEndian.PutUint32(w[CtrlOffQPNDS:], q.sqn<<8|1)
+		binary.BigEndian.PutUint32(w[CtrlOffSignature:], 0)
+		binary.BigEndian.PutUint32(w[CtrlOffImm:], 0)
+		q.info[pi] = txInfo{wqebbs: 1}
+		q.finishWQE(pi)
+		q.pc++
+		q.Stats.NOPs++
+		q.Stats.WQEs++
+		q.Stats.WQEBBs++
+	}
+}
+
+// openSession starts an MPWQE at the producer index. Edge reuse: its
+// capacity is whatever room is left before the fragment edge (at most
+// maxMPW WQEBBs). PadToEdge: NOPs fill a short tail and the session opens a
+// full-size MPWQE at the next fragment.
+func (q *TxQueue) openSession() {
+	pi := q.pc & q.mask
+	room := q.contig(pi)
+	if room < q.maxMPW && q.pad {
+		q.padTo(room)
+		pi = q.pc & q.mask
+		room = q.contig(pi)
+	}
+	if room > q.maxMPW {
+		room = q.maxMPW
+	}
+	w := q.ring[pi*SendWQEBBSize : pi*SendWQEBBSize+2*DSSize]
+	clear(w) // ctrl + eth seg: no checksum flags, no inline header
+	q.open, q.sessPI, q.sessDS, q.sessMax, q.sessPkt = true, pi, MPWEmptyDS, room*DSPerWQEBB, 0
+}
+
+// addMPW appends p as one pointer entry of the open (or a new) session.
+func (q *TxQueue) addMPW(p *fwd.Packet) {
+	if !q.open {
+		q.openSession()
+	}
+	o := q.sessPI*SendWQEBBSize + q.sessDS*DSSize
+	q.putData(q.ring[o:o+DSSize], p)
+	q.sessDS++
+	q.sessPkt++
+	if q.sessDS == q.sessMax {
+		q.closeSession()
+	}
+}
+
+func (q *TxQueue) putData(d []byte, p *fwd.Packet) {
+	_ = d[DSSize-1]
+	binary.BigEndian.PutUint32(d[DataOffByteCount:], uint32(p.Len))
+	binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
+	binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off))
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = uint32(p.Handle)
+	q.ft++
+}
+
+// closeSession writes the session's control segment and advances pc.
+func (q *TxQueue) closeSession() {
+	if !q.open {
+		return
+	}
+	q.open = false
+	pi := q.sessPI
+	n := (q.sessDS + DSPerWQEBB - 1) / DSPerWQEBB
+	w := q.ring[pi*SendWQEBBSize:]
+	binary.BigEndian.PutUint32(w[CtrlOffOpmodIdxOpcode:], (q.pc&WQEIndexMask)<<8|OpEnhancedMPSW)
+	binary.BigEndian.PutUint32(w[CtrlOffQPNDS:], q.sqn<<8|q.sessDS)
+	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: uint8(q.sessPkt)}
+	q.finishWQE(pi)
+	q.pc += n
+	q.Stats.WQEs++
+	q.Stats.MPWQEs++
+	q.Stats.MPWPackets += uint64(q.sessPkt)
+	q.Stats.WQEBBs += uint64(n)
+}
+
+// postSend posts p as a plain SEND WQE with MinInline header bytes inline
+// (for devices that need them, where eMPWQE cannot be used).
+func (q *TxQueue) postSend(p *fwd.Packet) {
+	data := p.Data()
+	inl := q.minInline
+	if inl > uint32(len(data)) {
+		inl = uint32(len(data))
+	}
+	ds := uint32(2)
+	if inl > 2 {
+		ds += (inl - 2 + DSSize - 1) / DSSize
+	}
+	rest := uint32(len(data)) > inl
+	if rest {
+		ds++
+	}
+	n := (ds + DSPerWQEBB - 1) / DSPerWQEBB
+	if c := q.contig(q.pc & q.mask); c < n {
+		q.padTo(c) // non-MPWQE WQEs keep NOP padding, as in the kernel
+	}
+	pi := q.pc & q.mask
+	w := q.ring[pi*SendWQEBBSize : (pi+n)*SendWQEBBSize]
+	clear(w[:2*DSSize])
+	binary.BigEndian.PutUint32(w[CtrlOffOpmodIdxOpcode:], (q.pc&WQEIndexMask)<<8|OpSend)
+	binary.BigEndian.PutUint32(w[CtrlOffQPNDS:], q.sqn<<8|ds)
+	eth := w[EthSegOff:]
+	binary.BigEndian.PutUint16(eth[EthOffInlineHdrSz:], uint16(inl))
+	copy(eth[EthOffInlineHdrStart:EthOffInlineHdrStart+2], data[:min(inl, 2)])
+	if inl > 2 {
+		copy(w[2*DSSize:], data[2:inl])
+	}
+	if rest {
+		d := w[(ds-1)*DSSize : ds*DSSize]
+		binary.BigEndian.PutUint32(d[DataOffByteCount:], uint32(len(data))-inl)
+		binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
+		binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off)+uint64(inl))
+	}
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = uint32(p.Handle)
+	q.ft++
+	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: 1}
+	q.finishWQE(pi)
+	q.pc += n
+	q.Stats.WQEs++
+	q.Stats.SendWQEs++
+	q.Stats.WQEBBs += uint64(n)
+}
+
+// finishWQE sets the completion request on every CompletionEvery-th WQE and
+// remembers the WQE for the doorbell.
+func (q *TxQueue) finishWQE(pi uint32) {
+	q.sinceComp++
+	w := q.ring[pi*SendWQEBBSize:]
+	if q.sinceComp >= q.compEvery {
+		w[CtrlOffFmCeSe] = CtrlCQUpdate
+		q.sinceComp = 0
+	} else {
+		w[CtrlOffFmCeSe] = 0
+	}
+	q.lastPI = int32(pi)
+}
+
+// ring_ publishes the WQEs: completion request on the last one if any WQE
+// since the last request lacks one, then the doorbell record, then the MMIO
+// doorbell with the last WQE's first 8 bytes.
+func (q *TxQueue) ring_() {
+	if q.lastPI < 0 {
+		return
+	}
+	w := q.ring[uint32(q.lastPI)*SendWQEBBSize:]
+	if q.sinceComp > 0 {
+		w[CtrlOffFmCeSe] = CtrlCQUpdate
+		q.sinceComp = 0
+	}
+	storeBE32(q.dbr[SndDBROff:], q.pc&WQEIndexMask)
+	q.mmio.Write64(q.doorbell, binary.BigEndian.Uint64(w[:8]))
+	q.lastPI = -1
+	q.Stats.Doorbells++
+}
+
+// Reap processes TX completions: every CQE completes all WQEs up to and
+// including the one it names; their packets' buffers are released and the
+// RX pool reposts WQEs that became free.
+func (q *TxQueue) Reap() {
+	c := &q.cq
+	start := c.cc
+	for {
+		cqe, op, ok := c.owned(c.cc)
+		if !ok {
+			break
+		}
+		c.cc++
+		opc := op >> CQEOpcodeShift
+		switch opc {
+		case CQEReq:
+		case CQEReqErr, CQERespErr:
+			q.Stats.ErrCQEs++
+			q.Stats.LastSyndrome = cqe[ErrCQEOffSyndrome]
+		default:
+			q.Stats.BadCQEs++
+			continue
+		}
+		q.Stats.CQEs++
+		counter := uint32(binary.BigEndian.Uint16(cqe[CQEOffWQECounter:]))
+		if (counter-q.cc)&WQEIndexMask >= (q.pc-q.cc)&WQEIndexMask {
+			q.Stats.BadCQEs++ // names a WQE not outstanding
+			continue
+		}
+		for {
+			inf := q.info[q.cc&q.mask]
+			last := q.cc&WQEIndexMask == counter
+			for k := uint8(0); k < inf.pkts; k++ {
+				q.pool.release(uint64(q.fifo[q.fh&uint32(len(q.fifo)-1)]))
+				q.fh++
+			}
+			q.cc += uint32(inf.wqebbs)
+			if last || inf.wqebbs == 0 {
+				break
+			}
+		}
+	}
+	if c.cc != start {
+		c.release()
+		q.pool.repost()
+	}
+}
+
+// Outstanding is the number of WQEBBs posted and not yet completed.
+func (q *TxQueue) Outstanding() uint32 { return q.pc - q.cc }

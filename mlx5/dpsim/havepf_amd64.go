@@ -1,0 +1,3 @@
+package dpsim
+
+func havePrefetch() bool { return true }

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package dpsim
+
+func havePrefetch() bool { return false }

@@ -1,0 +1,116 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ovfwd/ovfwd/mlx5/prm"
+)
+
+// asyncEQ is the one event queue a polling driver needs: every CQ names it,
+// and firmware page requests arrive on it (mlx5.md §1.8, §3.4).
+type asyncEQ struct {
+	buf     []byte
+	iova    uint64
+	logSize uint8
+	eqn     uint32
+	ci      uint32
+}
+
+const asyncEQLogSize = 8 // 32 + 128 spare, rounded up (rdma-core)
+
+func (h *HCA) createAsyncEQ() error {
+	out, err := h.simple(prm.OpAllocUAR, 0)
+	if err != nil {
+		return err
+	}
+	h.uar = uint32(prm.OutObjID.Get(out))
+	size := (1 << asyncEQLogSize) * prm.EQESize
+	buf, iova, err := h.bus.DMA.Alloc(size, size)
+	if err != nil {
+		return fmt.Errorf("mlx5: EQ memory: %w", err)
+	}
+	for i := 0; i < 1<<asyncEQLogSize; i++ {
+		buf[i*prm.EQESize+prm.EQEOwnerOffset] = prm.EQEOwnerInit
+	}
+	in := make([]byte, prm.PASOffset+8)
+	prm.InOpcode.Set(in, prm.OpCreateEQ)
+	prm.EQCLogSize.Set(in, asyncEQLogSize)
+	prm.EQCUARPage.Set(in, uint64(h.uar))
+	prm.EQCIntr.Set(in, 0)
+	prm.EQCLogPageSize.Set(in, uint64(log2(size)-prm.AdapterPageShift))
+	// Page requests and port changes; command completions are polled
+	// through the ownership bit, so no CMD events.
+	prm.SetEventBit(in, prm.EventPageRequest)
+	prm.SetEventBit(in, prm.EventPortChange)
+	prm.SetEventBit(in, prm.EventCQError)
+	prm.EQPAS.Set(in, iova)
+	out, err = h.cmd.exec(in, 16)
+	if err != nil {
+		h.bus.DMA.Free(iova)
+		return err
+	}
+	h.eq = &asyncEQ{buf: buf, iova: iova, logSize: asyncEQLogSize, eqn: uint32(prm.CreateEQOutEQN.Get(out))}
+	// Publish CI 0 without arming: nothing waits on the interrupt.
+	h.eqDoorbell()
+	h.cmd.onWait = h.PollEvents
+	return nil
+}
+
+func (h *HCA) eqDoorbell() {
+	h.bus.MMIO.Write32(h.uar*prm.UARPageSize+prm.UAREQDoorbellNoArm, h.eq.ci&0xFFFFFF|h.eq.eqn<<24)
+}
+
+// PollEvents consumes the async EQ: page requests are served at once (on
+// the page slot), port changes counted. It is called while any command
+// waits, and should be called periodically by the control plane.
+func (h *HCA) PollEvents() error {
+	eq := h.eq
+	if eq == nil {
+		return nil
+	}
+	mask := uint32(1)<<eq.logSize - 1
+	consumed := 0
+	var firstErr error
+	for consumed < 1<<eq.logSize {
+		e := eq.buf[(eq.ci&mask)*prm.EQESize : (eq.ci&mask+1)*prm.EQESize]
+		if loadByte(&e[prm.EQEOwnerOffset])&1 != uint8(eq.ci>>eq.logSize)&1 {
+			break
+		}
+		typ := e[prm.EQEType]
+		var data [28]byte
+		copy(data[:], e[prm.EQEData:])
+		eq.ci++
+		consumed++
+		if consumed%64 == 0 {
+			h.eqDoorbell() // stay well inside the 128 spare entries
+		}
+		switch typ {
+		case prm.EventPageRequest:
+			n := int32(binary.BigEndian.Uint32(data[4:]))
+			var err error
+			if n > 0 {
+				err = h.givePages(int(n), h.cmd.pageSlot)
+			} else if n < 0 {
+				err = h.takePages(int(min(-n, 50000)), h.cmd.pageSlot)
+			}
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("page request for %d pages: %w", n, err)
+			}
+		case prm.EventPortChange:
+			h.LinkEvents++
+		}
+	}
+	if consumed > 0 {
+		h.eqDoorbell()
+	}
+	return firstErr
+}
+
+func log2(n int) int {
+	l := 0
+	for 1<<l < n {
+		l++
+	}
+	return l
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package mlx5
+
+import "errors"
+
+// VFIO exists only on Linux.
+type VFIO struct{}
+
+// OpenVFIO fails: VFIO is a Linux interface.
+func OpenVFIO(paths Paths, addr string, hugepages2M int) (*VFIO, error) {
+	return nil, errors.New("mlx5: VFIO needs Linux")
+}
+
+// Bus is never reached.
+func (v *VFIO) Bus() Bus { return Bus{} }
+
+// Close does nothing.
+func (v *VFIO) Close() error { return nil }
