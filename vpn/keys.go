@@ -1,6 +1,18 @@
 // Package vpn implements the OpenVPN 2.6 wire protocol for ovfwd: the data
 // channel (P_DATA_V2 AEAD, replay window, keepalive, peer table) here, the
 // control channel in vpn/control.
+//
+// # Threading contract
+//
+// Tunnel.Decap(q, …) and Tunnel.Encap(q, …) run on worker q of the fwd
+// engine, each q from one goroutine only; they allocate nothing per packet
+// (a float's new endpoint is the one exception), take no lock and never
+// block. DataKey is immutable and safe for concurrent use. Every other
+// Tunnel method belongs to the control plane: it may be called from any
+// goroutine, and it changes what the workers see only by publishing new
+// immutable peer tables, endpoints and key sets through atomic pointers.
+// Workers hand control packets and events back through bounded per-queue
+// rings and count what they drop.
 package vpn
 
 // Cipher is a data-channel AEAD.

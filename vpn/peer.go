@@ -1,0 +1,160 @@
+package vpn
+
+import (
+	"net/netip"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Slot names one of a peer's two key slots. The primary key sends; both
+// receive, chosen by the key_id in the packet, so a renegotiation installs
+// the new key as secondary, swaps it to primary when the control plane says
+// so, and the old key keeps decrypting late packets until it is dropped.
+type Slot uint8
+
+const (
+	Primary Slot = iota
+	Secondary
+)
+
+// PeerConfig is what the control plane knows about a peer when it adds it.
+type PeerConfig struct {
+	ID     uint32         // peer-id pushed to the client, < the tunnel's MaxPeers
+	Remote netip.AddrPort // the client's UDP address
+	Local  netip.AddrPort // the appliance address and port the client talks to; if invalid, learnt from its first data packet
+	Comp   Comp
+	// Keepalive: Poll reports EventPingDue after PingEvery without sending
+	// and EventExpired after Timeout without an authenticated packet. Zero
+	// disables either.
+	PingEvery time.Duration
+	Timeout   time.Duration
+	// AllowedSources, when not empty, are the inner source addresses the
+	// peer may use (its pushed addresses as /32 and /128, plus iroutes):
+	// Decap drops anything else as spoofed, like the kernel module's
+	// reverse-path check. Empty leaves the check to the FIB.
+	AllowedSources []netip.Prefix
+}
+
+// endpoint is a peer's address pair; immutable, replaced whole on a float.
+type endpoint struct {
+	remote, local netip.AddrPort
+}
+
+// slotKey is one installed key with its send and receive state.
+type slotKey struct {
+	key *DataKey
+
+	// txLast is the last packet-id sent; Add(1) hands out the next. It is 64
+	// bits wide so it can run past 2^32-1 without wrapping into old ids.
+	txLast     atomic.Uint64
+	wearNoted  atomic.Bool
+	spentNoted atomic.Bool
+
+	_ [64]byte // the sending worker and the receiving worker write different lines
+
+	// rxBusy serialises the replay window. A peer's packets normally arrive
+	// on one queue (RSS hashes its one UDP flow), so this compare-and-swap
+	// is uncontended; it exists for the moment after a float when two
+	// workers may briefly see the same peer. The wait is a few instructions.
+	rxBusy atomic.Bool
+	replay ReplayWindow
+}
+
+func (k *slotKey) checkReplay(id uint32) ReplayResult {
+	for !k.rxBusy.CompareAndSwap(false, true) {
+		runtime.Gosched()
+	}
+	r := k.replay.Check(id)
+	k.rxBusy.Store(false)
+	return r
+}
+
+// keySet is the immutable pair of slots published per peer.
+type keySet struct {
+	slot [2]*slotKey
+}
+
+func (s *keySet) byKeyID(kid uint8) *slotKey {
+	if k := s.slot[Primary]; k != nil && k.key.keyID == kid {
+		return k
+	}
+	if k := s.slot[Secondary]; k != nil && k.key.keyID == kid {
+		return k
+	}
+	return nil
+}
+
+// peer is one client. Its address and keys are swapped whole through atomic
+// pointers; its counters are atomics written by whichever worker sees it.
+type peer struct {
+	id        uint32
+	comp      Comp
+	pingEvery int64 // ns, 0 = off
+	timeout   int64 // ns, 0 = off
+
+	ep      atomic.Pointer[endpoint]
+	sources atomic.Pointer[[]netip.Prefix] // nil or empty: no check
+	keys    atomic.Pointer[keySet]
+
+	lastRecv atomic.Int64 // tunnel clock (ns) of the last authenticated packet
+	lastSent atomic.Int64 // tunnel clock (ns) of the last packet sent
+
+	expiredNoted atomic.Bool
+	pingNoted    atomic.Int64 // lastSent value a ping was already asked for
+
+	stats peerCounters
+}
+
+type peerCounters struct {
+	rxPackets, rxBytes atomic.Uint64
+	txPackets, txBytes atomic.Uint64
+	pings              atomic.Uint64
+	drops              [NumTunnelDrops]atomic.Uint64
+}
+
+// PeerStats is a snapshot of a peer's counters.
+type PeerStats struct {
+	Remote, Local      netip.AddrPort
+	RxPackets, RxBytes uint64 // authenticated inner packets / bytes, pings excluded
+	TxPackets, TxBytes uint64
+	PingsReceived      uint64
+	Drops              [NumTunnelDrops]uint64
+	LastRecv, LastSent time.Duration // tunnel clock
+	PrimaryKeyID       int           // -1: none
+	SecondaryKeyID     int
+	TxPacketID         uint64 // last packet-id sent with the primary key
+}
+
+// peerTable is the immutable peer-id → peer array the workers read.
+type peerTable struct {
+	peers []*peer
+}
+
+func (t *peerTable) get(id uint32) *peer {
+	if id < uint32(len(t.peers)) {
+		return t.peers[id]
+	}
+	return nil
+}
+
+// sourceAllowed reports whether the inner packet's source address is one
+// the peer may use. b is a checked IPv4 or IPv6 packet.
+func (p *peer) sourceAllowed(b []byte) bool {
+	list := p.sources.Load()
+	if list == nil || len(*list) == 0 {
+		return true
+	}
+	var src netip.Addr
+	if b[0]>>4 == 4 {
+		src = netip.AddrFrom4([4]byte(b[12:16]))
+	} else {
+		src = netip.AddrFrom16([16]byte(b[8:24]))
+	}
+	for _, pfx := range *list {
+		if pfx.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
