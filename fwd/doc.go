@@ -18,4 +18,41 @@
 // fwd knows nothing of mlx5, AF_XDP or the OpenVPN wire format: ports and
 // tunnels plug in through the Port and Tunnel interfaces, which move whole
 // batches, never single packets.
+//
+// # Engine
+//
+// New builds an Engine over ports; Engine.Workers returns one Worker per
+// queue index. Worker.Poll does one pass: Rx from every port, then per
+// packet Parse and either the router (ModeRouter) or the bridge
+// (ModeBridge), collecting frames into per-egress-port batches that are
+// sent when full and at the end of the pass. Worker.Run polls on a locked
+// OS thread. The clock is read once per poll.
+//
+// Router: the FIB is a pair of fwd/lpm tables mapping prefixes to indexes
+// of an append-only adjacency array (connected, via gateway, local,
+// tunnel peer, blackhole). Our own addresses are host routes to a local
+// adjacency, so one lookup classifies a packet. Per hop: TTL/hop limit
+// decrement with an RFC 1624 checksum update, MTU check (ICMP fragmentation
+// needed / packet too big; IPv4 without DF is fragmented),
+// optional TCP MSS clamp, neighbour lookup, Ethernet header written into
+// the bytes in front of the IP header. The payload never moves; a packet is
+// copied only when the egress port's buffer pool differs (counted).
+//
+// Neighbours: entries are created and expired by the control plane
+// (Engine.Service, or RunControl) and read lock-free by workers; a worker
+// refreshes an existing entry's MAC and expiry with atomic stores and
+// reports new ones through a bounded ring. Unresolved next hops hold a few
+// packets per worker (Config.NeighHold) while ARP/NS probes are sent.
+//
+// Bridge: a MAC table shared by all workers, lock-free (see macTable for
+// why it is shared rather than per worker), per-VLAN learning and aging,
+// flooding to every other member port of the VLAN with one copy per extra
+// port.
+//
+// Control plane to data plane: tables and the neighbour index are
+// immutable and swapped behind atomic pointers. Data plane to control
+// plane: the learn ring and the punt ring (Engine.Punts), both bounded and
+// counting what they drop; Engine.Events reports neighbours learned and
+// expired. Counters are plain per worker and published to Stats once per
+// poll.
 package fwd

@@ -23,6 +23,7 @@ const (
 	FlagL3Only // data starts at the IP header (no Ethernet header), e.g. after tunnel decap
 	FlagLocal  // addressed to the appliance itself
 	FlagParsed // L3Off/L4Off are valid
+	FlagARP    // an ARP packet at L3Off
 )
 
 // Packet is one packet of a batch: a window onto a buffer owned by a port's

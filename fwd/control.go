@@ -1,0 +1,137 @@
+package fwd
+
+import (
+	"net"
+	"net/netip"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	EventNeighbourLearned EventKind = iota + 1 // a neighbour resolved or changed MAC
+	EventNeighbourExpired                      // a learned neighbour timed out
+)
+
+// Event tells the control plane (which mirrors neighbours into the kernel)
+// what the data plane learned.
+type Event struct {
+	Kind EventKind
+	Port int
+	Addr netip.Addr
+	MAC  net.HardwareAddr
+}
+
+// maxEvents bounds the event queue; older events are kept, newer counted
+// as dropped, until Events drains it.
+const maxEvents = 4096
+
+// learnMsg is what a worker sends the control plane about a neighbour it
+// heard from and has no entry for (or whose MAC changed).
+type learnMsg struct {
+	port  uint16
+	is4   bool
+	moved bool // the worker already stored a changed MAC in the entry
+	addr  [16]byte
+	mac   [6]byte
+}
+
+// puntSlot holds a copy of a frame the data plane hands to the control
+// plane (traffic for the appliance it does not answer itself).
+type puntSlot struct {
+	port uint16
+	n    uint16
+	data [2048]byte
+}
+
+// Service is the control plane's periodic step (call it every ~100 ms, or
+// let RunControl do it): it applies what the workers learned, expires
+// neighbours and publishes the new neighbour table.
+func (e *Engine) Service() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.cfg.Now()
+	changed := false
+	for _, w := range e.workers {
+		w.learn.drain(func(m *learnMsg) {
+			k := neighKey{port: m.port, addr: m.addr}
+			mac := packMAC(m.mac[:])
+			n := e.neighs[k]
+			if n != nil && n.static {
+				return
+			}
+			isNew := n == nil
+			if isNew {
+				n = &neighbour{port: m.port, addr: m.addr, is4: m.is4}
+				e.neighs[k] = n
+				changed = true
+			}
+			n.expires.Store(now + int64(e.cfg.NeighReachable))
+			if n.mac.Swap(mac) != mac || isNew || m.moved {
+				e.event(EventNeighbourLearned, n, mac)
+			}
+		})
+	}
+	for k, n := range e.neighs {
+		if !n.static && n.expires.Load() < now {
+			delete(e.neighs, k)
+			changed = true
+			e.event(EventNeighbourExpired, n, n.mac.Load())
+		}
+	}
+	if changed {
+		e.neigh.Store(buildNeighTable(e.neighs))
+	}
+}
+
+func (e *Engine) event(kind EventKind, n *neighbour, mac uint64) {
+	if len(e.events) >= maxEvents {
+		e.evDrops++
+		return
+	}
+	ev := Event{Kind: kind, Port: int(n.port), MAC: make(net.HardwareAddr, 6)}
+	unpackMAC(mac, ev.MAC)
+	ev.Addr = netip.AddrFrom16(n.addr)
+	if n.is4 {
+		ev.Addr = ev.Addr.Unmap()
+	}
+	e.events = append(e.events, ev)
+}
+
+// Events removes and returns the queued events, appended to dst.
+func (e *Engine) Events(dst []Event) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	dst = append(dst, e.events...)
+	e.events = e.events[:0]
+	return dst
+}
+
+// Punts calls fn with every frame the workers punted since the last call
+// (the frame is only valid during the call) and returns how many.
+func (e *Engine) Punts(fn func(port int, frame []byte)) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, w := range e.workers {
+		n += w.punts.drain(func(s *puntSlot) { fn(int(s.port), s.data[:s.n]) })
+	}
+	return n
+}
+
+// Neighbours lists the current neighbour entries (for status and tests).
+func (e *Engine) Neighbours() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Event
+	for _, n := range e.neighs {
+		ev := Event{Kind: EventNeighbourLearned, Port: int(n.port), MAC: make(net.HardwareAddr, 6)}
+		unpackMAC(n.mac.Load(), ev.MAC)
+		ev.Addr = netip.AddrFrom16(n.addr)
+		if n.is4 {
+			ev.Addr = ev.Addr.Unmap()
+		}
+		out = append(out, ev)
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package fwd
+
+import "encoding/binary"
+
+// fragment4 splits an IPv4 datagram without DF that exceeds the egress MTU
+// (RFC 791 §3.2, RFC 1812 §5.2.6). The first fragment stays in p's buffer
+// (header edited, data truncated); each later one is built in a buffer of
+// the egress port with only the options whose copied flag is set. The
+// later fragments go first: the first one's buffer holds their data.
+func (w *Worker) fragment4(t *tables, p *Packet, a *adjacency, mtu int) {
+	l3 := p.Data()[p.L3Off:]
+	hl := int(l3[0]&0x0f) * 4
+	data := int(binary.BigEndian.Uint16(l3[2:])) - hl
+	frag := binary.BigEndian.Uint16(l3[6:])
+	var opts [40]byte
+	on := 0
+	for i := ipv4MinHdrLen; i < hl; {
+		ty := l3[i]
+		if ty == 0 { // end of options
+			break
+		}
+		if ty == 1 { // no-operation
+			i++
+			continue
+		}
+		if i+1 >= hl || l3[i+1] < 2 || i+int(l3[i+1]) > hl {
+			break
+		}
+		l := int(l3[i+1])
+		if ty&0x80 != 0 { // copied flag
+			on += copy(opts[on:], l3[i:i+l])
+		}
+		i += l
+	}
+	lhl := ipv4MinHdrLen + (on+3)&^3 // padding stays zero: end of options
+	first, later := (mtu-hl)&^7, (mtu-lhl)&^7
+	if first < 8 || later < 8 {
+		w.drop(p, DropTooBig)
+		return
+	}
+	for off := first; off < data; off += later {
+		n := min(later, data-off)
+		np := w.alloc(int(a.port))
+		if np == nil {
+			w.drop(p, DropTxFull) // an incomplete datagram is useless
+			return
+		}
+		w.tmpFrag = *np
+		f := &w.tmpFrag
+		b := f.Buf[f.Off:]
+		if len(b) < lhl+n {
+			w.release(f)
+			w.drop(p, DropTxFull)
+			return
+		}
+		copy(b[:ipv4MinHdrLen], l3)
+		copy(b[ipv4MinHdrLen:lhl], opts[:])
+		b[0] = 0x40 | byte(lhl/4)
+		binary.BigEndian.PutUint16(b[2:], uint16(lhl+n))
+		fo := frag&^ipv4FragMask + uint16(off/8) + frag&ipv4FragMask
+		if off+n < data {
+			fo |= ipv4FlagMF
+		}
+		binary.BigEndian.PutUint16(b[6:], fo)
+		clear(b[10:12])
+		binary.BigEndian.PutUint16(b[10:], checksum(b[:lhl]))
+		copy(b[lhl:], l3[hl+off:hl+off+n])
+		f.Len, f.L3Off, f.L4Off = uint16(lhl+n), 0, 0
+		f.Flags = FlagL3Only | FlagParsed | FlagIPv4 | FlagFrag
+		w.nextHop(t, f, a)
+	}
+	binary.BigEndian.PutUint16(l3[2:], uint16(hl+first))
+	binary.BigEndian.PutUint16(l3[6:], frag|ipv4FlagMF)
+	clear(l3[10:12])
+	binary.BigEndian.PutUint16(l3[10:], checksum(l3[:hl]))
+	p.Len = uint16(int(p.L3Off) + hl + first)
+	p.Flags |= FlagFrag
+	w.cnt[cFragments]++
+	w.nextHop(t, p, a)
+}

@@ -1,0 +1,52 @@
+package lpm
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestLookupBatchMatchesLookup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	var b4 V4Builder
+	var b6 V6Builder
+	for range 20000 {
+		b4.Add(randPrefix(rng, 32), rng.Uint32())
+		b6.Add(randPrefix(rng, 128), rng.Uint32())
+	}
+	t4, t6 := b4.Build(), b6.Build()
+	for _, n := range []int{0, 1, 15, 16, 17, 100, 1000} {
+		a4 := make([][4]byte, n)
+		a6 := make([][16]byte, n)
+		for i := range n {
+			a4[i], a6[i] = randAddr(rng, 32).As4(), randAddr(rng, 128).As16()
+		}
+		vals := make([]uint32, n)
+		oks := make([]bool, n)
+		for i := range vals {
+			vals[i], oks[i] = 12345, true // must be overwritten
+		}
+		t4.LookupBatch(a4, vals, oks)
+		for i, a := range a4 {
+			if v, ok := t4.Lookup(a); v != vals[i] || ok != oks[i] {
+				t.Fatalf("v4 batch of %d: [%d] %v = %d,%v; Lookup says %d,%v", n, i, a, vals[i], oks[i], v, ok)
+			}
+		}
+		t6.LookupBatch(a6, vals, oks)
+		for i, a := range a6 {
+			if v, ok := t6.Lookup(a); v != vals[i] || ok != oks[i] {
+				t.Fatalf("v6 batch of %d: [%d] %v = %d,%v; Lookup says %d,%v", n, i, a, vals[i], oks[i], v, ok)
+			}
+		}
+	}
+	var empty *V4
+	vals, oks := []uint32{7}, []bool{true}
+	empty.LookupBatch([][4]byte{{1, 2, 3, 4}}, vals, oks)
+	if vals[0] != 0 || oks[0] {
+		t.Fatal("a nil table's batch lookup found something")
+	}
+	a4 := make([][4]byte, 64)
+	vals, oks = make([]uint32, 64), make([]bool, 64)
+	if n := testing.AllocsPerRun(100, func() { t4.LookupBatch(a4, vals, oks) }); n != 0 {
+		t.Fatalf("LookupBatch allocates %v times per call", n)
+	}
+}

@@ -1,0 +1,260 @@
+package fwd
+
+import "encoding/binary"
+
+// How a packet entered routeIP.
+const (
+	rOrigin   = 1 << iota // built or answered by the appliance: no TTL decrement, no ICMP errors about it
+	rInner                // came out of the tunnel: may not be decapsulated again
+	rNoTunnel             // came out of Encap: may not enter the tunnel again
+)
+
+// routeFrame is router mode's entry point for a received Ethernet frame.
+func (w *Worker) routeFrame(t *tables, p *Packet) {
+	if r := Parse(p); r != DropNone {
+		w.drop(p, r)
+		return
+	}
+	if p.Flags&FlagL3Only != 0 { // a port without a link layer (a TUN-like backend)
+		w.routeIP(t, p, 0)
+		return
+	}
+	pc := &t.ports[p.InPort]
+	if p.Flags&FlagQinQ != 0 || p.VLAN != pc.routerTag {
+		w.drop(p, DropVLAN)
+		return
+	}
+	if p.Flags&FlagARP != 0 {
+		w.arpInput(t, p)
+		return
+	}
+	d := p.Data()
+	if d[0]&1 == 0 && [6]byte(d[:6]) != pc.mac {
+		w.drop(p, DropNotForUs)
+		return
+	}
+	if p.Flags&(FlagIPv6|FlagICMP) == FlagIPv6|FlagICMP {
+		if ty := d[p.L4Off]; ty == icmp6NeighborSolicit || ty == icmp6NeighborAdvert {
+			w.ndInput(t, p)
+			return
+		}
+	}
+	if d[0]&1 != 0 {
+		w.punt(p) // IP to a link broadcast/multicast group: the control plane's business
+		return
+	}
+	w.routeIP(t, p, 0)
+}
+
+// routeIP forwards a parsed IP packet (Ethernet or L3-only) by the FIB.
+func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
+	d := p.Data()
+	l3 := d[p.L3Off:]
+	v4 := p.Flags&FlagIPv4 != 0
+	var ai uint32
+	var ok bool
+	if v4 {
+		ai, ok = t.v4.Lookup([4]byte(l3[16:20]))
+	} else {
+		ai, ok = t.v6.Lookup([16]byte(l3[24:40]))
+	}
+	if !ok {
+		w.icmpError(t, p, errNoRoute, 0, how)
+		w.drop(p, DropNoRoute)
+		return
+	}
+	a := &t.adj[ai]
+	switch a.kind {
+	case adjLocal:
+		w.localInput(t, p, how)
+		return
+	case adjBlackhole:
+		w.drop(p, DropNoRoute)
+		return
+	}
+	if how&rOrigin == 0 && (v4 && l3[8] <= 1 || !v4 && l3[7] <= 1) {
+		w.icmpError(t, p, errTTL, 0, how)
+		w.drop(p, DropTTLExceeded)
+		return
+	}
+	if a.kind == adjTunnel {
+		if t.tunnel == nil || how&rNoTunnel != 0 {
+			w.drop(p, DropTunnel)
+			return
+		}
+		w.rewriteL3(p, how)
+		toL3Only(p)
+		p.Peer = a.peer
+		w.toEncap(t, p)
+		return
+	}
+	out := int(a.port)
+	if mtu := t.ports[out].mtu; int(p.Len)-int(p.L3Off) > mtu {
+		if v4 && binary.BigEndian.Uint16(l3[6:])&ipv4FlagDF == 0 {
+			w.rewriteL3(p, how)
+			w.fragment4(t, p, a, mtu)
+			return
+		}
+		w.icmpError(t, p, errTooBig, mtu, how)
+		w.drop(p, DropTooBig)
+		return
+	}
+	w.rewriteL3(p, how)
+	w.nextHop(t, p, a)
+}
+
+// nextHop resolves the neighbour a packet for adjacency a goes to and
+// sends it, or holds it until the neighbour answers.
+func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
+	l3 := p.Data()[p.L3Off:]
+	v4 := p.Flags&FlagIPv4 != 0
+	out := int(a.port)
+	var key [16]byte
+	switch {
+	case a.kind == adjVia:
+		key = a.via
+	case v4:
+		key = key4(l3[16:20])
+	default:
+		key = [16]byte(l3[24:40])
+	}
+	n := w.e.neigh.Load().lookup(uint16(out), &key)
+	if n == nil {
+		w.holdPacket(t, p, out, &key, v4)
+		return
+	}
+	mac, exp := n.mac.Load(), n.expires.Load()
+	if mac&neighValid == 0 || exp < w.now {
+		w.holdPacket(t, p, out, &key, v4)
+		return
+	}
+	if exp-w.now < int64(w.e.cfg.NeighProbeBefore) {
+		// Refresh a used entry before it expires, once per retransmit interval.
+		if at := n.probeAt.Load(); at <= w.now && n.probeAt.CompareAndSwap(at, w.now+int64(w.e.cfg.NeighRetrans)) {
+			w.solicit(t, out, &key, v4, mac)
+		}
+	}
+	w.output(t, p, out, mac)
+}
+
+// rewriteL3 does the per-hop header edits: TTL/hop limit and MSS clamp.
+func (w *Worker) rewriteL3(p *Packet, how uint8) {
+	l3 := p.Data()[p.L3Off:]
+	if how&rOrigin == 0 {
+		if p.Flags&FlagIPv4 != 0 {
+			old := binary.BigEndian.Uint16(l3[8:])
+			l3[8]--
+			fixCsum16(l3[10:], old, old-0x100)
+		} else {
+			l3[7]--
+		}
+	}
+	if w.e.cfg.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
+		w.clampMSS(p)
+	}
+}
+
+// toL3Only drops the link-layer header: data then starts at the IP header.
+func toL3Only(p *Packet) {
+	if p.L4Off != 0 {
+		p.L4Off -= p.L3Off
+	}
+	p.Off += uint16(p.L3Off)
+	p.Len -= uint16(p.L3Off)
+	p.L3Off = 0
+	p.Flags = p.Flags&^(FlagVLAN|FlagQinQ) | FlagL3Only
+	p.VLAN = 0
+}
+
+// output writes the Ethernet header for port out in front of the IP header
+// (reusing the old header's bytes and the headroom; the payload never
+// moves) and queues the frame.
+func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
+	pc := &t.ports[out]
+	hl := ethHdrLen
+	if pc.routerTag != 0 {
+		hl += vlanTagLen
+	}
+	l3 := int(p.Off) + int(p.L3Off)
+	if l3 < hl {
+		w.drop(p, DropMalformed) // no headroom: a port broke the Headroom contract
+		return
+	}
+	h := p.Buf[l3-hl : l3]
+	unpackMAC(mac, h[0:6])
+	copy(h[6:12], pc.mac[:])
+	et := uint16(etherTypeIPv6)
+	if p.Flags&FlagIPv4 != 0 {
+		et = etherTypeIPv4
+	}
+	p.Flags &^= FlagVLAN | FlagQinQ | FlagL3Only
+	if pc.routerTag != 0 {
+		binary.BigEndian.PutUint16(h[12:], etherTypeVLAN)
+		binary.BigEndian.PutUint16(h[14:], pc.routerTag)
+		binary.BigEndian.PutUint16(h[16:], et)
+		p.Flags |= FlagVLAN
+	} else {
+		binary.BigEndian.PutUint16(h[12:], et)
+	}
+	if p.L4Off != 0 {
+		p.L4Off = uint8(int(p.L4Off) - int(p.L3Off) + hl)
+	}
+	p.Len = uint16(int(p.Off) + int(p.Len) - (l3 - hl))
+	p.Off = uint16(l3 - hl)
+	p.L3Off = uint8(hl)
+	p.VLAN = pc.routerTag
+	w.send(p, out)
+}
+
+// localInput handles a packet addressed to one of our addresses.
+func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
+	p.Flags |= FlagLocal
+	if p.Flags&FlagFrag != 0 {
+		w.punt(p) // reassembly is the control plane's job
+		return
+	}
+	d := p.Data()
+	l3 := d[p.L3Off:]
+	switch {
+	case p.Flags&FlagICMP != 0:
+		icmp := d[p.L4Off:]
+		if p.Flags&FlagIPv4 != 0 && icmp[0] == icmpEchoRequest {
+			swap4(l3[12:16], l3[16:20])
+			old := binary.BigEndian.Uint16(l3[8:])
+			l3[8] = defaultHop
+			fixCsum16(l3[10:], old, binary.BigEndian.Uint16(l3[8:]))
+			fixCsum16(icmp[2:], uint16(icmpEchoRequest)<<8|uint16(icmp[1]), uint16(icmpEchoReply)<<8|uint16(icmp[1]))
+			icmp[0] = icmpEchoReply
+			w.cnt[cReplies]++
+			w.routeIP(t, p, rOrigin|how&rNoTunnel)
+			return
+		}
+		if p.Flags&FlagIPv6 != 0 && icmp[0] == icmp6EchoRequest {
+			var tmp [16]byte
+			copy(tmp[:], l3[8:24])
+			copy(l3[8:24], l3[24:40])
+			copy(l3[24:40], tmp[:])
+			l3[7] = defaultHop
+			// Swapping addresses leaves the pseudo-header sum unchanged.
+			fixCsum16(icmp[2:], uint16(icmp6EchoRequest)<<8|uint16(icmp[1]), uint16(icmp6EchoReply)<<8|uint16(icmp[1]))
+			icmp[0] = icmp6EchoReply
+			w.cnt[cReplies]++
+			w.routeIP(t, p, rOrigin|how&rNoTunnel)
+			return
+		}
+	case p.Flags&FlagUDP != 0 && t.tunnel != nil && how&(rInner|rNoTunnel) == 0 &&
+		binary.BigEndian.Uint16(d[int(p.L4Off)+2:]) == t.tunnelPort:
+		if w.decap.Room() == 0 {
+			w.runDecap(t)
+		}
+		p.Verdict = VerdictForward
+		w.decap.Add(p)
+		return
+	}
+	w.punt(p)
+}
+
+func swap4(a, b []byte) {
+	_, _ = a[3], b[3]
+	a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3] = b[0], b[1], b[2], b[3], a[0], a[1], a[2], a[3]
+}

@@ -1,0 +1,211 @@
+package fwd
+
+import (
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/ovfwd/ovfwd/fwd/lpm"
+)
+
+// tables is everything the workers read about routing and ports. It is
+// immutable once published: the control plane builds a new one and swaps
+// the pointer (copy-on-write).
+type tables struct {
+	v4    *lpm.V4 // prefix → index into adj
+	v6    *lpm.V6
+	adj   []adjacency // append-only: indexes held by old tables stay valid
+	ports []portConf
+
+	tunnel     Tunnel
+	tunnelPort uint16 // UDP port of the tunnel on our addresses; 0 = none
+}
+
+type adjKind uint8
+
+const (
+	adjGlean     adjKind = iota + 1 // connected subnet: the destination is the neighbour
+	adjVia                          // remote: the neighbour is the gateway
+	adjLocal                        // one of our addresses
+	adjTunnel                       // into the tunnel, to peer
+	adjBlackhole                    // drop silently
+)
+
+type adjacency struct {
+	kind adjKind
+	port uint16
+	via  [16]byte // gateway as a neighbour key (key4 for IPv4)
+	peer uint32
+}
+
+// portConf is the per-port part of tables.
+type portConf struct {
+	mac  [6]byte
+	mtu  int
+	pool uint16
+	v4   []netip.Prefix // our addresses on the port
+	v6   []netip.Prefix
+	// VLANs. Router mode: routerTag is the 802.1Q tag the port sends and
+	// expects (0: untagged). Bridge mode: pvid carries untagged frames (0:
+	// untagged frames dropped) and member says which tagged VLANs pass.
+	routerTag uint16
+	pvid      uint16
+	member    *[4096 / 64]uint64
+}
+
+func (pc *portConf) isMember(vlan uint16) bool {
+	return pc.member != nil && pc.member[vlan>>6]&(1<<(vlan&63)) != 0
+}
+
+// src4 picks our IPv4 address on the port for talking to dst: one on dst's
+// subnet if any, else the first.
+func (pc *portConf) src4(dst [4]byte) ([4]byte, bool) {
+	a := netip.AddrFrom4(dst)
+	for _, p := range pc.v4 {
+		if p.Contains(a) {
+			return p.Addr().As4(), true
+		}
+	}
+	if len(pc.v4) > 0 {
+		return pc.v4[0].Addr().As4(), true
+	}
+	return [4]byte{}, false
+}
+
+func (pc *portConf) src6(dst [16]byte) ([16]byte, bool) {
+	a := netip.AddrFrom16(dst)
+	for _, p := range pc.v6 {
+		if p.Contains(a) {
+			return p.Addr().As16(), true
+		}
+	}
+	if len(pc.v6) > 0 {
+		return pc.v6[0].Addr().As16(), true
+	}
+	return [16]byte{}, false
+}
+
+func (pc *portConf) owns4(a []byte) bool {
+	for _, p := range pc.v4 {
+		if p.Addr().As4() == [4]byte(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (pc *portConf) owns6(a []byte) bool {
+	for _, p := range pc.v6 {
+		if p.Addr().As16() == [16]byte(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// neighbour is one ARP/ND entry. The control plane creates and removes
+// entries; the data plane refreshes an existing entry's MAC and expiry with
+// atomic stores (no lock), so a reply needs no round trip to take effect.
+type neighbour struct {
+	port   uint16
+	addr   [16]byte
+	is4    bool
+	static bool
+	// mac holds the MAC in the low 48 bits and neighValid in bit 63.
+	mac     atomic.Uint64
+	expires atomic.Int64 // engine clock ns; static entries never expire
+	probeAt atomic.Int64 // no unicast refresh probe before this time
+}
+
+const neighValid = 1 << 63
+
+func packMAC(m []byte) uint64 {
+	return neighValid | uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 |
+		uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+}
+
+func unpackMAC(v uint64, m []byte) {
+	_ = m[5]
+	m[0], m[1], m[2], m[3], m[4], m[5] = byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
+
+type neighKey struct {
+	port uint16
+	addr [16]byte
+}
+
+func neighHash(port uint16, a *[16]byte) uint64 {
+	lo := uint64(a[0]) | uint64(a[1])<<8 | uint64(a[2])<<16 | uint64(a[3])<<24 |
+		uint64(a[4])<<32 | uint64(a[5])<<40 | uint64(a[6])<<48 | uint64(a[7])<<56
+	hi := uint64(a[8]) | uint64(a[9])<<8 | uint64(a[10])<<16 | uint64(a[11])<<24 |
+		uint64(a[12])<<32 | uint64(a[13])<<40 | uint64(a[14])<<48 | uint64(a[15])<<56
+	h := (lo*0x9e3779b97f4a7c15 ^ hi*0xc2b2ae3d27d4eb4f ^ uint64(port)) * 0x165667b19e3779f9
+	return h ^ h>>29
+}
+
+// neighTable is an immutable open-addressing index over the entries, built
+// by the control plane at most a few times per second.
+type neighTable struct {
+	slots []*neighbour
+	mask  uint64
+}
+
+func buildNeighTable(all map[neighKey]*neighbour) *neighTable {
+	n := 16
+	for n < 2*len(all) {
+		n <<= 1
+	}
+	t := &neighTable{slots: make([]*neighbour, n), mask: uint64(n - 1)}
+	for _, e := range all {
+		h := neighHash(e.port, &e.addr)
+		for t.slots[h&t.mask] != nil {
+			h++
+		}
+		t.slots[h&t.mask] = e
+	}
+	return t
+}
+
+func (t *neighTable) lookup(port uint16, a *[16]byte) *neighbour {
+	h := neighHash(port, a)
+	for {
+		e := t.slots[h&t.mask]
+		if e == nil || e.port == port && e.addr == *a {
+			return e
+		}
+		h++
+	}
+}
+
+// key4 is the neighbour key of an IPv4 address: its IPv4-mapped IPv6 form,
+// which no IPv6 neighbour can have.
+func key4(a []byte) (k [16]byte) {
+	k[10], k[11] = 0xff, 0xff
+	copy(k[12:], a[:4])
+	return k
+}
+
+// onLink4 reports whether a is on one of the port's IPv4 subnets.
+func (pc *portConf) onLink4(a []byte) bool {
+	ad := netip.AddrFrom4([4]byte(a))
+	for _, p := range pc.v4 {
+		if p.Contains(ad) {
+			return true
+		}
+	}
+	return false
+}
+
+// onLink6 reports whether a is link-local or on one of the port's IPv6
+// subnets.
+func (pc *portConf) onLink6(a []byte) bool {
+	if a[0] == 0xfe && a[1]&0xc0 == 0x80 {
+		return true
+	}
+	ad := netip.AddrFrom16([16]byte(a))
+	for _, p := range pc.v6 {
+		if p.Contains(ad) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,250 @@
+package fwd
+
+import (
+	"runtime"
+	"time"
+)
+
+// Worker is the data plane of queue index q: it polls queue q of every
+// port and runs each batch to completion. Everything it needs per packet is
+// allocated once here and reused; only its own goroutine may call Poll.
+type Worker struct {
+	e *Engine
+	q int
+
+	now    int64 // engine clock, read once per poll
+	nowSec uint32
+
+	rx      *Batch
+	tx      []*Batch // per egress port
+	free    []*Batch // per owner port
+	decap   *Batch
+	encap   *Batch
+	scratch *Batch // Alloc of one buffer
+
+	icmpTokens int64 // token bucket in nano-tokens
+	icmpLast   int64
+
+	hold  holdTable
+	learn *spscRing[learnMsg]
+	punts *spscRing[puntSlot]
+
+	// Packets the worker builds, kept here so they never escape to the heap.
+	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag Packet
+
+	cnt []uint64
+	pub pubCounters
+}
+
+func newWorker(e *Engine, q int) *Worker {
+	n := len(e.ports)
+	w := &Worker{e: e, q: q, rx: NewBatch(e.cfg.Batch), decap: NewBatch(e.cfg.Batch),
+		encap: NewBatch(e.cfg.Batch), scratch: NewBatch(1),
+		learn: newSPSCRing[learnMsg](256), punts: newSPSCRing[puntSlot](64),
+		cnt: make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
+	for range n {
+		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
+		w.free = append(w.free, NewBatch(e.cfg.Batch))
+	}
+	w.icmpTokens = int64(e.cfg.ICMPBurst) * 1e9
+	w.hold.init(holdEntries, e.cfg.NeighHold)
+	return w
+}
+
+// Poll does one pass over queue q of every port and returns how many
+// packets it received.
+func (w *Worker) Poll() int {
+	w.now = w.e.cfg.Now()
+	w.nowSec = uint32(w.now / 1e9)
+	w.refillICMP()
+	t := w.e.tables.Load()
+	total := 0
+	for pi, port := range w.e.ports {
+		w.rx.Reset()
+		n := port.Rx(w.q, w.rx)
+		if n == 0 {
+			continue
+		}
+		total += n
+		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
+		for i := range w.rx.Pkts {
+			p := &w.rx.Pkts[i]
+			p.InPort, p.Verdict, p.Reason, p.Peer = uint16(pi), VerdictForward, DropNone, 0
+			p.Flags &^= FlagLocal
+			rxc[0]++
+			rxc[1] += uint64(p.Len)
+			if w.e.cfg.Mode == ModeBridge {
+				w.bridgeFrame(t, p)
+			} else {
+				w.routeFrame(t, p)
+			}
+		}
+		w.runTunnel(t)
+	}
+	if w.hold.active > 0 {
+		w.serviceHold(t)
+	}
+	w.flush()
+	w.publishCounters()
+	return total
+}
+
+// Run locks the calling goroutine to its OS thread and polls until stop is
+// closed. With adaptive set it sleeps, backing off up to 1 ms, while idle;
+// otherwise it spins.
+func (w *Worker) Run(stop <-chan struct{}, adaptive bool) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	idle := 0
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if w.Poll() > 0 || !adaptive {
+			idle = 0
+			continue
+		}
+		idle = min(idle+1, 10)
+		time.Sleep(time.Microsecond << idle)
+	}
+}
+
+// RunControl calls Service every interval until stop is closed.
+func (e *Engine) RunControl(stop <-chan struct{}, interval time.Duration) {
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C:
+			e.Service()
+		}
+	}
+}
+
+func (w *Worker) drop(p *Packet, r DropReason) {
+	w.cnt[cDrops+int(r)]++
+	w.release(p)
+}
+
+// release returns a buffer to the port that owns its pool.
+func (w *Worker) release(p *Packet) {
+	owner := int(p.InPort)
+	if owner >= len(w.e.pools) || w.e.pools[owner] != p.Pool {
+		for i, pool := range w.e.pools {
+			if pool == p.Pool {
+				owner = i
+				break
+			}
+		}
+	}
+	b := w.free[owner]
+	b.Add(p)
+	if b.Room() == 0 {
+		w.e.ports[owner].Free(w.q, b)
+	}
+}
+
+// send queues p for transmission on port out, copying it into a buffer of
+// out's pool first when it lives elsewhere.
+func (w *Worker) send(p *Packet, out int) {
+	if p.Pool != w.e.pools[out] {
+		w.scratch.Reset()
+		if w.e.ports[out].Alloc(w.q, w.scratch, 1) == 0 {
+			w.drop(p, DropTxFull)
+			return
+		}
+		w.tmpCopy = w.scratch.Pkts[0]
+		c := &w.tmpCopy
+		if int(c.Off)+int(p.Len) > len(c.Buf) {
+			w.release(c)
+			w.drop(p, DropTxFull)
+			return
+		}
+		copy(c.Buf[c.Off:], p.Data())
+		c.Len, c.InPort, c.Flags, c.VLAN, c.L3Off, c.L4Off, c.Peer = p.Len, uint16(out), p.Flags, p.VLAN, p.L3Off, p.L4Off, p.Peer
+		w.release(p)
+		w.cnt[cCopies]++
+		p = c
+	}
+	p.OutPort = uint16(out)
+	b := w.tx[out]
+	b.Add(p)
+	if b.Room() == 0 {
+		w.flushTx(out)
+	}
+}
+
+func (w *Worker) flushTx(out int) {
+	b := w.tx[out]
+	n, bytes := b.Len(), uint64(0)
+	for i := range b.Pkts {
+		bytes += uint64(b.Pkts[i].Len)
+	}
+	sent := w.e.ports[out].Tx(w.q, b)
+	c := w.cnt[cPorts+4*out:]
+	c[2] += uint64(sent)
+	c[3] += bytes
+	w.cnt[cDrops+int(DropTxFull)] += uint64(n - sent)
+}
+
+func (w *Worker) flush() {
+	for i, b := range w.tx {
+		if b.Len() > 0 {
+			w.flushTx(i)
+		}
+	}
+	for i, b := range w.free {
+		if b.Len() > 0 {
+			w.e.ports[i].Free(w.q, b)
+		}
+	}
+}
+
+// alloc lends one empty buffer of port's pool, or nil.
+func (w *Worker) alloc(port int) *Packet {
+	w.scratch.Reset()
+	if w.e.ports[port].Alloc(w.q, w.scratch, 1) == 0 {
+		return nil
+	}
+	p := &w.scratch.Pkts[0]
+	p.InPort, p.Flags, p.Verdict, p.Reason, p.Peer = uint16(port), 0, VerdictForward, DropNone, 0
+	return p
+}
+
+// punt copies p to the control plane's ring and frees it.
+func (w *Worker) punt(p *Packet) {
+	s := w.punts.slot()
+	if s == nil || int(p.Len) > len(s.data) {
+		w.drop(p, DropPuntFull)
+		return
+	}
+	s.port, s.n = p.InPort, uint16(copy(s.data[:], p.Data()))
+	w.punts.publish()
+	w.cnt[cPunts]++
+	w.release(p)
+}
+
+// refillICMP adds the tokens earned since the last poll.
+func (w *Worker) refillICMP() {
+	rate := int64(w.e.cfg.ICMPRate)
+	if rate < 0 {
+		return
+	}
+	if w.icmpLast != 0 {
+		w.icmpTokens = min(w.icmpTokens+(w.now-w.icmpLast)*rate, int64(w.e.cfg.ICMPBurst)*1e9)
+	}
+	w.icmpLast = w.now
+}
+
+func (w *Worker) takeICMPToken() bool {
+	if w.e.cfg.ICMPRate < 0 || w.icmpTokens < 1e9 {
+		w.cnt[cICMPLimited]++
+		return false
+	}
+	w.icmpTokens -= 1e9
+	return true
+}
