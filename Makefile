@@ -33,5 +33,8 @@ bench: build
 fuzz:
 	./.ci/fuzz $(FUZZTIME)
 
+package: build
+	VERSION=$(VERSION) ./packaging/build.sh dist
+
 clean:
 	rm -rf bin dist
