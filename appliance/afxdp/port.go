@@ -1,0 +1,201 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/ovfwd/ovfwd/fwd"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure Open. The zero value is a sensible default: every
+// device queue, zero-copy if the driver has it, native XDP if it has it.
+type Options struct {
+	Queues     int        // 0: the device's channel count
+	Attach     AttachMode // 0: native, then generic
+	NoZeroCopy bool       // skip the zero-copy attempt
+	VPNPort    uint16     // UDP port of the VPN data channel on this port (0: none)
+	Pool       uint16     // fwd.PortInfo.Pool: unique per port (AF_XDP ports share no memory)
+	Index      uint16     // the port's index in the engine, stamped on received packets as InPort
+	Logf       func(format string, args ...any)
+}
+
+// QueueMode is what one queue got and why.
+type QueueMode struct {
+	Queue    int
+	ZeroCopy bool
+	Attach   AttachMode
+	Why      string // why not zero-copy / not native
+}
+
+func (m QueueMode) String() string {
+	c := "copy"
+	if m.ZeroCopy {
+		c = "zero-copy"
+	}
+	s := fmt.Sprintf("queue %d: %s, %s XDP", m.Queue, c, m.Attach)
+	if m.Why != "" {
+		s += " (" + m.Why + ")"
+	}
+	return s
+}
+
+// Port is an fwd.Port on one Linux interface. Open it in the namespace the
+// interface lives in (the sockets stay there).
+type Port struct {
+	info   fwd.PortInfo
+	ifidx  int
+	queues []*queue
+	modes  []QueueMode
+	steer  *Steering
+}
+
+var _ fwd.Port = (*Port)(nil)
+
+// Open binds one AF_XDP socket per queue of ifname and attaches the
+// steering program. Traffic to the interface's own addresses keeps
+// reaching the kernel (see Steering).
+func Open(ifname string, o Options) (p *Port, err error) {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	n := o.Queues
+	if n == 0 {
+		if n, err = deviceQueues(ifname); err != nil {
+			logf("afxdp: %s: ethtool channels: %v; using 1 queue", ifname, err)
+			n = 1
+		}
+	}
+	rc := defaultRings
+	p = &Port{
+		ifidx: ifi.Index,
+		info: fwd.PortInfo{
+			Name: ifname, MAC: ifi.HardwareAddr, MTU: ifi.MTU, Queues: n,
+			Pool: o.Pool, BufSize: int(rc.FrameSize),
+		},
+	}
+	defer func() {
+		if err != nil {
+			p.Close()
+			p = nil
+		}
+	}()
+	if p.steer, err = NewSteering(n, o.VPNPort); err != nil {
+		return
+	}
+	if err = p.RefreshLocal(); err != nil {
+		return
+	}
+	mode, nativeErr, err := p.steer.Attach(ifi.Index, o.Attach)
+	if err != nil {
+		return
+	}
+	attachWhy := ""
+	if nativeErr != nil {
+		attachWhy = fmt.Sprintf("native XDP: %v", nativeErr)
+	}
+	for q := 0; q < n; q++ {
+		qu, bm, e := openSocket(ifi.Index, q, rc, !o.NoZeroCopy)
+		if e != nil {
+			return p, fmt.Errorf("afxdp: %s: %w", ifname, e)
+		}
+		qu.pool, qu.inPort = o.Pool, o.Index
+		p.queues = append(p.queues, qu)
+		if err = p.steer.Register(q, qu.fd); err != nil {
+			return p, fmt.Errorf("afxdp: %s queue %d: register socket: %w", ifname, q, err)
+		}
+		why := bm.Why
+		if attachWhy != "" {
+			why = joinWhy(why, attachWhy)
+		}
+		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: mode, Why: why}
+		p.modes = append(p.modes, m)
+		logf("afxdp: %s %s", ifname, m)
+	}
+	return p, nil
+}
+
+func joinWhy(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// RefreshLocal re-reads the interface's addresses into the steering map.
+func (p *Port) RefreshLocal() error {
+	ifi, err := net.InterfaceByIndex(p.ifidx)
+	if err != nil {
+		return fmt.Errorf("afxdp: %w", err)
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return fmt.Errorf("afxdp: %s addresses: %w", ifi.Name, err)
+	}
+	var local []netip.Addr
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			local = append(local, pfx.Addr())
+		}
+	}
+	return p.steer.SetLocal(local)
+}
+
+// SetLocal replaces the addresses the kernel keeps on this port.
+func (p *Port) SetLocal(addrs []netip.Addr) error { return p.steer.SetLocal(addrs) }
+
+// Modes reports, per queue, zero-copy or copy and native or generic XDP.
+func (p *Port) Modes() []QueueMode { return append([]QueueMode(nil), p.modes...) }
+
+// ProgramID is the kernel id of the steering program (for checks that it
+// is gone after Close: ProgramExists).
+func (p *Port) ProgramID() (uint32, error) { return bpfProgID(p.steer.prog) }
+
+// QueueRxPackets is how many frames queue q has received.
+func (p *Port) QueueRxPackets(q int) uint64 { return p.queues[q].st.rxPackets.Load() }
+
+// Ifindex is the interface's index.
+func (p *Port) Ifindex() int { return p.ifidx }
+
+// FD is queue q's socket, for a worker that polls when idle.
+func (p *Port) FD(q int) int { return p.queues[q].fd }
+
+func (p *Port) Info() fwd.PortInfo { return p.info }
+
+func (p *Port) Rx(q int, b *fwd.Batch) int { return p.queues[q].receive(b) }
+
+func (p *Port) Tx(q int, b *fwd.Batch) int { return p.queues[q].transmit(b) }
+
+func (p *Port) Free(q int, b *fwd.Batch) { p.queues[q].freeBatch(b) }
+
+func (p *Port) Alloc(q int, b *fwd.Batch, n int) int { return p.queues[q].alloc(b, n) }
+
+// Close detaches the program and closes every socket. The workers must
+// have stopped.
+func (p *Port) Close() error {
+	var errs []error
+	if p.steer != nil {
+		errs = append(errs, p.steer.Close())
+	}
+	for _, qu := range p.queues {
+		qu.close()
+	}
+	p.queues = nil
+	return errors.Join(errs...)
+}
+
+// WaitRx blocks up to timeoutMs until one of fds is readable (a worker's
+// idle wait; never used while packets flow).
+func WaitRx(fds []unix.PollFd, timeoutMs int) {
+	for i := range fds {
+		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
+	}
+	_, _ = unix.Poll(fds, timeoutMs)
+}

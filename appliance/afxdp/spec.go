@@ -1,0 +1,52 @@
+package afxdp
+
+// Linux uapi constants used by this package, with the kernel's names.
+// golang.org/x/sys/unix has most of them; the few it lacks are here.
+const (
+	// include/uapi/linux/if_xdp.h
+	xdpRingNeedWakeup = 1 << 0 // XDP_RING_NEED_WAKEUP, in a ring's flags word
+	xdpPacketHeadroom = 256    // XDP_PACKET_HEADROOM: where copy mode puts data in a frame
+
+	// include/uapi/linux/bpf.h
+	bpfPseudoMapFD     = 1  // BPF_PSEUDO_MAP_FD, src_reg of ld_imm64
+	bpfFuncMapLookup   = 1  // BPF_FUNC_map_lookup_elem
+	bpfFuncRedirectMap = 51 // BPF_FUNC_redirect_map
+	bpfAnyElem         = 0  // BPF_ANY
+	bpfXDPAttachType   = 37 // BPF_XDP
+
+	xdpAborted = 0 // XDP_ABORTED
+	xdpDrop    = 1 // XDP_DROP
+	xdpPass    = 2 // XDP_PASS
+	xdpTX      = 3 // XDP_TX
+
+	// struct xdp_md field offsets
+	xdpMDData         = 0
+	xdpMDDataEnd      = 4
+	xdpMDRxQueueIndex = 16
+)
+
+// Wire constants the XDP program matches on.
+const (
+	ethHeaderLen  = 14
+	vlanHeaderLen = 4
+	ethTypeIPv4   = 0x0800
+	ethTypeIPv6   = 0x86dd
+	ethTypeVLAN   = 0x8100
+	ipProtoUDP    = 17
+	ipProtoICMPv6 = 58
+
+	icmp6NeighborSolicit = 135
+	icmp6NeighborAdvert  = 136
+
+	ipv6HeaderLen = 40
+	udpHeaderLen  = 8
+
+	// OpenVPN: the first payload byte is opcode<<3 | key id; P_DATA_V2 is
+	// opcode 9 (research/openvpn.md §2).
+	openvpnOpcodeShift = 3
+	openvpnPDataV2     = 9
+)
+
+// be16 is how a big-endian 16-bit field reads as a little-endian load, which
+// is what a BPF half-word load does on amd64.
+func be16(v uint16) int32 { return int32(v>>8 | (v&0xff)<<8) }

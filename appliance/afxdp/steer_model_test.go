@@ -1,0 +1,209 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// steerModel is the steering rule in Go, written from the spec (Steering's
+// doc comment), not from the program: true means "to ovfwd".
+func steerModel(f []byte, local map[netip.Addr]bool, vpnPort uint16) bool {
+	if len(f) < 14 {
+		return true
+	}
+	et, l3 := binary.BigEndian.Uint16(f[12:]), 14
+	if et == 0x8100 {
+		if len(f) < 18 {
+			return true
+		}
+		et, l3 = binary.BigEndian.Uint16(f[16:]), 18
+	}
+	ip := f[l3:]
+	var dst netip.Addr
+	var l4 []byte
+	switch et {
+	case 0x0800:
+		if len(ip) < 20 {
+			return true
+		}
+		dst = netip.AddrFrom4([4]byte(ip[16:20]))
+		if !local[dst] {
+			return true
+		}
+		if vpnPort == 0 || ip[9] != 17 || binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
+			return false
+		}
+		ihl := int(ip[0]&0x0f) * 4
+		if ihl > len(ip) {
+			return false
+		}
+		l4 = ip[ihl:]
+	case 0x86dd:
+		if len(ip) < 40 {
+			return true
+		}
+		dst = netip.AddrFrom16([16]byte(ip[24:40]))
+		if !local[dst] {
+			return true
+		}
+		proto := ip[6]
+		l4 = ip[40:]
+		if proto == 58 {
+			return len(l4) >= 1 && (l4[0] == 135 || l4[0] == 136)
+		}
+		if vpnPort == 0 || proto != 17 {
+			return false
+		}
+	default:
+		return true
+	}
+	if len(l4) < 9 {
+		return false
+	}
+	return binary.BigEndian.Uint16(l4[2:]) == vpnPort && l4[8]>>3 == 9
+}
+
+var (
+	modelLocal4 = netip.MustParseAddr("198.18.8.3")
+	modelLocal6 = netip.MustParseAddr("2001:db8:8::3")
+)
+
+const modelVPNPort = 1194
+
+// loadModelPrograms loads the verdict-only program with a local address of
+// each family, for both program shapes (VPN port / none).
+func loadModelPrograms(tb testing.TB) (progs [2]int, ports [2]uint16) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
+			tb.Fatal("needs root")
+		}
+		tb.Skip("needs root (BPF_PROG_TEST_RUN)")
+	}
+	ports = [2]uint16{0, modelVPNPort}
+	for i, port := range ports {
+		s, err := NewSteering(1, port)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		if err := s.SetLocal([]netip.Addr{modelLocal4, modelLocal6}); err != nil {
+			tb.Fatal(err)
+		}
+		insns, err := steeringProgram(s.xsks, s.local4, s.local6, port, true).assemble()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fd, err := bpfProgLoad("ovfwd_steer_t", insns)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { unix.Close(fd) })
+		progs[i] = fd
+	}
+	return
+}
+
+func checkSteering(t *testing.T, progs [2]int, ports [2]uint16, frame []byte) {
+	if len(frame) < 14 || len(frame) > 1500 {
+		return // BPF_PROG_TEST_RUN takes Ethernet frames of at least a header
+	}
+	local := map[netip.Addr]bool{modelLocal4: true, modelLocal6: true}
+	for i, fd := range progs {
+		v, err := bpfTestRun(fd, frame)
+		if err != nil {
+			t.Fatalf("test run: %v", err)
+		}
+		if v != xdpPass && v != xdpTX {
+			t.Fatalf("vpn port %d: verdict %d for % x", ports[i], v, frame)
+		}
+		if want := steerModel(frame, local, ports[i]); (v == xdpTX) != want {
+			t.Fatalf("vpn port %d: program says ovfwd=%v, model says %v, frame % x", ports[i], v == xdpTX, want, frame)
+		}
+	}
+}
+
+func TestSteeringDecisions(t *testing.T) {
+	progs, ports := loadModelPrograms(t)
+	for _, f := range steeringSeeds() {
+		checkSteering(t, progs, ports, f)
+	}
+}
+
+func FuzzSteering(f *testing.F) {
+	for _, s := range steeringSeeds() {
+		f.Add(s)
+	}
+	progs, ports := loadModelPrograms(f)
+	f.Fuzz(func(t *testing.T, frame []byte) { checkSteering(t, progs, ports, frame) })
+}
+
+// steeringSeeds covers every branch: ARP, transit v4/v6, local ping,
+// control and data to the VPN port (v4, v6, VLAN), ND, a fragment,
+// options in the IPv4 header, truncated headers.
+func steeringSeeds() [][]byte {
+	eth := func(et uint16, payload []byte) []byte {
+		f := make([]byte, 14, 14+len(payload))
+		f[0] = 0x02
+		binary.BigEndian.PutUint16(f[12:], et)
+		return append(f, payload...)
+	}
+	vlan := func(et uint16, payload []byte) []byte {
+		f := make([]byte, 18, 18+len(payload))
+		binary.BigEndian.PutUint16(f[12:], 0x8100)
+		binary.BigEndian.PutUint16(f[16:], et)
+		return append(f, payload...)
+	}
+	v4 := func(dst netip.Addr, proto uint8, ihl int, frag uint16, l4 []byte) []byte {
+		h := make([]byte, ihl*4)
+		h[0] = 0x40 | byte(ihl)
+		h[8], h[9] = 64, proto
+		binary.BigEndian.PutUint16(h[6:], frag)
+		a := dst.As4()
+		copy(h[16:], a[:])
+		return append(h, l4...)
+	}
+	v6 := func(dst netip.Addr, next uint8, l4 []byte) []byte {
+		h := make([]byte, 40)
+		h[0], h[6], h[7] = 0x60, next, 64
+		a := dst.As16()
+		copy(h[24:], a[:])
+		return append(h, l4...)
+	}
+	udp := func(port uint16, first byte) []byte {
+		u := make([]byte, 8, 16)
+		binary.BigEndian.PutUint16(u[0:], 40000)
+		binary.BigEndian.PutUint16(u[2:], port)
+		return append(u, first, 0, 0, 1)
+	}
+	other4 := netip.MustParseAddr("198.18.9.9")
+	other6 := netip.MustParseAddr("2001:db8:9::9")
+	return [][]byte{
+		eth(0x0806, make([]byte, 28)),
+		eth(0x0800, v4(other4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, []byte{8, 0, 0, 0, 0, 0, 0, 0})),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 7<<3))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(53, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 17, 7, 0, udp(modelVPNPort, 9<<3|1))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x0010, udp(modelVPNPort, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 17, 15, 0, nil)),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))[:28]),
+		eth(0x0800, []byte{0x45, 0}),
+		vlan(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
+		vlan(0x0800, v4(modelLocal4, 6, 5, 0, make([]byte, 20))),
+		eth(0x86dd, v6(other6, 17, udp(modelVPNPort, 7<<3))),
+		eth(0x86dd, v6(modelLocal6, 17, udp(modelVPNPort, 9<<3))),
+		eth(0x86dd, v6(modelLocal6, 17, udp(modelVPNPort, 4<<3))),
+		eth(0x86dd, v6(modelLocal6, 58, []byte{128, 0, 0, 0})),
+		eth(0x86dd, v6(modelLocal6, 58, []byte{135, 0, 0, 0})),
+		eth(0x86dd, v6(modelLocal6, 58, []byte{136, 0, 0, 0})),
+		eth(0x86dd, v6(modelLocal6, 58, nil)),
+		eth(0x86dd, v6(modelLocal6, 0, udp(modelVPNPort, 9<<3))),
+		eth(0x86dd, make([]byte, 20)),
+		make([]byte, 14),
+	}
+}
