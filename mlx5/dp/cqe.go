@@ -100,6 +100,17 @@ const cqePrefetchAhead = 8
 // range later.
 func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 	c := &q.cq
+	if q.spillAt < q.spillN {
+		// First the rest of a session an earlier, smaller batch cut.
+		n = copy(out, q.spill[q.spillAt:q.spillN])
+		for i := range out[:n] {
+			q.pool.recs[out[i].wqe].refs-- // deliver takes its own
+		}
+		q.spillAt += n
+		if q.spillAt < q.spillN {
+			return n, true
+		}
+	}
 	start := c.cc
 	for n < len(out) {
 		if c.pfCQE {
@@ -119,6 +130,10 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			}
 			if n+int(cnt) > len(out) {
 				more = true
+				if n > 0 {
+					break
+				}
+				n = q.spillSession(q.decompressBlock(cqe, cnt, q.spill), out)
 				break
 			}
 			n += q.decompressBlock(cqe, cnt, out[n:])
@@ -134,6 +149,12 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			}
 			if n+int(cnt) > len(out) {
 				more = true
+				if n > 0 {
+					break // the next poll starts with this session
+				}
+				// The batch is smaller than the session: decode it
+				// whole and keep what does not fit for the next polls.
+				n = q.spillSession(q.decompress(cqe, cnt, q.spill), out)
 				break
 			}
 			n += q.decompress(cqe, cnt, out[n:])
@@ -144,7 +165,7 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			n++
 		}
 	}
-	if n == len(out) {
+	if n == len(out) && !more {
 		_, _, more = c.owned(c.cc)
 	}
 	if c.cc != start {
@@ -152,6 +173,17 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		c.release()
 	}
 	return n, more
+}
+
+// spillSession moves the first len(out) of the k packets decoded into
+// q.spill to out and keeps the rest, each holding a reference on its WQE.
+func (q *RxQueue) spillSession(k int, out []rxDesc) int {
+	n := copy(out, q.spill[:k])
+	for i := n; i < k; i++ {
+		q.pool.recs[q.spill[i].wqe].refs++
+	}
+	q.spillAt, q.spillN = n, k
+	return n
 }
 
 // decodeOne handles one uncompressed CQE and reports whether it is a packet.

@@ -59,6 +59,11 @@ type RxQueue struct {
 	tx       *TxQueue // the queue sending this pool's buffers: reaped on every Rx
 	title    rxDesc   // enhanced compression: fields of the last normal CQE
 	titleOK  bool
+	// spill holds the rest of a compressed session that did not fit the
+	// caller's batch (spill[spillAt:spillN]); each holds a reference on its
+	// WQE so the stride is not reposted before the packet is delivered.
+	spill           []rxDesc
+	spillAt, spillN int
 
 	// freshCtx zeroes the context for every completion, the Go analogue of
 	// a per-CQE stack struct under CONFIG_INIT_STACK_ALL_ZERO; benchmark only.
@@ -94,7 +99,8 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 		return nil, fmt.Errorf("dp: stride %d cannot hold headroom %d + frame %d + shinfo", p.strideSize, o.Headroom, o.MaxFrame)
 	}
 	c.pfCQE = o.PrefetchCQE
-	return &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance}, nil
+	return &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
+		spill: make([]rxDesc, c.mask+1)}, nil
 }
 
 // Pool is the queue's buffer pool (shared with the TX queue that sends its

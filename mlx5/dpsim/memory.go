@@ -39,6 +39,63 @@ type Memory struct {
 	bufOrder []int // host pages of the buffer area, in hand-out order
 	bufNext  int
 	LKey     uint32
+	// lkeyValid, when set, replaces the LKey comparison: the memory is an
+	// IOMMU view of another model's DMA space (NewMappedMemory) whose mkeys
+	// live in the command model.
+	lkeyValid func(lkey uint32) bool
+}
+
+// NewMappedMemory returns a Memory that owns no host memory: its owner maps
+// and unmaps regions as an IOMMU would (Map, Unmap), and every lkey in a WQE
+// is checked with lkeyValid. The full-stack model (mlx5/fullsim) uses it to
+// run these engines over the command model's DMA space. Map and Unmap must
+// not run concurrently with the engines (they happen at object creation and
+// teardown, while no traffic flows).
+func NewMappedMemory(lkeyValid func(lkey uint32) bool) *Memory {
+	return &Memory{lkeyValid: lkeyValid}
+}
+
+// Map makes buf (whole 4 KiB pages) reachable at iova (page aligned).
+func (m *Memory) Map(iova uint64, buf []byte) error {
+	if m.region != nil || iova%pageSize != 0 || len(buf)%pageSize != 0 {
+		return fmt.Errorf("dpsim: Map of %d bytes at %#x: needs a mapped memory and whole pages", len(buf), iova)
+	}
+	first := int((iova - m.base) / pageSize)
+	n := len(buf) / pageSize
+	for len(m.pages) < first+n {
+		m.pages = append(m.pages, nil)
+	}
+	for i := 0; i < n; i++ {
+		m.pages[first+i] = buf[i*pageSize : (i+1)*pageSize : (i+1)*pageSize]
+	}
+	return nil
+}
+
+// Unmap removes size bytes at iova; the device faults on them afterwards.
+func (m *Memory) Unmap(iova uint64, size int) {
+	first := int((iova - m.base) / pageSize)
+	for i := first; i < first+(size+pageSize-1)/pageSize && i < len(m.pages); i++ {
+		m.pages[i] = nil
+	}
+}
+
+// Mapped is the number of mapped pages (a leak check for tests).
+func (m *Memory) Mapped() int {
+	n := 0
+	for _, p := range m.pages {
+		if p != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// keyValid reports whether a WQE's lkey names memory the device may touch.
+func (m *Memory) keyValid(lkey uint32) bool {
+	if m.lkeyValid != nil {
+		return m.lkeyValid(lkey)
+	}
+	return lkey == m.LKey
 }
 
 // NewMemory maps ringBytes for rings and doorbell records (always host
@@ -131,7 +188,7 @@ func (m *Memory) page(iova uint64) ([]byte, int, bool) {
 		return nil, 0, false
 	}
 	i := (iova - m.base) / pageSize
-	if i >= uint64(len(m.pages)) {
+	if i >= uint64(len(m.pages)) || m.pages[i] == nil {
 		return nil, 0, false
 	}
 	return m.pages[i], int((iova - m.base) % pageSize), true

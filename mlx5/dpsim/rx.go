@@ -71,6 +71,10 @@ func newRxQueue(mem *Memory, cq *dp.CQMem, rq *dp.RQMem) *RxQueue {
 	}
 }
 
+// NewRxQueue is the device side of a created striding RQ and its CQ over
+// mem (for models that create queues through commands, mlx5/fullsim).
+func NewRxQueue(mem *Memory, cq *dp.CQMem, rq *dp.RQMem) *RxQueue { return newRxQueue(mem, cq, rq) }
+
 // Inject receives one frame.
 func (r *RxQueue) Inject(frame []byte) {
 	r.single[0] = frame
@@ -96,7 +100,7 @@ func (r *RxQueue) fetchWQE() bool {
 	w := r.hwWQE & (r.nWQE - 1)
 	e := r.rq[w*dp.RxWQESize : (w+1)*dp.RxWQESize]
 	bc := binary.BigEndian.Uint32(e[dp.RxWQEOffByteCount:])
-	if bc != r.strides<<r.logStride || binary.BigEndian.Uint32(e[dp.RxWQEOffLKey:]) != r.mem.LKey {
+	if bc != r.strides<<r.logStride || !r.mem.keyValid(binary.BigEndian.Uint32(e[dp.RxWQEOffLKey:])) {
 		r.Stats.Faults++
 		return false
 	}

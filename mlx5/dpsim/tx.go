@@ -55,6 +55,14 @@ func newTxQueue(mem *Memory, sq *dp.SQMem, cq *dp.CQMem) *TxQueue {
 		MaxFrame: 9216 + 22, EnhancedMPW: sq.EnhancedMPW, MinInline: sq.MinInline}
 }
 
+// NewTxQueue is the device side of a created SQ and its CQ over mem (for
+// models that create queues through commands, mlx5/fullsim).
+func NewTxQueue(mem *Memory, sq *dp.SQMem, cq *dp.CQMem) *TxQueue { return newTxQueue(mem, sq, cq) }
+
+// Doorbell is the UAR send doorbell write (ctrl: the first 8 bytes of the
+// last posted WQE's control segment), for models that decode BAR0 themselves.
+func (t *TxQueue) Doorbell(ctrl uint64) { t.doorbell(ctrl) }
+
 // Err is the first firmware-level error the queue hit (nil: none). After an
 // error the queue is in the error state and processes nothing more.
 func (t *TxQueue) Err() error { return t.err }
@@ -230,7 +238,7 @@ func (t *TxQueue) mpw(idx uint32, w []byte, n uint32) bool {
 
 // gather reads a data segment's bytes, checking lkey and mapping.
 func (t *TxQueue) gather(idx uint32, opcode uint8, seg []byte, dst []byte) bool {
-	if binary.BigEndian.Uint32(seg[dp.DataOffLKey:]) != t.mem.LKey {
+	if !t.mem.keyValid(binary.BigEndian.Uint32(seg[dp.DataOffLKey:])) {
 		t.fail(idx, opcode, dp.SyndromeLocalProtection, "lkey %#x", binary.BigEndian.Uint32(seg[dp.DataOffLKey:]))
 		return false
 	}
