@@ -1,0 +1,5 @@
+package control
+
+import "time"
+
+var testTime = time.Unix(1_800_000_000, 0)

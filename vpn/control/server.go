@@ -1,0 +1,608 @@
+package control
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/ovfwd/ovfwd/vpn"
+)
+
+// Config is the server's control-plane configuration.
+type Config struct {
+	Certificate tls.Certificate // server certificate and key
+	ClientCAs   *x509.CertPool  // CA(s) client certificates must chain to
+
+	Wrap         WrapMode
+	WrapKey      StaticKey    // tls-crypt / tls-auth key file content
+	AuthDigest   Digest       // tls-auth only (--auth)
+	KeyDirection KeyDirection // tls-auth only; the server normally uses KeyDir0
+
+	// Ciphers in server preference order; default AES-256-GCM,
+	// AES-128-GCM, CHACHA20-POLY1305.
+	Ciphers []vpn.Cipher
+
+	Pool4  netip.Prefix   // IPv4 tunnel subnet (server takes .1); optional
+	Pool6  netip.Prefix   // IPv6 tunnel subnet (server takes ::1); optional
+	Routes []netip.Prefix // pushed route / route-ipv6
+
+	Ping        time.Duration // pushed ping (default 10 s)
+	PingRestart time.Duration // pushed ping-restart (default 60 s); the server reaps after twice this
+	RenegSec    time.Duration // server-initiated renegotiation (default 3600 s; <0 disables)
+	TunMTU      int           // pushed tun-mtu (default 1500)
+
+	MaxPeers       int     // default 1024
+	MaxHalfOpen    int     // sessions not yet through key method 2; default 256
+	HandshakeRate  float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
+	HandshakeBurst int     // default 100
+
+	// Send transmits one UDP payload. Serve sets it when nil.
+	Send func(dst netip.AddrPort, pkt []byte) error
+	// SendPing asks the data plane to seal and send a keepalive ping.
+	SendPing func(peerID uint32)
+	// DataPacket receives P_DATA_V1/V2 packets that reach the control
+	// socket (kernel-socket mode); nil drops and counts them. pkt is only
+	// valid during the call.
+	DataPacket func(src netip.AddrPort, pkt []byte)
+	// Logf logs control-plane events; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Server is the OpenVPN server role of the control channel.
+//
+// Threading: HandlePacket may be called from any goroutine (Serve calls it
+// from its read loop); each session's TLS handshakes run on goroutines of
+// their own and a timer goroutine drives retransmission, renegotiation
+// and reaping. Lock order: Server.mu before session.mu, never the reverse.
+type Server struct {
+	cfg     Config
+	dp      DataPlane
+	wrap    *wrapper
+	tlsConf *tls.Config
+	cookie  [32]byte
+
+	mu       sync.Mutex
+	sessions map[netip.AddrPort]*session
+	byPeer   map[uint32]*session // admitted sessions by peer id
+	halfOpen int
+	peerIDs  *indexPool
+	pool4    *Pool
+	pool6    *Pool
+	tokens   float64
+	tokensAt time.Time
+	conn     net.PacketConn
+	closed   bool
+
+	rto   time.Duration // tests shorten the retransmit timeout
+	drops dropCounters
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// NewServer validates cfg and starts the timer goroutine.
+func NewServer(cfg Config, dp DataPlane) (*Server, error) {
+	if dp == nil {
+		return nil, errors.New("control: nil DataPlane")
+	}
+	if len(cfg.Certificate.Certificate) == 0 || cfg.ClientCAs == nil {
+		return nil, errors.New("control: certificate and client CAs are required")
+	}
+	if len(cfg.Ciphers) == 0 {
+		cfg.Ciphers = []vpn.Cipher{vpn.AES256GCM, vpn.AES128GCM, vpn.ChaCha20Poly1305}
+	}
+	setDefault(&cfg.Ping, 10*time.Second)
+	setDefault(&cfg.PingRestart, 60*time.Second)
+	setDefault(&cfg.RenegSec, renegSecDefault)
+	setDefault(&cfg.TunMTU, 1500)
+	setDefault(&cfg.MaxPeers, 1024)
+	setDefault(&cfg.MaxHalfOpen, 256)
+	setDefault(&cfg.HandshakeRate, 10)
+	setDefault(&cfg.HandshakeBurst, 100)
+	if cfg.MaxPeers > maxPeerID+1 {
+		return nil, errors.New("control: MaxPeers above the 24-bit peer-id space")
+	}
+	w, err := newWrapper(cfg.Wrap, &cfg.WrapKey, cfg.AuthDigest, cfg.KeyDirection, true)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, dp: dp, wrap: w,
+		sessions: map[netip.AddrPort]*session{},
+		byPeer:   map[uint32]*session{},
+		peerIDs:  newIndexPool(cfg.MaxPeers),
+		tokens:   float64(cfg.HandshakeBurst),
+		done:     make(chan struct{}),
+	}
+	if cfg.Pool4.IsValid() {
+		if s.pool4, err = NewPool(cfg.Pool4, cfg.MaxPeers); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Pool6.IsValid() {
+		if s.pool6, err = NewPool(cfg.Pool6, cfg.MaxPeers); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := rand.Read(s.cookie[:]); err != nil {
+		return nil, err
+	}
+	s.tlsConf = &tls.Config{
+		MinVersion:                  tls.VersionTLS12,
+		Certificates:                []tls.Certificate{cfg.Certificate},
+		ClientAuth:                  tls.RequireAndVerifyClientCert,
+		ClientCAs:                   cfg.ClientCAs,
+		SessionTicketsDisabled:      true,
+		DynamicRecordSizingDisabled: true, // one Write = one record (openvpn.md §4.2)
+	}
+	s.wg.Add(1)
+	go s.timerLoop()
+	return s, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// Drops returns the drop counters by reason name.
+func (s *Server) Drops() map[string]uint64 {
+	m := map[string]uint64{}
+	for r := DropReason(0); r < dropReasons; r++ {
+		if v := s.drops[r].Load(); v != 0 {
+			m[r.String()] = v
+		}
+	}
+	return m
+}
+
+// Drop returns one drop counter.
+func (s *Server) Drop(r DropReason) uint64 { return s.drops[r].Load() }
+
+// Serve reads control packets from conn until it fails or Close is called.
+// Close closes conn.
+func (s *Server) Serve(conn net.PacketConn) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.conn = conn
+	if s.cfg.Send == nil {
+		s.cfg.Send = func(dst netip.AddrPort, pkt []byte) error {
+			_, err := conn.WriteTo(pkt, net.UDPAddrFromAddrPort(dst))
+			return err
+		}
+	}
+	s.mu.Unlock()
+	buf := make([]byte, 65536)
+	for {
+		n, addr, err := conn.ReadFrom(buf)
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		ua, ok := addr.(*net.UDPAddr)
+		if !ok {
+			continue
+		}
+		s.HandlePacket(ua.AddrPort(), buf[:n])
+	}
+}
+
+func (s *Server) send(dst netip.AddrPort, pkt []byte) {
+	if s.cfg.Send != nil {
+		_ = s.cfg.Send(dst, pkt)
+	}
+}
+
+// HandlePacket processes one UDP payload from src. It does not retain pkt.
+func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
+	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	if len(pkt) < 1 {
+		s.drops.add(DropShort)
+		return
+	}
+	op := pkt[0] >> opShift
+	switch {
+	case op == opDataV2 || op == opDataV1:
+		if s.cfg.DataPacket == nil {
+			s.drops.add(DropDataNoHandler)
+			return
+		}
+		s.cfg.DataPacket(src, pkt)
+		return
+	case op == opControlHardResetClient3 || op == opControlWKCV1 || op < opControlSoftResetV1:
+		s.drops.add(DropUnsupported)
+		return
+	case !isControlOpcode(op):
+		s.drops.add(DropOpcode)
+		return
+	}
+	if len(pkt) < 1+sessionIDLen {
+		s.drops.add(DropShort)
+		return
+	}
+	// Authenticate before any per-session state exists.
+	rid, body, err := s.wrap.unwrap(pkt)
+	if err != nil {
+		if err == errAuth {
+			s.drops.add(DropWrapAuth)
+		} else {
+			s.drops.add(DropShort)
+		}
+		return
+	}
+	p := packet{op: op, keyID: pkt[0] & keyIDMask}
+	copy(p.sid[:], pkt[1:])
+	if err := p.parseBody(body); err != nil {
+		s.drops.add(DropMalformed)
+		return
+	}
+	if p.sid == ([sessionIDLen]byte{}) {
+		s.drops.add(DropMalformed)
+		return
+	}
+	now := time.Now()
+
+	s.mu.Lock()
+	sess := s.sessions[src]
+	s.mu.Unlock()
+	if sess != nil && sess.remoteSID == p.sid {
+		sess.handle(&p, rid, now)
+		return
+	}
+	// Unknown (address, session id): either a new client's reset, or the
+	// packet completing the stateless three-way handshake.
+	if op == opControlHardResetClient2 {
+		if p.keyID != 0 || p.msgID != 0 {
+			s.drops.add(DropMalformed)
+			return
+		}
+		s.replyReset(src, &p, now)
+		return
+	}
+	if (op != opControlV1 && op != opAckV1) || p.keyID != 0 || !p.hasAck(0) {
+		s.drops.add(DropNoSession)
+		return
+	}
+	if !s.checkCookie(src, p.sid, p.peerSID, now) {
+		s.drops.add(DropBadCookie)
+		return
+	}
+	sess = s.newSession(src, &p, rid, now, sess)
+	if sess != nil {
+		sess.handle(&p, rid, now)
+	}
+}
+
+// cookieFor is the stateless server session id (openvpn.md §3.6):
+// HMAC-SHA256(secret, quantised time ‖ client address ‖ client sid)[:8].
+func (s *Server) cookieFor(src netip.AddrPort, clientSID [sessionIDLen]byte, bucket int64) [sessionIDLen]byte {
+	m := hmac.New(sha256.New, s.cookie[:])
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(bucket))
+	m.Write(b[:])
+	a, _ := src.MarshalBinary()
+	m.Write(a)
+	m.Write(clientSID[:])
+	var sid [sessionIDLen]byte
+	copy(sid[:], m.Sum(nil))
+	if sid == ([sessionIDLen]byte{}) {
+		sid[0] = 1
+	}
+	return sid
+}
+
+func (s *Server) checkCookie(src netip.AddrPort, clientSID, got [sessionIDLen]byte, now time.Time) bool {
+	bucket := now.Unix() / int64(cookieQuantum/time.Second)
+	for off := int64(-2); off <= 1; off++ {
+		want := s.cookieFor(src, clientSID, bucket+off)
+		if hmac.Equal(want[:], got[:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// replyReset answers a client hard reset without keeping state: our
+// session id is the cookie, we ack msg 0 and send our own msg 0.
+func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	elapsed := now.Sub(s.tokensAt).Seconds()
+	s.tokensAt = now
+	s.tokens = min(s.tokens+elapsed*s.cfg.HandshakeRate, float64(s.cfg.HandshakeBurst))
+	if s.tokens < 1 {
+		s.mu.Unlock()
+		s.drops.add(DropRateLimit)
+		return
+	}
+	s.tokens--
+	s.mu.Unlock()
+	sid := s.cookieFor(src, p.sid, now.Unix()/int64(cookieQuantum/time.Second))
+	reply := packet{op: opControlHardResetServer2, nAcks: 1, peerSID: p.sid}
+	reply.acks[0] = 0
+	rs := replaySender{}
+	rid := rs.nextID(now)
+	out := s.wrap.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
+	s.send(src, out)
+}
+
+// newSession creates the session for a completed three-way handshake,
+// replacing old (the same address's previous session) if any.
+func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session) *session {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.halfOpen >= s.cfg.MaxHalfOpen {
+		s.mu.Unlock()
+		s.drops.add(DropHalfOpen)
+		return nil
+	}
+	if old == nil && len(s.sessions) >= s.cfg.MaxPeers {
+		s.mu.Unlock()
+		s.drops.add(DropMaxPeers)
+		return nil
+	}
+	sess := newSession(s, src, p.peerSID, p.sid, now)
+	s.sessions[src] = sess
+	s.halfOpen++
+	s.mu.Unlock()
+	if old != nil {
+		s.logf("control: %s: new session replaces the old one", src)
+		s.teardown(old)
+	}
+	s.logf("control: %s: session created", src)
+	sess.start()
+	return sess
+}
+
+// teardown removes sess: its data-plane peer first, then its peer id and
+// addresses, so a reused peer id never meets a stale RemovePeer.
+func (s *Server) teardown(sess *session) {
+	s.mu.Lock()
+	if sess.removed {
+		s.mu.Unlock()
+		return
+	}
+	sess.removed = true
+	if s.sessions[sess.addr] == sess {
+		delete(s.sessions, sess.addr)
+	}
+	if !sess.admitted {
+		s.halfOpen--
+	}
+	s.mu.Unlock()
+
+	sess.mu.Lock()
+	sess.dead = true
+	keys := [2]*keyState{sess.primary, sess.lame}
+	if sess.peerAdded {
+		_ = s.dp.RemovePeer(sess.peerID)
+		sess.peerAdded = false
+	}
+	hasID, id, v4, v6 := sess.hasPeerID, sess.peerID, sess.vpn4, sess.vpn6
+	sess.hasPeerID = false
+	sess.mu.Unlock()
+	for _, ks := range keys {
+		if ks != nil {
+			ks.conn.Close()
+		}
+	}
+	if hasID {
+		s.release(id, v4, v6)
+	}
+	s.logf("control: %s: session removed", sess.remote())
+}
+
+// release returns a peer id and its addresses to the pools.
+func (s *Server) release(id uint32, v4, v6 netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byPeer, id)
+	s.peerIDs.release(id)
+	if v4.IsValid() {
+		s.pool4.Free(v4)
+	}
+	if v6.IsValid() {
+		s.pool6.Free(v6)
+	}
+}
+
+// admit gives an authenticated session a peer id and tunnel addresses and
+// moves it out of the half-open count.
+func (s *Server) admit(sess *session) (id uint32, v4, v6 netip.Addr, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.removed {
+		return 0, v4, v6, errors.New("session closed")
+	}
+	id, ok := s.peerIDs.alloc()
+	if !ok {
+		return 0, v4, v6, errors.New("max peers reached")
+	}
+	if s.pool4 != nil {
+		if v4, err = s.pool4.Allocate(); err != nil {
+			s.peerIDs.release(id)
+			return 0, v4, v6, err
+		}
+	}
+	if s.pool6 != nil {
+		if v6, err = s.pool6.Allocate(); err != nil {
+			s.peerIDs.release(id)
+			if v4.IsValid() {
+				s.pool4.Free(v4)
+			}
+			return 0, netip.Addr{}, v6, err
+		}
+	}
+	sess.admitted = true
+	s.halfOpen--
+	s.byPeer[id] = sess
+	return id, v4, v6, nil
+}
+
+// PeerFloated tells the control plane that the data plane moved peerID to
+// a new address after an authenticated data packet from it (openvpn.md
+// §8.5): control packets are then expected from there too. It reports
+// false if no session has that peer id or another session owns addr.
+func (s *Server) PeerFloated(peerID uint32, addr netip.AddrPort) bool {
+	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.byPeer[peerID]
+	if _, taken := s.sessions[addr]; taken || sess == nil || sess.removed {
+		return false
+	}
+	sess.mu.Lock()
+	old := sess.addr
+	sess.addr = addr
+	sess.mu.Unlock()
+	if s.sessions[old] == sess {
+		delete(s.sessions, old)
+	}
+	s.sessions[addr] = sess
+	return true
+}
+
+// Renegotiate starts a server-initiated renegotiation of peerID now, e.g.
+// when the data plane reports a key wearing out (packet-id near wrap). It
+// reports false if the peer is unknown or a renegotiation is in flight.
+func (s *Server) Renegotiate(peerID uint32) bool {
+	s.mu.Lock()
+	sess := s.byPeer[peerID]
+	s.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.dead || !sess.primary.established || !sess.primary.promoted {
+		return false
+	}
+	now := time.Now()
+	sess.beginRenegotiation(nextKeyID(sess.primary.id), now)
+	sess.flush(now)
+	return true
+}
+
+// Disconnect removes peerID's session, e.g. when the data plane reports it
+// expired (keepalive timeout) or sent an OCC EXIT. It reports whether the
+// peer existed.
+func (s *Server) Disconnect(peerID uint32) bool {
+	s.mu.Lock()
+	sess := s.byPeer[peerID]
+	s.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	s.teardown(sess)
+	return true
+}
+
+// Sessions is the number of sessions (half-open included).
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Close tells every established client to reconnect (RESTART), waits
+// briefly for the notices to be acknowledged, removes all peers, stops
+// the timers and closes the socket Serve was given.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	all := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	conn := s.conn
+	s.mu.Unlock()
+	// A client takes control messages only on its newest key; give
+	// renegotiations in flight a moment to settle first.
+	settle := time.Now().Add(time.Second)
+	for _, sess := range all {
+		for time.Now().Before(settle) && !sess.settled() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		sess.sendText(msgRestart)
+	}
+	// Like openvpn's 2 s exit delay: let the reliable layer deliver.
+	deadline := time.Now().Add(2 * time.Second)
+	for _, sess := range all {
+		for time.Now().Before(deadline) && sess.unacked() {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, sess := range all {
+		s.teardown(sess)
+	}
+	close(s.done)
+	s.wg.Wait()
+	if conn != nil {
+		return conn.Close()
+	}
+	return nil
+}
+
+func (s *Server) timerLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			all := make([]*session, 0, len(s.sessions))
+			for _, sess := range s.sessions {
+				all = append(all, sess)
+			}
+			s.mu.Unlock()
+			for _, sess := range all {
+				if reason := sess.tick(now); reason != "" {
+					s.logf("control: %s: %s", sess.remote(), reason)
+					s.teardown(sess)
+				}
+			}
+		}
+	}
+}
+
+// String describes the server for logs.
+func (s *Server) String() string {
+	return fmt.Sprintf("ovfwd control server (%d sessions)", s.Sessions())
+}

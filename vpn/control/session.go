@@ -1,0 +1,547 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"math/big"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ovfwd/ovfwd/vpn"
+)
+
+// keyState is one key_id's negotiation: its reliability layer and the TLS
+// session that runs over it (openvpn.md §3.5, §9.2).
+type keyState struct {
+	id          uint8
+	first       bool // key_id 0 of the session: also carries push/auth
+	rel         reliable
+	conn        *streamConn
+	tls         *tls.Conn
+	start       time.Time
+	established bool // data keys installed
+	promoted    bool // transmit key in the data plane
+}
+
+// session is one client: a (remote address, session id pair) with up to
+// two key states, the newest (primary) and the previous (lame duck).
+// Fields below mu are guarded by it; fields marked "Server.mu" by the
+// server lock.
+type session struct {
+	srv       *Server
+	addr      netip.AddrPort // written under Server.mu and mu (float); read under either
+	localSID  [sessionIDLen]byte
+	remoteSID [sessionIDLen]byte
+	created   time.Time
+
+	// Server.mu
+	removed  bool // torn down (or being)
+	admitted bool // out of the half-open count
+
+	mu            sync.Mutex
+	dead          bool
+	hasPeerID     bool
+	peerID        uint32
+	vpn4, vpn6    netip.Addr
+	replayOut     replaySender
+	replayIn      replayState
+	primary, lame *keyState
+	lastRecv      time.Time
+	lastPing      time.Time
+	peerAdded     bool
+	cipher        vpn.Cipher
+	compression   vpn.Comp
+	info          PeerInfo
+	commonName    string
+	useEKM        bool
+	renegAt       time.Time
+	lameExpire    time.Time
+	exitAt        time.Time
+	lastPush      time.Time
+	maxPayload    int
+}
+
+func newSession(srv *Server, src netip.AddrPort, local, remote [sessionIDLen]byte, now time.Time) *session {
+	s := &session{srv: srv, addr: src, localSID: local, remoteSID: remote, created: now, lastRecv: now}
+	// The stateless reset reply used replay id 1 and msg-id 0; both sides'
+	// msg 0 are acked by the packet that completed the handshake.
+	s.replayOut = replaySender{time: uint32(now.Unix()), next: 2}
+	ks := s.newKeyState(0, now)
+	ks.first = true
+	ks.rel.sendNext, ks.rel.recvNext = 1, 1
+	s.primary = ks
+	mtu := tlsMTU - 28
+	if !src.Addr().Is4() {
+		mtu = tlsMTU - ipv6UDPHeaders
+	}
+	s.maxPayload = mtu - (1 + sessionIDLen + srv.wrap.overhead()) - bodyOverhead(maxAcksPiggyback)
+	return s
+}
+
+func (s *session) newKeyState(id uint8, now time.Time) *keyState {
+	ks := &keyState{id: id, start: now}
+	ks.rel.rto = s.srv.rto
+	local := &net.UDPAddr{}
+	ks.conn = newStreamConn(func(b []byte) error { return s.writeTLS(ks, b) }, local, net.UDPAddrFromAddrPort(s.addr))
+	ks.tls = tls.Server(ks.conn, s.srv.tlsConf)
+	return ks
+}
+
+func (s *session) start() {
+	s.mu.Lock()
+	ks := s.primary
+	s.mu.Unlock()
+	go s.runKey(ks)
+}
+
+// nextKeyID rotates 1..7; 0 is only the session's first key.
+func nextKeyID(id uint8) uint8 {
+	if id >= 7 {
+		return 1
+	}
+	return id + 1
+}
+
+func (s *session) keyFor(id uint8) *keyState {
+	if s.primary != nil && s.primary.id == id {
+		return s.primary
+	}
+	if s.lame != nil && s.lame.id == id {
+		return s.lame
+	}
+	return nil
+}
+
+// handle processes one authenticated, parsed packet of this session.
+func (s *session) handle(p *packet, rid uint64, now time.Time) {
+	drops := &s.srv.drops
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return
+	}
+	if s.srv.wrap.mode != WrapNone && !s.replayIn.check(rid, now) {
+		drops.add(DropReplay)
+		return
+	}
+	if p.nAcks > 0 && p.peerSID != s.localSID {
+		drops.add(DropBadSessionID)
+		return
+	}
+	s.lastRecv = now
+	ks := s.keyFor(p.keyID)
+	if ks == nil && p.op == opControlSoftResetV1 && s.primary.established && p.keyID == nextKeyID(s.primary.id) {
+		ks = s.beginRenegotiation(p.keyID, now) // client-initiated
+	}
+	if ks == nil {
+		drops.add(DropKeyID)
+		return
+	}
+	ks.rel.acked(p)
+	if p.op != opAckV1 {
+		switch {
+		case ks != s.primary:
+			drops.add(DropKeyID) // only the newest key takes new messages
+			return
+		case p.op == opControlHardResetClient2 && ks.id != 0:
+			drops.add(DropKeyID)
+			return
+		}
+		payload := p.payload
+		if p.op != opControlV1 {
+			payload = nil // resets carry no TLS bytes
+		}
+		if !ks.rel.receive(p.msgID, payload) {
+			drops.add(DropRecvWindow)
+			return
+		}
+		for b, ok := ks.rel.next(); ok; b, ok = ks.rel.next() {
+			if len(b) > 0 {
+				ks.conn.deliver(b)
+			}
+		}
+	}
+	s.flush(now)
+}
+
+// beginRenegotiation makes a new primary key with id, retiring the lame
+// duck and demoting the current key (openvpn.md §9.2). Called with mu held.
+func (s *session) beginRenegotiation(id uint8, now time.Time) *keyState {
+	s.retireLame()
+	s.lame = s.primary
+	ks := s.newKeyState(id, now)
+	ks.rel.queue(opControlSoftResetV1, nil)
+	s.primary = ks
+	s.renegAt = time.Time{}
+	go s.runKey(ks)
+	return ks
+}
+
+func (s *session) retireLame() {
+	if s.lame == nil {
+		return
+	}
+	if s.lame.established && s.peerAdded {
+		_ = s.srv.dp.DropKey(s.peerID, s.lame.id)
+	}
+	s.lame.conn.Close()
+	s.lame = nil
+}
+
+// writeTLS packetises TLS output of ks into P_CONTROL_V1 messages.
+func (s *session) writeTLS(ks *keyState, b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return errConnClosed
+	}
+	for len(b) > 0 {
+		n := min(len(b), s.maxPayload)
+		ks.rel.queue(opControlV1, b[:n])
+		b = b[n:]
+	}
+	s.flush(time.Now())
+	return nil
+}
+
+// flush sends due (re)transmissions and pending acks. Called with mu held.
+func (s *session) flush(now time.Time) {
+	var due [reliableSendWindow]*outMsg
+	for _, ks := range [2]*keyState{s.primary, s.lame} {
+		if ks == nil {
+			continue
+		}
+		for _, m := range ks.rel.due(now, due[:0]) {
+			p := packet{op: m.op, keyID: ks.id, msgID: m.id, payload: m.payload, peerSID: s.remoteSID}
+			ks.rel.takeAcks(&p, maxAcksPiggyback)
+			s.sendPacket(&p, now)
+		}
+		for len(ks.rel.acks) > 0 {
+			p := packet{op: opAckV1, keyID: ks.id, peerSID: s.remoteSID}
+			ks.rel.takeAcks(&p, maxAcksPerAck)
+			s.sendPacket(&p, now)
+		}
+	}
+}
+
+func (s *session) sendPacket(p *packet, now time.Time) {
+	body := p.appendBody(make([]byte, 0, 64+len(p.payload)))
+	out := s.srv.wrap.wrap(make([]byte, 0, len(body)+tlsCryptHeaderLen+64), p.op<<opShift|p.keyID, &s.localSID, s.replayOut.nextID(now), body)
+	s.srv.send(s.addr, out)
+}
+
+// sendText writes one NUL-terminated control message (one TLS record) on
+// the primary key: a 2.6 peer takes control messages only on its newest
+// key ("key IDs out of sync" otherwise).
+func (s *session) sendText(msg string) {
+	s.mu.Lock()
+	ks := s.primary
+	ok := ks.established && !s.dead
+	s.mu.Unlock()
+	if ok {
+		_, _ = ks.tls.Write(append([]byte(msg), 0))
+	}
+}
+
+// remote is the client's current address (it changes on a float).
+func (s *session) remote() netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// settled reports whether no renegotiation is in flight: the primary key
+// is established and the client has acknowledged our key method 2 on it.
+func (s *session) settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead || s.primary.established && s.primary.promoted
+}
+
+// unacked reports whether any key has messages in flight.
+func (s *session) unacked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.dead && (s.primary.rel.pending() || s.lame != nil && s.lame.rel.pending())
+}
+
+// tick runs the session's timers; a non-empty result means "tear down".
+func (s *session) tick(now time.Time) string {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return ""
+	}
+	s.flush(now)
+	cfg := &s.srv.cfg
+	var reason string
+	ping := false
+	switch {
+	case !s.exitAt.IsZero() && now.After(s.exitAt):
+		reason = "exit"
+	case !s.primary.established && now.Sub(s.primary.start) > handWindow:
+		reason = "hand-window expired"
+	case s.peerAdded:
+		rx, tx := s.srv.dp.LastActivity(s.peerID)
+		if rx.Before(s.lastRecv) {
+			rx = s.lastRecv
+		}
+		if now.Sub(rx) > 2*cfg.PingRestart {
+			reason = "ping-restart"
+			break
+		}
+		if tx.Before(s.lastPing) {
+			tx = s.lastPing
+		}
+		if cfg.SendPing != nil && now.Sub(tx) >= cfg.Ping {
+			ping, s.lastPing = true, now
+		}
+		// Move transmission to a renegotiated key once the client has
+		// acknowledged everything we sent on it, i.e. our key method 2
+		// message, so it holds the key too (openvpn.md §9.2).
+		if s.primary.established && !s.primary.promoted && !s.primary.rel.pending() {
+			if s.srv.dp.SetPrimary(s.peerID, s.primary.id) == nil {
+				s.primary.promoted = true
+			}
+		}
+		if s.lame != nil && s.primary.established && now.After(s.lameExpire) {
+			s.retireLame()
+		}
+		if cfg.RenegSec > 0 && s.primary.established && !s.renegAt.IsZero() && now.After(s.renegAt) {
+			s.beginRenegotiation(nextKeyID(s.primary.id), now) // server-initiated
+			s.flush(now)
+		}
+	}
+	peerID := s.peerID
+	s.mu.Unlock()
+	if ping {
+		cfg.SendPing(peerID)
+	}
+	return reason
+}
+
+// runKey drives one key's TLS handshake, key method 2 exchange and (for
+// the primary key) the text messages that follow.
+func (s *session) runKey(ks *keyState) {
+	srv := s.srv
+	ctx, cancel := context.WithTimeout(context.Background(), handWindow)
+	err := ks.tls.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.fail(ks, "TLS handshake: "+err.Error())
+		return
+	}
+	cs := ks.tls.ConnectionState()
+	buf := make([]byte, 16384+tlsChannelBufSize)
+	n, err := ks.tls.Read(buf)
+	if err != nil {
+		s.fail(ks, "reading key method 2: "+err.Error())
+		return
+	}
+	var ckm keyMethod2
+	if err := ckm.unmarshal(buf[:n], true); err != nil {
+		s.fail(ks, err.Error())
+		return
+	}
+	if ks.first {
+		if reason := s.authorize(&ckm, &cs); reason != "" {
+			s.authFailed(ks, reason)
+			return
+		}
+	}
+	skm := keyMethod2{options: serverOptionsString}
+	_, _ = rand.Read(skm.random1[:])
+	_, _ = rand.Read(skm.random2[:])
+	if _, err := ks.tls.Write(skm.marshal(false)); err != nil {
+		s.fail(ks, "writing key method 2: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	useEKM, cipher := s.useEKM, s.cipher
+	s.mu.Unlock()
+	var key2 []byte
+	if useEKM {
+		if key2, err = cs.ExportKeyingMaterial(ekmLabelDataKeys, nil, ekmLen); err != nil {
+			s.fail(ks, "EKM: "+err.Error())
+			return
+		}
+	} else {
+		key2 = legacyKey2(&ckm, &skm, s.remoteSID, s.localSID)
+	}
+	km := splitKey2(key2, cipher, ks.id, true)
+
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return
+	}
+	if ks.first {
+		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName})
+		s.peerAdded = err == nil
+	}
+	if err == nil {
+		slot := vpn.Primary
+		if !ks.first {
+			slot = vpn.Secondary // promoted by tick once the client acked our KM2
+		}
+		err = srv.dp.InstallKey(s.peerID, slot, &km)
+	}
+	if err == nil {
+		now := time.Now()
+		ks.established = true
+		ks.promoted = ks.first
+		s.lameExpire = now.Add(tranWindow)
+		if srv.cfg.RenegSec > 0 {
+			// Servers jitter reneg-sec into [90 %, 100 %] (openvpn.md §9.1).
+			j, _ := rand.Int(rand.Reader, big.NewInt(int64(srv.cfg.RenegSec/10)+1))
+			s.renegAt = now.Add(srv.cfg.RenegSec - time.Duration(j.Int64()))
+		}
+	}
+	push := ks.first && s.info.Proto&ivProtoRequestPush != 0
+	s.mu.Unlock()
+	if err != nil {
+		s.fail(ks, "data plane: "+err.Error())
+		return
+	}
+	srv.logf("control: %s: key %d established (%s, cipher %s, ekm %v)", s.remote(), ks.id, tlsVersion(cs.Version), cipher, useEKM)
+	if push {
+		s.sendPush(ks)
+	}
+	for {
+		n, err := ks.tls.Read(buf)
+		if err != nil {
+			return
+		}
+		for _, msg := range bytes.Split(buf[:n], []byte{0}) {
+			if len(msg) > 0 {
+				s.handleText(ks, string(msg))
+			}
+		}
+	}
+}
+
+func tlsVersion(v uint16) string {
+	if v == tls.VersionTLS13 {
+		return "TLS 1.3"
+	}
+	return "TLS 1.2"
+}
+
+// authorize checks the first key's client: cipher negotiation, peer id and
+// addresses. A non-empty result is the AUTH_FAILED reason.
+func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
+	info := parsePeerInfo(ckm.peerInfo)
+	var names []string
+	for _, c := range s.srv.cfg.Ciphers {
+		names = append(names, c.String())
+	}
+	chosen := negotiateCipher(names, info.Ciphers)
+	if chosen == "" {
+		return "no common data cipher (server: " + strings.Join(names, ":") + ")"
+	}
+	var cipher vpn.Cipher
+	for _, c := range s.srv.cfg.Ciphers {
+		if c.String() == chosen {
+			cipher = c
+		}
+	}
+	// openvpn 2.6 "compress migrate": a client whose OCC string says
+	// comp-lzo is moved to stub-v2 framing, or kept on "comp-lzo no" when it
+	// cannot do stub-v2 (openvpn.md §7.1, §8.6).
+	comp := vpn.CompNone
+	if strings.Contains(ckm.options+",", ",comp-lzo,") {
+		comp = vpn.CompLZO
+		if info.CompStubV2 {
+			comp = vpn.CompStubV2
+		}
+	}
+	cn := ""
+	if len(cs.PeerCertificates) > 0 {
+		cn = cs.PeerCertificates[0].Subject.CommonName
+	}
+	id, v4, v6, err := s.srv.admit(s)
+	if err != nil {
+		return err.Error()
+	}
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		s.srv.release(id, v4, v6)
+		return "session closed"
+	}
+	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
+	s.info, s.cipher, s.compression, s.commonName = info, cipher, comp, cn
+	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
+	s.mu.Unlock()
+	return ""
+}
+
+func (s *session) authFailed(ks *keyState, reason string) {
+	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
+	_, _ = ks.tls.Write(append([]byte(msgAuthFailed+","+reason), 0))
+	s.mu.Lock()
+	s.exitAt = time.Now().Add(5 * time.Second) // let the reliable layer deliver it
+	s.mu.Unlock()
+}
+
+// fail abandons a key; for the first key (or a failed renegotiation) the
+// whole session goes, the client will reconnect.
+func (s *session) fail(ks *keyState, why string) {
+	s.srv.logf("control: %s: key %d: %s", s.remote(), ks.id, why)
+	s.mu.Lock()
+	if !s.dead && s.exitAt.IsZero() {
+		s.exitAt = time.Now()
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) sendPush(ks *keyState) {
+	s.mu.Lock()
+	srv := s.srv
+	p := pushParams{
+		vpn4: s.vpn4, vpn6: s.vpn6, routes: srv.cfg.Routes,
+		ping: srv.cfg.Ping, pingRestart: srv.cfg.PingRestart,
+		peerID: s.peerID, cipher: s.cipher.String(), ivProto: s.info.Proto,
+		compression: s.compression,
+	}
+	if s.info.MTU > 0 {
+		p.mtu = min(srv.cfg.TunMTU, s.info.MTU)
+	}
+	if srv.pool4 != nil {
+		p.gw4, p.bits4 = srv.pool4.ServerAddr(), srv.pool4.Prefix().Bits()
+	}
+	if srv.pool6 != nil {
+		p.gw6, p.bits6 = srv.pool6.ServerAddr(), srv.pool6.Prefix().Bits()
+	}
+	s.lastPush = time.Now()
+	s.mu.Unlock()
+	for _, m := range pushReplies(p.pushOptions()) {
+		if _, err := ks.tls.Write(append([]byte(m), 0)); err != nil {
+			return
+		}
+	}
+}
+
+func (s *session) handleText(ks *keyState, msg string) {
+	switch {
+	case msg == msgPushRequest:
+		s.mu.Lock()
+		ready := s.peerAdded && (s.lastPush.IsZero() || time.Since(s.lastPush) > 30*time.Second)
+		s.mu.Unlock()
+		if ready {
+			s.sendPush(ks)
+		}
+	case msg == msgExit || strings.HasPrefix(msg, msgExit+","):
+		s.srv.logf("control: %s: client sent EXIT", s.remote())
+		s.mu.Lock()
+		s.exitAt = time.Now().Add(5 * time.Second) // absorb retransmits
+		s.mu.Unlock()
+	default:
+		s.srv.logf("control: %s: ignoring control message %q", s.remote(), msg)
+	}
+}

@@ -1,0 +1,101 @@
+package control
+
+import "time"
+
+// Opcodes (openvpn.md §1.1, ssl_pkt.h). The first byte of every packet is
+// opcode<<3 | key_id.
+const (
+	opControlSoftResetV1      = 3 // P_CONTROL_SOFT_RESET_V1
+	opControlV1               = 4 // P_CONTROL_V1
+	opAckV1                   = 5 // P_ACK_V1
+	opDataV1                  = 6 // P_DATA_V1
+	opControlHardResetClient2 = 7 // P_CONTROL_HARD_RESET_CLIENT_V2
+	opControlHardResetServer2 = 8 // P_CONTROL_HARD_RESET_SERVER_V2
+	opDataV2                  = 9 // P_DATA_V2
+	opControlHardResetClient3 = 10
+	opControlWKCV1            = 11
+
+	opShift   = 3
+	keyIDMask = 0x07
+)
+
+// Reliability layer (openvpn.md §3.1).
+const (
+	reliableSendWindow  = 6  // TLS_RELIABLE_N_SEND_BUFFERS
+	reliableRecvWindow  = 12 // TLS_RELIABLE_N_REC_BUFFERS
+	maxAcksParsed       = 8  // RELIABLE_ACK_SIZE: more rejects the packet
+	maxAcksPiggyback    = 4  // CONTROL_SEND_ACK_MAX
+	maxAcksPerAck       = 8
+	fastRetransmitAcks  = 3               // N_ACK_RETRANSMIT
+	initialRetransmit   = 2 * time.Second // tls-timeout
+	maxRetransmit       = 16 * time.Second
+	handWindow          = 60 * time.Second // hand-window
+	tlsMTU              = 1250             // TLS_MTU_DEFAULT, incl. IP+UDP
+	ipv6UDPHeaders      = 48
+	tlsChannelBufSize   = 2048 // one control message must fit one record of this size
+	sessionIDLen        = 8
+	replayIDLen         = 8 // long-form packet-id: counter(4) + time(4)
+	msgIDLen            = 4
+	replayWindow        = 64               // replay-window default
+	replayBacktrackTime = 15 * time.Second // replay-window … 15
+)
+
+// tls-crypt v1 (openvpn.md §2.3).
+const (
+	tlsCryptTagLen    = 32
+	tlsCryptHeaderLen = 1 + sessionIDLen + replayIDLen + tlsCryptTagLen // 49
+)
+
+// Static key file (openvpn.md §2.5).
+const (
+	staticKeyBegin = "-----BEGIN OpenVPN Static key V1-----"
+	staticKeyEnd   = "-----END OpenVPN Static key V1-----"
+	staticKeyLen   = 256
+)
+
+// Key method 2 and key derivation (openvpn.md §4.3–4.4, §5).
+const (
+	keyMethodV2       = 2
+	km2PreMasterLen   = 48
+	km2RandomLen      = 32
+	km2MaxOptionsLen  = 512
+	km2MaxStringLen   = 4096 // USER_PASS_LEN in Debian's PKCS#11 build
+	ekmLabelDataKeys  = "EXPORTER-OpenVPN-datakeys"
+	ekmLen            = 256
+	prfMasterLabel    = "OpenVPN master secret"
+	prfExpansionLabel = "OpenVPN key expansion"
+	prfMasterLen      = 48
+)
+
+// IV_PROTO bits (openvpn.md §5.2).
+const (
+	ivProtoDataV2      = 1 << 1
+	ivProtoRequestPush = 1 << 2
+	ivProtoTLSKeyExp   = 1 << 3
+	ivProtoCCExit      = 1 << 7
+)
+
+// Control text messages (openvpn.md §7).
+const (
+	msgPushRequest = "PUSH_REQUEST"
+	msgPushReply   = "PUSH_REPLY"
+	msgAuthFailed  = "AUTH_FAILED"
+	msgRestart     = "RESTART"
+	msgExit        = "EXIT"
+	pushBundleSize = 1024 // PUSH_BUNDLE_SIZE
+)
+
+// serverOptionsString is the OCC string a 2.6.14 server sends (openvpn.md §6).
+const serverOptionsString = "V4,dev-type tun,link-mtu 1541,tun-mtu 1500,proto UDPv4,auth SHA1,keysize 128,key-method 2,tls-server"
+
+// Stateless handshake cookie (openvpn.md §3.6): time quantum (hand-window+1)/2.
+const cookieQuantum = 30 * time.Second
+
+// Peer ids are 24 bits; 0xFFFFFF means "undefined".
+const maxPeerID = 0xFFFFFE
+
+// Renegotiation (openvpn.md §9).
+const (
+	renegSecDefault = 3600 * time.Second
+	tranWindow      = 3600 * time.Second
+)
