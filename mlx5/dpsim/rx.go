@@ -93,7 +93,7 @@ func (r *RxQueue) InjectBatch(frames [][]byte) {
 }
 
 func (r *RxQueue) fetchWQE() bool {
-	posted := binary.BigEndian.Uint32(r.rqDBR[dp.RcvDBROff:]) & dp.WQEIndexMask
+	posted := loadBE32(r.rqDBR[dp.RcvDBROff:]) & dp.WQEIndexMask
 	if r.hwWQE&dp.WQEIndexMask == posted {
 		return false
 	}
@@ -117,7 +117,7 @@ func (r *RxQueue) retire() {
 // cqRoom reports whether n more completions fit the CQ (staged ones count;
 // compression only ever saves slots).
 func (r *RxQueue) cqRoom(n int) bool {
-	ci := binary.BigEndian.Uint32(r.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
+	ci := loadBE32(r.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
 	inUse := (r.pi - ci) & dp.CQIndexMask
 	if int(inUse)+len(r.stage)+n > 1<<r.cqLog {
 		r.Stats.CQFull++
@@ -222,9 +222,8 @@ func (r *RxQueue) fill(c []byte, e *staged) {
 // byte last (the driver reads op_own first), then flushes the line.
 func (r *RxQueue) publish(p uint32, opOwn uint8) {
 	c := r.slot(p)
-	copy(c[:dp.CQEOffOpOwn], r.scratch[:dp.CQEOffOpOwn])
-	c[dp.CQEOffSignature] = uint8(p >> r.cqLog)
-	c[dp.CQEOffOpOwn] = opOwn
+	copy(c[:dp.CQEOffWQECounter], r.scratch[:dp.CQEOffWQECounter])
+	publishOwnerWord(c, r.scratch[dp.CQEOffWQECounter], r.scratch[dp.CQEOffWQECounter+1], uint8(p>>r.cqLog), opOwn)
 	if r.Flush {
 		flushBytes(c)
 	}

@@ -74,7 +74,7 @@ func (t *TxQueue) doorbell(ctrl uint64) {
 	if t.err != nil {
 		return
 	}
-	pc := binary.BigEndian.Uint32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
+	pc := loadBE32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
 	idx := uint32(ctrl>>40) & dp.WQEIndexMask
 	// The doorbell record must already cover the WQE being rung.
 	if (idx-t.hwCI)&dp.WQEIndexMask >= (pc-t.hwCI)&dp.WQEIndexMask {
@@ -93,7 +93,7 @@ func (t *TxQueue) doorbell(ctrl uint64) {
 // Process runs every WQE the doorbell record covers and returns how many.
 func (t *TxQueue) Process() int {
 	n := 0
-	pc := binary.BigEndian.Uint32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
+	pc := loadBE32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
 	for t.err == nil && t.hwCI&dp.WQEIndexMask != pc {
 		if !t.one() {
 			break
@@ -115,7 +115,7 @@ func (t *TxQueue) fail(idx uint32, opcode uint8, synd uint8, format string, args
 // complete writes a CQE (body first, owner byte last).
 func (t *TxQueue) complete(body []byte, opcode uint8) {
 	size := uint32(1) << t.cqLog
-	ci := binary.BigEndian.Uint32(t.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
+	ci := loadBE32(t.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
 	if (t.pi-ci)&dp.CQIndexMask >= size {
 		if t.err == nil {
 			t.err = fmt.Errorf("dpsim: SQ %#x: CQ overrun (producer %d, consumer %d)", t.sqn, t.pi, ci)
@@ -124,9 +124,8 @@ func (t *TxQueue) complete(body []byte, opcode uint8) {
 	}
 	o := (t.pi & (size - 1)) * dp.CQESize
 	c := t.cq[o : o+dp.CQESize]
-	copy(c[:dp.CQEOffOpOwn], body[:dp.CQEOffOpOwn])
-	c[dp.CQEOffSignature] = uint8(t.pi >> t.cqLog)
-	c[dp.CQEOffOpOwn] = opcode<<dp.CQEOpcodeShift | uint8(t.pi>>t.cqLog)&1
+	copy(c[:dp.CQEOffWQECounter], body[:dp.CQEOffWQECounter])
+	publishOwnerWord(c, body[dp.CQEOffWQECounter], body[dp.CQEOffWQECounter+1], uint8(t.pi>>t.cqLog), opcode<<dp.CQEOpcodeShift|uint8(t.pi>>t.cqLog)&1)
 	t.pi++
 	t.Stats.CQEs++
 }

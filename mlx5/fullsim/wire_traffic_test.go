@@ -1,15 +1,11 @@
-//go:build linux && !race
+//go:build linux
 
 package fullsim
 
 // These tests run the wire's reader (which injects into the model) next
-// to the test goroutine acting as the driver's worker. The model's DMA
-// stores (dpsim's CQE and stride writes) and the driver's doorbell-record
-// stores are plain accesses on one side and atomics on the other, which
-// the race detector reports although the model is single-writer per ring
-// by construction; they run without -race until dpsim publishes with
-// atomics (reported to the lead). TestWireRingFullAndClose runs under
-// -race.
+// to the test goroutine acting as the driver's worker: the model publishes
+// CQE owner words and reads doorbell records atomically, as the driver does,
+// so they run under -race too.
 
 import (
 	"bytes"
