@@ -1,65 +1,71 @@
 package afxdp
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 )
 
 // DropCounter is an XDP program that counts frames and bytes in a per-CPU
 // array and drops them: a sink that costs the receiving side almost
 // nothing, for benchmarks and tests.
 type DropCounter struct {
-	counts int
-	prog   int
-	link   int
+	counts *ebpf.Map
+	prog   *ebpf.Program
+	link   link.Link
 	mode   AttachMode
-	ncpu   int
 }
+
+// sinkCounts is the per-CPU value of the counter map.
+type sinkCounts struct{ Packets, Bytes uint64 }
+
+const mapSink = "ovfwd_sink"
 
 // NewDropCounter loads the program; Attach puts it on a device.
 func NewDropCounter() (*DropCounter, error) {
-	ncpu, err := possibleCPUs()
+	counts, err := ebpf.NewMap(&ebpf.MapSpec{Name: mapSink, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 16, MaxEntries: 1})
 	if err != nil {
+		return nil, fmt.Errorf("afxdp: create map %s: %w", mapSink, err)
+	}
+	c := &DropCounter{counts: counts}
+	insns := dropCounterProgram()
+	if err := insns.AssociateMap(mapSink, counts); err != nil {
+		c.Close()
 		return nil, err
 	}
-	c := &DropCounter{counts: -1, prog: -1, link: -1, ncpu: ncpu}
-	if c.counts, err = bpfMapCreate("ovfwd_sink", unix.BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 1); err != nil {
-		return nil, err
-	}
-	p := &prog{}
-	p.Mov(r6, r1)
-	p.MovImm(r2, 0)
-	p.Store(sizeW, r10, -4, r2)
-	p.LoadMapFD(r1, c.counts)
-	p.Mov(r2, r10)
-	p.AddImm(r2, -4)
-	p.Call(bpfFuncMapLookup)
-	p.JmpImm(jmpJEQ, r0, 0, "out")
-	p.Load(sizeDW, r1, r0, 0)
-	p.AddImm(r1, 1)
-	p.Store(sizeDW, r0, 0, r1)
-	p.Load(sizeW, r2, r6, xdpMDDataEnd)
-	p.Load(sizeW, r3, r6, xdpMDData)
-	p.Sub(r2, r3)
-	p.Load(sizeDW, r1, r0, 8)
-	p.Add(r1, r2)
-	p.Store(sizeDW, r0, 8, r1)
-	p.Label("out")
-	p.Return(xdpDrop)
-	insns, err := p.assemble()
-	if err == nil {
-		c.prog, err = bpfProgLoad("ovfwd_sink", insns)
-	}
-	if err != nil {
+	if c.prog, err = loadXDP("ovfwd_sink", insns); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// dropCounterProgram: counts[0].Packets++, counts[0].Bytes += len; XDP_DROP.
+func dropCounterProgram() asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.R10, -4, asm.R2, asm.Word),
+		asm.LoadMapPtr(asm.R1, 0).WithReference(mapSink),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R6, xdpMDDataEnd, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, xdpMDData, asm.Word),
+		asm.Sub.Reg(asm.R2, asm.R3),
+		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+		asm.Add.Reg(asm.R1, asm.R2),
+		asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("out"),
+		asm.Return(),
+	}
 }
 
 // Attach attaches the counter to ifindex (native first unless want says).
@@ -70,48 +76,31 @@ func (c *DropCounter) Attach(ifindex int, want AttachMode) (AttachMode, error) {
 
 // Count returns the packets and bytes counted so far, summed over CPUs.
 func (c *DropCounter) Count() (packets, bytes uint64, err error) {
-	val := make([]byte, 16*c.ncpu)
-	if err := bpfMapLookup(c.counts, u32le(0), val); err != nil {
+	var perCPU []sinkCounts
+	if err := c.counts.Lookup(uint32(0), &perCPU); err != nil {
 		return 0, 0, fmt.Errorf("afxdp: read sink counters: %w", err)
 	}
-	for i := 0; i < c.ncpu; i++ {
-		packets += binary.LittleEndian.Uint64(val[16*i:])
-		bytes += binary.LittleEndian.Uint64(val[16*i+8:])
+	for _, v := range perCPU {
+		packets += v.Packets
+		bytes += v.Bytes
 	}
 	return packets, bytes, nil
 }
 
 // Close detaches and frees the program.
 func (c *DropCounter) Close() error {
-	for _, fd := range []*int{&c.link, &c.prog, &c.counts} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
+	var errs []error
+	if c.link != nil {
+		errs = append(errs, c.link.Close())
+		c.link = nil
 	}
-	return nil
-}
-
-// possibleCPUs is the kernel's possible-CPU count, the stride of per-CPU map values.
-func possibleCPUs() (int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
-	if err != nil {
-		return 0, err
+	if c.prog != nil {
+		errs = append(errs, c.prog.Close())
+		c.prog = nil
 	}
-	n := 0
-	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, found := strings.Cut(r, "-")
-		l, err := strconv.Atoi(lo)
-		if err != nil {
-			return 0, fmt.Errorf("afxdp: parse cpu/possible %q", b)
-		}
-		h := l
-		if found {
-			if h, err = strconv.Atoi(hi); err != nil {
-				return 0, fmt.Errorf("afxdp: parse cpu/possible %q", b)
-			}
-		}
-		n = max(n, h+1)
+	if c.counts != nil {
+		errs = append(errs, c.counts.Close())
+		c.counts = nil
 	}
-	return n, nil
+	return errors.Join(errs...)
 }

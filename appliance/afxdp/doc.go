@@ -10,17 +10,72 @@
 // SetLocal, Stats and Modes belong to the control plane; Stats reads
 // counters the workers publish with atomic adds once per batch.
 //
-// # Why not asavie/xdp and cilium/ebpf here
+// # Libraries, and what stays hand-written
 //
-// The socket, the rings, the BPF maps, the program and its bpf_link are
-// written against golang.org/x/sys only. asavie/xdp's Transmit panics on
-// ENETDOWN and is the only way to reach its TX ring, its Detach hangs in
-// generic mode and its Stats panics without an RX ring (feasibility.md §1),
-// so everything but its NewSocket would have to be bypassed anyway; and the
-// repository's go.mod does not require either module yet, so this package
-// stays buildable on its own. The workarounds the defects call for are still
-// here, each commented where it lives: TX kicks that count ENETDOWN, ENXIO
-// and ENOBUFS instead of panicking (kick.go), detach by closing a bpf_link
-// (prog.go), XDP_STATISTICS read directly (stats.go) and a bounded retry of
-// bind on EBUSY (socket.go).
+// The XDP programs (steering, and the benchmarks' drop counter) are built
+// with cilium/ebpf's asm package, their maps are cilium/ebpf maps, and they
+// are attached with link.AttachXDP, a bpf_link (prog.go, counter.go).
+//
+// Sockets come from asavie/xdp v0.3.3: xdp.NewSocket creates the socket,
+// allocates and registers the UMEM, sizes and maps the rings and binds;
+// the fill and RX rings are driven with its Fill and Receive (socket.go,
+// queue.go). Its defects are worked around where they bite, each with a
+// comment at the spot:
+//
+//   - Transmit panics on any sendto errno but EAGAIN/EBUSY/EINTR (ENETDOWN
+//     when a link goes down), and it is the only exported way to the TX
+//     ring. So the TX and completion rings of asavie's socket are mapped a
+//     second time here (ring_unsafe.go) and kicked with a raw sendto whose
+//     errors are counted (queue.kick); Transmit is never called. Complete
+//     is not used either: it throws away the addresses it reclaims.
+//   - Program.Attach/Detach hang in generic mode: never called; the bpf_link
+//     detaches on Close (attachXDP). xdp.DefaultXdpFlags is still set once,
+//     to XDP_FLAGS_UPDATE_IF_NOEXIST, so a stray Attach elsewhere in the
+//     process cannot replace the steering program.
+//   - Stats panics on a socket without an RX ring: never called;
+//     XDP_STATISTICS is read directly (xdpStatistics).
+//   - bind meets EBUSY for ~2 s after a previous owner of the queue went
+//     away: NewSocket is retried with bounded backoff (openSocketFlags).
+//     asavie flattens the errno with %v, so EBUSY is recognised by its text.
+//   - Close (which NewSocket also calls when bind fails) never munmaps the
+//     four ring mappings, and each holds the socket file open: a closed
+//     socket stayed bound, so every later bind of that queue in the process
+//     failed with EBUSY for good, and every failed bind of the retry loop
+//     left a socket with its pinned UMEM behind (found here:
+//     TestBindRetryWhileHeld failed; TestNoOrphanRingMappings counts 12 such
+//     mappings after 3 failed binds without the fix). The mappings of
+//     closed AF_XDP sockets are found in /proc/self/maps and unmapped after
+//     each Close and failed NewSocket (orphan_unsafe.go).
+//   - xdp.DefaultSocketFlags is a package global read by NewSocket. It is
+//     set once to XDP_USE_NEED_WAKEUP with no mode flag, so the kernel tries
+//     zero-copy and falls back to copy by itself; Options.NoZeroCopy adds
+//     XDP_COPY for one NewSocket under a mutex every NewSocket here holds.
+//   - GetDescs is not used: asavie marks a frame free as soon as Receive
+//     returns it, while the engine still holds it, so GetDescs would hand a
+//     frame in flight to Alloc; it also scans every frame linearly per call.
+//     Frames are owned through a free stack (queue.free) instead, O(1) per
+//     frame.
+//   - asavie's ring accesses are plain loads and stores (its fences are
+//     commented out). That is correct on amd64 (TSO) only; this package's
+//     own rings use atomics.
+//
+// Hand-written on golang.org/x/sys, and why: the TX/completion ring
+// mapping and the TX kick (above); XDP_STATISTICS, XDP_OPTIONS and
+// XDP_MAX_TX_SKB_BUDGET socket options, which asavie does not wrap; the
+// ethtool channel count (ethtool_unsafe.go) and the netlink neighbour mirror
+// (neigh.go), which are outside both libraries' scope. Nothing in the hot
+// path panics or allocates (TestHotPathZeroAllocs, BenchmarkTx).
+//
+// # Per-packet cost
+//
+// XDP_MAX_TX_SKB_BUDGET (Linux 6.17+) is raised to the TX ring size so one
+// sendto drains a whole Tx batch in copy mode instead of 32 frames per call
+// (TestTxBudgetOneKickPerBatch). The ports do not share a UMEM
+// (XDP_SHARED_UMEM): asavie's NewSocket always registers its own, so the
+// engine copies each forwarded frame between pools. At 64 bytes that copy
+// (runtime.memmove) was under 1% of the worker's perf samples in bench
+// fwd, while the TX kick (sendto in copy mode: an skb allocated and filled
+// per frame, veth_xmit, and the receiver's softirq run on the way out) was
+// about 78%; the veth RX path (XDP on an skb, then a copy into the UMEM)
+// runs in the NAPI thread besides.
 package afxdp

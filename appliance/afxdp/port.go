@@ -27,6 +27,7 @@ type QueueMode struct {
 	Queue    int
 	ZeroCopy bool
 	Attach   AttachMode
+	TxBudget int    // frames one copy-mode TX kick sends (32 unless the kernel took XDP_MAX_TX_SKB_BUDGET)
 	Why      string // why not zero-copy / not native
 }
 
@@ -35,7 +36,7 @@ func (m QueueMode) String() string {
 	if m.ZeroCopy {
 		c = "zero-copy"
 	}
-	s := fmt.Sprintf("queue %d: %s, %s XDP", m.Queue, c, m.Attach)
+	s := fmt.Sprintf("queue %d: %s, %s XDP, tx budget %d", m.Queue, c, m.Attach, m.TxBudget)
 	if m.Why != "" {
 		s += " (" + m.Why + ")"
 	}
@@ -115,7 +116,7 @@ func Open(ifname string, o Options) (p *Port, err error) {
 		if attachWhy != "" {
 			why = joinWhy(why, attachWhy)
 		}
-		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: mode, Why: why}
+		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: mode, TxBudget: int(qu.txBudget), Why: why}
 		p.modes = append(p.modes, m)
 		logf("afxdp: %s %s", ifname, m)
 	}
@@ -156,7 +157,7 @@ func (p *Port) Modes() []QueueMode { return append([]QueueMode(nil), p.modes...)
 
 // ProgramID is the kernel id of the steering program (for checks that it
 // is gone after Close: ProgramExists).
-func (p *Port) ProgramID() (uint32, error) { return bpfProgID(p.steer.prog) }
+func (p *Port) ProgramID() (uint32, error) { return p.steer.ProgramID() }
 
 // QueueRxPackets is how many frames queue q has received.
 func (p *Port) QueueRxPackets(q int) uint64 { return p.queues[q].st.rxPackets.Load() }

@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,12 +30,20 @@ func (m AttachMode) String() string {
 	return "none"
 }
 
-func (m AttachMode) flags() uint32 {
+func (m AttachMode) flags() link.XDPAttachFlags {
 	if m == ModeGeneric {
-		return unix.XDP_FLAGS_SKB_MODE
+		return link.XDPGenericMode
 	}
-	return unix.XDP_FLAGS_DRV_MODE
+	return link.XDPDriverMode
 }
+
+// Names of the steering program's maps, which are also the symbols its
+// map loads reference until loadSteering associates the real maps.
+const (
+	mapXSKs   = "ovfwd_xsks"
+	mapLocal4 = "ovfwd_local4"
+	mapLocal6 = "ovfwd_local6"
+)
 
 // Steering is the XDP program that splits a port's traffic between ovfwd
 // (redirected to the queue's AF_XDP socket) and the kernel (XDP_PASS):
@@ -47,15 +58,16 @@ func (m AttachMode) flags() uint32 {
 //
 // If a queue has no socket in the XSKMAP, frames fall back to XDP_PASS.
 type Steering struct {
-	mu     sync.Mutex
-	xsks   int // BPF_MAP_TYPE_XSKMAP, queue -> socket
-	local4 int // hash: IPv4 address -> 1
-	local6 int // hash: IPv6 address -> 1
-	prog   int
-	link   int
-	mode   AttachMode
-	local  map[netip.Addr]bool
-	closed bool
+	mu      sync.Mutex
+	xsks    *ebpf.Map // BPF_MAP_TYPE_XSKMAP, queue -> socket
+	local4  *ebpf.Map // hash: IPv4 address -> 1
+	local6  *ebpf.Map // hash: IPv6 address -> 1
+	vpnPort uint16
+	prog    *ebpf.Program
+	link    link.Link
+	mode    AttachMode
+	local   map[netip.Addr]bool
+	closed  bool
 }
 
 const maxLocalAddrs = 256
@@ -64,25 +76,52 @@ const maxLocalAddrs = 256
 // queues; vpnPort 0 means no VPN data channel on this port. It is not
 // attached yet.
 func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
-	s := &Steering{xsks: -1, local4: -1, local6: -1, prog: -1, link: -1, local: map[netip.Addr]bool{}}
+	s := &Steering{vpnPort: vpnPort, local: map[netip.Addr]bool{}}
 	var err error
-	if s.xsks, err = bpfMapCreate("ovfwd_xsks", unix.BPF_MAP_TYPE_XSKMAP, 4, 4, uint32(max(queues, 1))); err != nil {
-		return nil, s.fail(err)
+	if s.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapXSKs, Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(max(queues, 1))}); err != nil {
+		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapXSKs, err))
 	}
-	if s.local4, err = bpfMapCreate("ovfwd_local4", unix.BPF_MAP_TYPE_HASH, 4, 4, maxLocalAddrs); err != nil {
-		return nil, s.fail(err)
+	if s.local4, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapLocal4, Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxLocalAddrs}); err != nil {
+		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapLocal4, err))
 	}
-	if s.local6, err = bpfMapCreate("ovfwd_local6", unix.BPF_MAP_TYPE_HASH, 16, 4, maxLocalAddrs); err != nil {
-		return nil, s.fail(err)
+	if s.local6, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapLocal6, Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: maxLocalAddrs}); err != nil {
+		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapLocal6, err))
 	}
-	insns, err := steeringProgram(s.xsks, s.local4, s.local6, vpnPort, false).assemble()
-	if err != nil {
-		return nil, s.fail(err)
-	}
-	if s.prog, err = bpfProgLoad("ovfwd_steer", insns); err != nil {
+	if s.prog, err = s.load("ovfwd_steer", false); err != nil {
 		return nil, s.fail(err)
 	}
 	return s, nil
+}
+
+// load loads the steering program over s's maps; verdictOnly is the test
+// shape (see steeringProgram).
+func (s *Steering) load(name string, verdictOnly bool) (*ebpf.Program, error) {
+	insns := steeringProgram(s.vpnPort, verdictOnly)
+	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6} {
+		if err := insns.AssociateMap(sym, m); err != nil && !errors.Is(err, asm.ErrUnreferencedSymbol) {
+			return nil, fmt.Errorf("afxdp: program %s: map %s: %w", name, sym, err)
+		}
+	}
+	return loadXDP(name, insns)
+}
+
+// loadXDP loads an XDP program; on a verifier error the message carries
+// the verifier log (cilium/ebpf's VerifierError).
+func loadXDP(name string, insns asm.Instructions) (*ebpf.Program, error) {
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         name,
+		Type:         ebpf.XDP,
+		License:      "GPL", // bpf_redirect_map is GPL-only
+		Instructions: insns,
+	})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("afxdp: load program %s: %+v", name, ve)
+		}
+		return nil, fmt.Errorf("afxdp: load program %s: %w", name, err)
+	}
+	return p, nil
 }
 
 func (s *Steering) fail(err error) error {
@@ -96,17 +135,18 @@ func (s *Steering) Attach(ifindex int, want AttachMode) (AttachMode, error, erro
 	return attachXDP(&s.link, &s.mode, s.prog, ifindex, want)
 }
 
-// attachXDP attaches prog through a bpf_link. Workaround for asavie/xdp
-// defect 1 (feasibility.md §1): its Program.Detach detaches with flags 0,
-// which targets native mode, and then waits forever for a generic-mode
-// program to go. A bpf_link detaches the program in whatever mode it was
-// attached when its fd is closed, and cannot be left behind by a crash
-// either: the kernel drops the link with the process's last fd.
-func attachXDP(link *int, got *AttachMode, progFD, ifindex int, want AttachMode) (mode AttachMode, nativeErr, err error) {
+// attachXDP attaches prog with cilium/ebpf's link.AttachXDP, a bpf_link.
+// Workaround for asavie/xdp defect 1 (feasibility.md §1): its
+// Program.Attach/Detach detach with flags 0, which targets native mode, and
+// then wait forever for a generic-mode program to go, so this package never
+// calls them. A bpf_link detaches the program in whatever mode it was
+// attached when it is closed, and cannot be left behind by a crash either:
+// the kernel drops the link with the process's last fd.
+func attachXDP(l *link.Link, got *AttachMode, prog *ebpf.Program, ifindex int, want AttachMode) (mode AttachMode, nativeErr, err error) {
 	if want == 0 || want == ModeNative {
-		fd, e := bpfLinkCreateXDP(progFD, ifindex, ModeNative.flags())
+		lk, e := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeNative.flags()})
 		if e == nil {
-			*link, *got = fd, ModeNative
+			*l, *got = lk, ModeNative
 			return ModeNative, nil, nil
 		}
 		nativeErr = e
@@ -114,11 +154,11 @@ func attachXDP(link *int, got *AttachMode, progFD, ifindex int, want AttachMode)
 			return 0, nativeErr, fmt.Errorf("afxdp: attach native XDP to ifindex %d: %w", ifindex, e)
 		}
 	}
-	fd, e := bpfLinkCreateXDP(progFD, ifindex, ModeGeneric.flags())
+	lk, e := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeGeneric.flags()})
 	if e != nil {
 		return 0, nativeErr, fmt.Errorf("afxdp: attach generic XDP to ifindex %d: %w (native: %v)", ifindex, e, nativeErr)
 	}
-	*link, *got = fd, ModeGeneric
+	*l, *got = lk, ModeGeneric
 	return ModeGeneric, nativeErr, nil
 }
 
@@ -127,7 +167,7 @@ func (s *Steering) Mode() AttachMode { return s.mode }
 
 // Register puts socket fd in queue's slot of the XSKMAP.
 func (s *Steering) Register(queue, fd int) error {
-	return bpfMapUpdate(s.xsks, u32le(uint32(queue)), u32le(uint32(fd)))
+	return s.xsks.Put(uint32(queue), uint32(fd))
 }
 
 // SetLocal replaces the set of the kernel's own addresses on this port:
@@ -139,11 +179,10 @@ func (s *Steering) SetLocal(addrs []netip.Addr) error {
 	for _, a := range addrs {
 		want[a.Unmap()] = true
 	}
-	one := u32le(1)
 	var errs []error
 	for a := range want {
 		if !s.local[a] {
-			if err := bpfMapUpdate(s.localMap(a), a.AsSlice(), one); err != nil {
+			if err := s.localMap(a).Put(a.AsSlice(), uint32(1)); err != nil {
 				errs = append(errs, fmt.Errorf("afxdp: add local %s: %w", a, err))
 				continue
 			}
@@ -152,7 +191,7 @@ func (s *Steering) SetLocal(addrs []netip.Addr) error {
 	}
 	for a := range s.local {
 		if !want[a] {
-			if err := bpfMapDelete(s.localMap(a), a.AsSlice()); err != nil && !errors.Is(err, unix.ENOENT) {
+			if err := s.localMap(a).Delete(a.AsSlice()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, fmt.Errorf("afxdp: remove local %s: %w", a, err))
 			}
 			delete(s.local, a)
@@ -161,11 +200,37 @@ func (s *Steering) SetLocal(addrs []netip.Addr) error {
 	return errors.Join(errs...)
 }
 
-func (s *Steering) localMap(a netip.Addr) int {
+func (s *Steering) localMap(a netip.Addr) *ebpf.Map {
 	if a.Is4() {
 		return s.local4
 	}
 	return s.local6
+}
+
+// ProgramID is the kernel's id of the loaded program.
+func (s *Steering) ProgramID() (uint32, error) { return programID(s.prog) }
+
+func programID(p *ebpf.Program) (uint32, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, err
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("afxdp: kernel reports no program id")
+	}
+	return uint32(id), nil
+}
+
+// ProgramExists reports whether a BPF program with this id is still loaded
+// anywhere (BPF_PROG_GET_FD_BY_ID).
+func ProgramExists(id uint32) bool {
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return !errors.Is(err, unix.ENOENT)
+	}
+	p.Close()
+	return true
 }
 
 // Close detaches the program (by closing its link) and frees the maps.
@@ -176,131 +241,149 @@ func (s *Steering) Close() error {
 		return nil
 	}
 	s.closed = true
-	for _, fd := range []*int{&s.link, &s.prog, &s.xsks, &s.local4, &s.local6} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
+	var errs []error
+	if s.link != nil {
+		errs = append(errs, s.link.Close())
+		s.link = nil
+	}
+	if s.prog != nil {
+		errs = append(errs, s.prog.Close())
+	}
+	for _, m := range []*ebpf.Map{s.xsks, s.local4, s.local6} {
+		if m != nil {
+			errs = append(errs, m.Close())
 		}
 	}
+	s.prog, s.xsks, s.local4, s.local6 = nil, nil, nil, nil
 	s.mode = 0
-	return nil
+	return errors.Join(errs...)
 }
 
-func u32le(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
-
-// steeringProgram emits the program described on Steering.
+// steeringProgram emits the program described on Steering. Map loads
+// reference the maps by name (mapXSKs, mapLocal4, mapLocal6).
 // Registers: r6 ctx, r7 L3 header, r8 L4 header, r9 data_end.
 // With verdictOnly the "to ovfwd" exit returns XDP_TX instead of
 // redirecting, so BPF_PROG_TEST_RUN can tell the two outcomes apart.
-func steeringProgram(xsks, local4, local6 int, vpnPort uint16, verdictOnly bool) *prog {
-	p := &prog{}
-	p.Mov(r6, r1)
-	p.Load(sizeW, r2, r6, xdpMDData)
-	p.Load(sizeW, r9, r6, xdpMDDataEnd)
-	// Ethernet header, one optional 802.1Q tag.
-	p.Mov(r7, r2)
-	p.AddImm(r7, ethHeaderLen)
-	p.Jmp(jmpJGT, r7, r9, "ovfwd")
-	p.Load(sizeH, r3, r2, 12)
-	p.JmpImm(jmpJNE, r3, be16(ethTypeVLAN), "l3")
-	p.AddImm(r7, vlanHeaderLen)
-	p.Jmp(jmpJGT, r7, r9, "ovfwd")
-	p.Load(sizeH, r3, r2, 16)
-	p.Label("l3")
-	p.JmpImm(jmpJEQ, r3, be16(ethTypeIPv4), "ipv4")
-	p.JmpImm(jmpJEQ, r3, be16(ethTypeIPv6), "ipv6")
-	p.Ja("ovfwd")
+func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B, DW                         = asm.Word, asm.Half, asm.Byte, asm.DWord
+	)
+	p := asm.Instructions{
+		asm.Mov.Reg(r6, r1),
+		asm.LoadMem(r2, r6, xdpMDData, W),
+		asm.LoadMem(r9, r6, xdpMDDataEnd, W),
+		// Ethernet header, one optional 802.1Q tag.
+		asm.Mov.Reg(r7, r2),
+		asm.Add.Imm(r7, ethHeaderLen),
+		asm.JGT.Reg(r7, r9, "ovfwd"),
+		asm.LoadMem(r3, r2, 12, H),
+		asm.JNE.Imm(r3, be16(ethTypeVLAN), "l3"),
+		asm.Add.Imm(r7, vlanHeaderLen),
+		asm.JGT.Reg(r7, r9, "ovfwd"),
+		asm.LoadMem(r3, r2, 16, H),
+		asm.JEq.Imm(r3, be16(ethTypeIPv4), "ipv4").WithSymbol("l3"),
+		asm.JEq.Imm(r3, be16(ethTypeIPv6), "ipv6"),
+		asm.Ja.Label("ovfwd"),
 
-	// IPv4: local destination? Then UDP to the VPN port with P_DATA_V2 is
-	// ours, the rest the kernel's. Non-first fragments go to the kernel.
-	p.Label("ipv4")
-	p.Mov(r2, r7)
-	p.AddImm(r2, 20)
-	p.Jmp(jmpJGT, r2, r9, "ovfwd")
-	p.Load(sizeW, r2, r7, 16)
-	p.Store(sizeW, r10, -4, r2)
-	p.LoadMapFD(r1, local4)
-	p.Mov(r2, r10)
-	p.AddImm(r2, -4)
-	p.Call(bpfFuncMapLookup)
-	p.JmpImm(jmpJEQ, r0, 0, "ovfwd")
+		// IPv4: local destination? Then UDP to the VPN port with P_DATA_V2
+		// is ours, the rest the kernel's. Non-first fragments go to the
+		// kernel.
+		asm.Mov.Reg(r2, r7).WithSymbol("ipv4"),
+		asm.Add.Imm(r2, 20),
+		asm.JGT.Reg(r2, r9, "ovfwd"),
+		asm.LoadMem(r2, r7, 16, W),
+		asm.StoreMem(r10, -4, r2, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapLocal4),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "ovfwd"),
+	}
 	if vpnPort == 0 {
-		p.Ja("pass")
+		p = append(p, asm.Ja.Label("pass"))
 	} else {
-		p.Load(sizeB, r2, r7, 9)
-		p.JmpImm(jmpJNE, r2, ipProtoUDP, "pass")
-		p.Load(sizeH, r2, r7, 6)
-		p.AndImm(r2, be16(0x1fff))
-		p.JmpImm(jmpJNE, r2, 0, "pass")
-		p.Load(sizeB, r2, r7, 0)
-		p.AndImm(r2, 0x0f)
-		p.LshImm(r2, 2)
-		p.Mov(r8, r7)
-		p.Add(r8, r2)
-		p.Ja("udp")
+		p = append(p,
+			asm.LoadMem(r2, r7, 9, B),
+			asm.JNE.Imm(r2, ipProtoUDP, "pass"),
+			asm.LoadMem(r2, r7, 6, H),
+			asm.And.Imm(r2, be16(0x1fff)),
+			asm.JNE.Imm(r2, 0, "pass"),
+			asm.LoadMem(r2, r7, 0, B),
+			asm.And.Imm(r2, 0x0f),
+			asm.LSh.Imm(r2, 2),
+			asm.Mov.Reg(r8, r7),
+			asm.Add.Reg(r8, r2),
+			asm.Ja.Label("udp"),
+		)
 	}
 
 	// IPv6: same, for a UDP header right after the fixed header (extension
 	// headers go to the kernel).
-	p.Label("ipv6")
-	p.Mov(r2, r7)
-	p.AddImm(r2, ipv6HeaderLen)
-	p.Jmp(jmpJGT, r2, r9, "ovfwd")
-	p.Load(sizeDW, r2, r7, 24)
-	p.Store(sizeDW, r10, -16, r2)
-	p.Load(sizeDW, r2, r7, 32)
-	p.Store(sizeDW, r10, -8, r2)
-	p.LoadMapFD(r1, local6)
-	p.Mov(r2, r10)
-	p.AddImm(r2, -16)
-	p.Call(bpfFuncMapLookup)
-	p.JmpImm(jmpJEQ, r0, 0, "ovfwd")
-	p.Load(sizeB, r2, r7, 6)
-	p.JmpImm(jmpJEQ, r2, ipProtoICMPv6, "icmp6")
+	p = append(p,
+		asm.Mov.Reg(r2, r7).WithSymbol("ipv6"),
+		asm.Add.Imm(r2, ipv6HeaderLen),
+		asm.JGT.Reg(r2, r9, "ovfwd"),
+		asm.LoadMem(r2, r7, 24, DW),
+		asm.StoreMem(r10, -16, r2, DW),
+		asm.LoadMem(r2, r7, 32, DW),
+		asm.StoreMem(r10, -8, r2, DW),
+		asm.LoadMapPtr(r1, 0).WithReference(mapLocal6),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.LoadMem(r2, r7, 6, B),
+		asm.JEq.Imm(r2, ipProtoICMPv6, "icmp6"),
+	)
 	if vpnPort == 0 {
-		p.Ja("pass")
+		p = append(p, asm.Ja.Label("pass"))
 	} else {
-		p.JmpImm(jmpJNE, r2, ipProtoUDP, "pass")
-		p.Mov(r8, r7)
-		p.AddImm(r8, ipv6HeaderLen)
+		p = append(p,
+			asm.JNE.Imm(r2, ipProtoUDP, "pass"),
+			asm.Mov.Reg(r8, r7),
+			asm.Add.Imm(r8, ipv6HeaderLen),
 
-		// UDP to a local address: P_DATA_V2 to the VPN port is ovfwd's.
-		p.Label("udp")
-		p.Mov(r2, r8)
-		p.AddImm(r2, udpHeaderLen+1)
-		p.Jmp(jmpJGT, r2, r9, "pass")
-		p.Load(sizeH, r2, r8, 2)
-		p.JmpImm(jmpJNE, r2, be16(vpnPort), "pass")
-		p.Load(sizeB, r2, r8, udpHeaderLen)
-		p.RshImm(r2, openvpnOpcodeShift)
-		p.JmpImm(jmpJEQ, r2, openvpnPDataV2, "ovfwd")
-		p.Ja("pass")
+			// UDP to a local address: P_DATA_V2 to the VPN port is ovfwd's.
+			asm.Mov.Reg(r2, r8).WithSymbol("udp"),
+			asm.Add.Imm(r2, udpHeaderLen+1),
+			asm.JGT.Reg(r2, r9, "pass"),
+			asm.LoadMem(r2, r8, 2, H),
+			asm.JNE.Imm(r2, be16(vpnPort), "pass"),
+			asm.LoadMem(r2, r8, udpHeaderLen, B),
+			asm.RSh.Imm(r2, openvpnOpcodeShift),
+			asm.JEq.Imm(r2, openvpnPDataV2, "ovfwd"),
+			asm.Ja.Label("pass"),
+		)
 	}
 
-	// Neighbour discovery to a local address (NUD probes, the answers to
-	// the kernel's own solicitations) is ovfwd's, like ARP: ovfwd owns the
-	// neighbour table and mirrors it into the kernel.
-	p.Label("icmp6")
-	p.Mov(r2, r7)
-	p.AddImm(r2, ipv6HeaderLen+1)
-	p.Jmp(jmpJGT, r2, r9, "pass")
-	p.Load(sizeB, r2, r7, ipv6HeaderLen)
-	p.JmpImm(jmpJEQ, r2, icmp6NeighborSolicit, "ovfwd")
-	p.JmpImm(jmpJEQ, r2, icmp6NeighborAdvert, "ovfwd")
+	p = append(p,
+		// Neighbour discovery to a local address (NUD probes, the answers
+		// to the kernel's own solicitations) is ovfwd's, like ARP: ovfwd
+		// owns the neighbour table and mirrors it into the kernel.
+		asm.Mov.Reg(r2, r7).WithSymbol("icmp6"),
+		asm.Add.Imm(r2, ipv6HeaderLen+1),
+		asm.JGT.Reg(r2, r9, "pass"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen, B),
+		asm.JEq.Imm(r2, icmp6NeighborSolicit, "ovfwd"),
+		asm.JEq.Imm(r2, icmp6NeighborAdvert, "ovfwd"),
 
-	p.Label("pass")
-	p.Return(xdpPass)
+		asm.Mov.Imm(r0, xdpPass).WithSymbol("pass"),
+		asm.Return(),
+	)
 
 	// To the queue's socket; XDP_PASS if the queue has none.
-	p.Label("ovfwd")
 	if verdictOnly {
-		p.Return(xdpTX)
-		return p
+		return append(p,
+			asm.Mov.Imm(r0, xdpTX).WithSymbol("ovfwd"),
+			asm.Return(),
+		)
 	}
-	p.LoadMapFD(r1, xsks)
-	p.Load(sizeW, r2, r6, xdpMDRxQueueIndex)
-	p.MovImm(r3, xdpPass)
-	p.Call(bpfFuncRedirectMap)
-	p.Exit()
-	return p
+	return append(p,
+		asm.LoadMapPtr(r1, 0).WithReference(mapXSKs).WithSymbol("ovfwd"),
+		asm.LoadMem(r2, r6, xdpMDRxQueueIndex, W),
+		asm.Mov.Imm(r3, xdpPass),
+		asm.FnRedirectMap.Call(),
+		asm.Return(),
+	)
 }

@@ -1,37 +1,67 @@
 package afxdp
 
 import (
+	"encoding/binary"
+	"errors"
+	"io"
 	"os"
 	"testing"
+
+	"github.com/cilium/ebpf/asm"
 )
 
-// The steering program assembles for every shape (with and without a VPN
-// port); a label error would only show at load time otherwise. Loading
-// (the verifier) needs root: TestSteeringLoads.
+// The steering program encodes for every shape (with and without a VPN
+// port, redirecting or verdict-only): every jump label resolves and is
+// unique, and every map load names one of the steering maps. A label error
+// would only show at load time otherwise. Loading (the verifier) needs
+// root: TestSteeringLoads.
 func TestSteeringAssembles(t *testing.T) {
 	for _, port := range []uint16{0, 1194} {
-		insns, err := steeringProgram(3, 4, 5, port, false).assemble()
-		if err != nil {
-			t.Fatalf("vpn port %d: %v", port, err)
+		for _, verdictOnly := range []bool{false, true} {
+			insns := steeringProgram(port, verdictOnly)
+			refs := map[string]bool{}
+			for _, in := range insns {
+				if in.IsLoadFromMap() {
+					refs[in.Reference()] = true
+				}
+			}
+			if !refs[mapLocal4] || !refs[mapLocal6] || refs[mapXSKs] == verdictOnly || len(refs) != 3-btoi(verdictOnly) {
+				t.Errorf("vpn port %d verdictOnly %v: map references %v", port, verdictOnly, refs)
+			}
+			if err := insns.Marshal(io.Discard, binary.LittleEndian); err != nil {
+				t.Fatalf("vpn port %d verdictOnly %v: %v", port, verdictOnly, err)
+			}
+			if len(insns) < 40 {
+				t.Fatalf("vpn port %d: only %d instructions", port, len(insns))
+			}
 		}
-		if len(insns) < 40 {
-			t.Fatalf("vpn port %d: only %d instructions", port, len(insns))
-		}
+	}
+	if err := dropCounterProgram().Marshal(io.Discard, binary.LittleEndian); err != nil {
+		t.Fatalf("drop counter: %v", err)
 	}
 }
 
-func TestAssembleRejectsBadLabels(t *testing.T) {
-	p := &prog{}
-	p.Ja("nowhere")
-	if _, err := p.assemble(); err == nil {
-		t.Error("unknown label accepted")
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
-	p = &prog{}
-	p.Label("x")
-	p.Return(xdpPass)
-	p.Label("x")
-	p.Return(xdpPass)
-	if _, err := p.assemble(); err == nil {
+	return 0
+}
+
+// The encoder this package relies on for labels rejects what the hand
+// assembler it replaced rejected: unknown and duplicate labels.
+func TestEncodeRejectsBadLabels(t *testing.T) {
+	bad := asm.Instructions{asm.Ja.Label("nowhere"), asm.Return()}
+	if err := bad.Marshal(io.Discard, binary.LittleEndian); !errors.Is(err, asm.ErrUnsatisfiedProgramReference) {
+		t.Errorf("unknown label: %v", err)
+	}
+	dup := asm.Instructions{
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("x"),
+		asm.Ja.Label("x"),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("x"),
+		asm.Return(),
+	}
+	if err := dup.Marshal(io.Discard, binary.LittleEndian); err == nil {
 		t.Error("duplicate label accepted")
 	}
 }

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"sync/atomic"
 
+	"github.com/asavie/xdp"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
@@ -10,17 +11,28 @@ import (
 // queue is one AF_XDP socket with its own UMEM. Only its worker touches
 // the rings and the free stack; counters are published with one atomic
 // add per batch.
+//
+// The socket, its UMEM and the fill and RX rings are asavie/xdp's
+// (xdp.NewSocket, Fill, Receive); the TX and completion rings are mapped
+// here (ring_unsafe.go) because asavie exports them only through Transmit,
+// which panics, and Complete, which drops the addresses. Frame ownership is
+// the free stack below, not asavie's GetDescs: asavie marks a frame free
+// the moment Receive hands it out, while the engine still holds it, so
+// GetDescs would give a frame in flight to Alloc (and it scans all frames
+// linearly on every call).
 type queue struct {
+	sock      *xdp.Socket
 	fd        int
 	umem      []byte
 	frameSize uint32
-	fill      addrRing
+	fillDescs []xdp.Desc // scratch for sock.Fill
+	fillHead  ringHead   // only for the fill ring's need-wakeup flag
 	comp      addrRing
-	rx        descRing
 	tx        descRing
 	free      []uint64 // frames owned by us and not lent out: a stack
 	zeroCopy  bool
-	linkDown  bool // the last TX kick said the device is down
+	linkDown  bool   // the last TX kick said the device is down
+	txBudget  uint32 // frames one copy-mode sendto sends (setTxBudget)
 	pool      uint16
 	inPort    uint16
 
@@ -33,13 +45,15 @@ type queueCounters struct {
 	txFull             atomic.Uint64 // TX ring full: dropped
 	linkDown           atomic.Uint64 // dropped while the device was down
 	kickErrors         atomic.Uint64 // sendto errors other than EAGAIN/EBUSY/EINTR
+	txKicks            atomic.Uint64 // sendto calls made to push the TX ring
 	allocShort         atomic.Uint64 // Alloc asked for more frames than were free
 	badFree            atomic.Uint64 // Free of a frame that cannot be ours
 }
 
 // maxKicksPerTx bounds the sendto loop of one Tx call. In copy mode the
-// kernel sends at most 32 frames per sendto and answers EAGAIN while more
-// remain (feasibility.md §1 item 3), so a full 256-packet batch needs 8.
+// kernel sends at most txBudget frames per sendto (32 unless
+// XDP_MAX_TX_SKB_BUDGET took) and answers EAGAIN while more remain
+// (feasibility.md §1 item 3), so with 32 a full 256-packet batch needs 8.
 const maxKicksPerTx = 12
 
 // reclaim moves transmitted frames from the completion ring to the free stack.
@@ -60,15 +74,17 @@ func (qu *queue) reclaim() {
 
 // refill gives up to max free frames to the kernel for reception.
 func (qu *queue) refill(max uint32) {
-	prod := qu.fill.loadProducer()
-	room := uint32(len(qu.fill.addrs)) - (prod - qu.fill.loadConsumer())
-	n := min(room, max, uint32(len(qu.free)))
+	n := min(uint32(qu.sock.NumFreeFillSlots()), max, uint32(len(qu.free)))
+	if n == 0 {
+		return
+	}
+	d := qu.fillDescs[:n]
 	top := len(qu.free)
-	for i := uint32(0); i < n; i++ {
-		qu.fill.addrs[(prod+i)&qu.fill.mask] = qu.free[top-1-int(i)]
+	for i := range d {
+		d[i].Addr = qu.free[top-1-i]
 	}
 	qu.free = qu.free[:top-int(n)]
-	qu.fill.storeProducer(prod + n)
+	qu.sock.Fill(d)
 }
 
 func (qu *queue) frame(base uint64) []byte {
@@ -77,11 +93,11 @@ func (qu *queue) frame(base uint64) []byte {
 
 func (qu *queue) receive(b *fwd.Batch) int {
 	qu.reclaim()
-	cons := qu.rx.loadConsumer()
-	n := min(qu.rx.loadProducer()-cons, uint32(b.Room()))
+	descs := qu.sock.Receive(b.Room())
+	n := len(descs)
 	var bytes uint64
-	for i := uint32(0); i < n; i++ {
-		d := &qu.rx.descs[(cons+i)&qu.rx.mask]
+	for i := range descs {
+		d := &descs[i]
 		base := d.Addr &^ uint64(qu.frameSize-1)
 		b.Pkts = append(b.Pkts, fwd.Packet{
 			Buf:    qu.frame(base),
@@ -94,12 +110,11 @@ func (qu *queue) receive(b *fwd.Batch) int {
 		bytes += uint64(d.Len)
 	}
 	if n > 0 {
-		qu.rx.storeConsumer(cons + n)
 		qu.st.rxPackets.Add(uint64(n))
 		qu.st.rxBytes.Add(bytes)
 	}
 	qu.refill(^uint32(0))
-	if qu.fill.needWakeup() {
+	if qu.fillHead.needWakeup() {
 		wakeRx(qu.fd)
 	}
 	return int(n)
@@ -155,28 +170,35 @@ func (qu *queue) transmit(b *fwd.Batch) int {
 // next batches are dropped and counted as link_down until a kick
 // succeeds), ENOBUFS and anything else are counted, and nothing panics.
 func (qu *queue) kick() (down bool) {
-	for i := 0; i < maxKicksPerTx; i++ {
+	calls, down := qu.kickLoop()
+	qu.st.txKicks.Add(uint64(calls))
+	return down
+}
+
+func (qu *queue) kickLoop() (calls int, down bool) {
+	for calls < maxKicksPerTx {
+		calls++
 		switch errno := kick(qu.fd); errno {
 		case 0:
 			qu.linkDown = false
 			if qu.tx.loadConsumer() == qu.tx.loadProducer() {
-				return false
+				return calls, false
 			}
 		case unix.EAGAIN, unix.EBUSY, unix.EINTR:
-			// More to send (copy mode sends 32 per call), or the
-			// completion ring is full: reclaim and go on.
+			// More to send (copy mode sends txBudget frames per call),
+			// or the completion ring is full: reclaim and go on.
 			qu.linkDown = false
 			qu.reclaim()
 		case unix.ENETDOWN, unix.ENXIO:
 			qu.st.kickErrors.Add(1)
 			qu.linkDown = true
-			return true
+			return calls, true
 		default: // ENOBUFS and the unexpected: count, leave it for the next batch
 			qu.st.kickErrors.Add(1)
-			return false
+			return calls, false
 		}
 	}
-	return false
+	return calls, false
 }
 
 // put returns one frame to the free stack.

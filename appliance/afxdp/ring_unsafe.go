@@ -1,14 +1,23 @@
 package afxdp
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The four AF_XDP rings are single-producer single-consumer queues shared
-// with the kernel through mmap. Invariant for the unsafe code in this file:
+// The AF_XDP rings are single-producer single-consumer queues shared with
+// the kernel through mmap. asavie/xdp maps all four, but exports only the
+// fill and RX rings in a usable form (Fill, Receive); the TX ring is
+// reachable only through Transmit, which panics on ENETDOWN, and Complete
+// discards the addresses it reclaims. So this file maps the TX and
+// completion rings of asavie's socket a second time (the kernel allows any
+// number of mappings of a ring; asavie's copies stay untouched because this
+// package never calls Transmit, Complete, GetDescs or Poll), plus the fill
+// ring's header for its XDP_RING_NEED_WAKEUP flag, which asavie does not
+// map. Invariant for the unsafe code in this file:
 // each pointer is derived from a live mmap of the socket's ring (mem), at
 // the offset the kernel reported in XDP_MMAP_OFFSETS, and is used only until
 // unmapRing; producer/consumer are accessed with atomics, which give the
@@ -80,17 +89,22 @@ func (r *ringHead) storeProducer(v uint32) { atomic.StoreUint32(r.producer, v) }
 func (r *ringHead) storeConsumer(v uint32) { atomic.StoreUint32(r.consumer, v) }
 func (r *ringHead) needWakeup() bool       { return atomic.LoadUint32(r.flags)&xdpRingNeedWakeup != 0 }
 
-// umemRegister registers umem with the socket (XDP_UMEM_REG).
-func umemRegister(fd int, umem []byte, frameSize uint32) error {
-	reg := unix.XDPUmemReg{
-		Addr: uint64(uintptr(unsafe.Pointer(&umem[0]))),
-		Len:  uint64(len(umem)),
-		Size: frameSize,
+// mapOwnRings maps qu's TX and completion rings and the fill ring's header.
+func mapOwnRings(qu *queue, rc ringConfig) error {
+	off, err := mmapOffsets(qu.fd)
+	if err != nil {
+		return fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
 	}
-	_, _, errno := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_UMEM_REG,
-		uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0)
-	if errno != 0 {
-		return errno
+	fill, err := mapAddrRing(qu.fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, rc.FillSize)
+	if err != nil {
+		return fmt.Errorf("mmap fill: %w", err)
+	}
+	qu.fillHead = fill.ringHead
+	if qu.comp, err = mapAddrRing(qu.fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, rc.CompSize); err != nil {
+		return fmt.Errorf("mmap completion: %w", err)
+	}
+	if qu.tx, err = mapDescRing(qu.fd, unix.XDP_PGOFF_TX_RING, off.Tx, rc.TxSize); err != nil {
+		return fmt.Errorf("mmap tx: %w", err)
 	}
 	return nil
 }
@@ -107,8 +121,10 @@ func mmapOffsets(fd int) (unix.XDPMmapOffsets, error) {
 }
 
 // xdpStatistics reads XDP_STATISTICS. Workaround for asavie/xdp defect 2
-// (feasibility.md §1): its Stats dereferences the RX ring unconditionally
-// and panics on a socket without one; the kernel's counters need no ring.
+// (feasibility.md §1): its Socket.Stats dereferences the RX ring
+// unconditionally and panics on a socket without one (a TX-only socket),
+// and it returns the counters in a struct with an error built by
+// fmt.Errorf; the kernel's counters need no ring. Never call sock.Stats.
 func xdpStatistics(fd int) (unix.XDPStatistics, error) {
 	var st unix.XDPStatistics
 	n := uint32(unsafe.Sizeof(st))
@@ -128,6 +144,8 @@ func xdpZeroCopy(fd int) bool {
 
 // kick asks the kernel to process the TX ring: sendto(fd, NULL, 0,
 // MSG_DONTWAIT). A raw syscall, so no allocation and no error boxing.
+// Workaround for asavie/xdp defect 3: this is the kick of its Transmit
+// without the panic; the caller decides what each errno means (queue.kick).
 func kick(fd int) unix.Errno {
 	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return errno

@@ -3,8 +3,11 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/asavie/xdp"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,30 +31,57 @@ type bindMode struct {
 }
 
 // bindRetry bounds the EBUSY retry. Workaround for the restart hazard of
-// feasibility.md §2 (asavie/xdp defect list item "rebinding a queue right
-// after a previous process gives EBUSY"): the kernel releases the previous
-// socket's buffer pool from a deferred work item, about 2 s after the
-// process is gone, so bind is retried with backoff for up to bindRetry.
+// feasibility.md §2 (issue 3's asavie/xdp defect list: "rebinding a queue
+// right after a previous process gives EBUSY"): the kernel releases the
+// previous socket's buffer pool from a deferred work item, about 2 s after
+// the process is gone, so bind is retried with backoff for up to bindRetry.
 var bindRetry = 6 * time.Second
 
-// openSocket makes queue q's socket: zero-copy first, then copy.
+// asavie/xdp's bind flags are package globals (xdp.DefaultSocketFlags, read
+// by xdp.NewSocket; xdp.DefaultXdpFlags, read only by its Program.Attach
+// and Detach). They are set here once, for the whole process:
+//
+//   - DefaultSocketFlags = XDP_USE_NEED_WAKEUP and neither XDP_COPY nor
+//     XDP_ZEROCOPY: the kernel then tries zero-copy and falls back to copy
+//     by itself (xp_assign_dev), which is "zero-copy first, then copy" in
+//     one bind, so concurrent Opens never need a different value. The one
+//     exception, Options.NoZeroCopy, adds XDP_COPY for the duration of one
+//     NewSocket under socketFlagsMu, which every NewSocket call here holds.
+//   - DefaultXdpFlags = XDP_FLAGS_UPDATE_IF_NOEXIST: this package never
+//     calls asavie's Program.Attach/Detach (they hang in generic mode,
+//     feasibility.md §1 defect 1; attach goes through a cilium/ebpf bpf_link),
+//     and should anything else in the process call Attach, it cannot
+//     replace a steering program that is already on the device.
+var (
+	socketFlagsMu   sync.Mutex
+	socketFlagsOnce sync.Once
+)
+
+const baseSocketFlags = unix.XDP_USE_NEED_WAKEUP
+
+func setAsavieFlags() {
+	xdp.DefaultSocketFlags = baseSocketFlags
+	xdp.DefaultXdpFlags = unix.XDP_FLAGS_UPDATE_IF_NOEXIST
+}
+
+// openSocket makes queue q's socket: zero-copy if the driver has it, else
+// copy (or copy only, without wantZC).
 func openSocket(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindMode, error) {
 	var m bindMode
-	if wantZC {
-		qu, err := openSocketFlags(ifindex, q, rc, unix.XDP_ZEROCOPY)
-		if err == nil {
-			m.ZeroCopy = true
-			return qu, m, nil
-		}
-		m.Why = fmt.Sprintf("zero-copy bind: %v", errors.Unwrap(err))
-		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPROTONOSUPPORT) {
-			return nil, m, err
-		}
-	} else {
+	var mode uint16
+	if !wantZC {
+		mode = unix.XDP_COPY
 		m.Why = "zero-copy not requested"
 	}
-	qu, err := openSocketFlags(ifindex, q, rc, unix.XDP_COPY)
-	return qu, m, err
+	qu, err := openSocketFlags(ifindex, q, rc, mode)
+	if err != nil {
+		return nil, m, err
+	}
+	m.ZeroCopy = qu.zeroCopy
+	if wantZC && !m.ZeroCopy {
+		m.Why = "zero-copy bind: the driver has no zero-copy for this queue, kernel fell back to copy"
+	}
+	return qu, m, nil
 }
 
 func openSocketFlags(ifindex, q int, rc ringConfig, mode uint16) (*queue, error) {
@@ -67,62 +97,59 @@ func openSocketFlags(ifindex, q int, rc ringConfig, mode uint16) (*queue, error)
 	}
 }
 
-func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (qu *queue, err error) {
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: socket: %w", err)
+// errnoIn is the errno named at the end of one of asavie's error messages,
+// or 0. xdp.NewSocket formats errnos with %v, not %w, so errors.Is cannot
+// see them (the bind EBUSY of the restart hazard among them); its text is
+// all there is.
+func errnoIn(err error) unix.Errno {
+	for _, e := range []unix.Errno{unix.EBUSY, unix.EOPNOTSUPP, unix.EINVAL, unix.ENODEV, unix.EPERM, unix.ENOMEM} {
+		if strings.HasSuffix(err.Error(), e.Error()) {
+			return e
+		}
 	}
-	qu = &queue{fd: fd, frameSize: rc.FrameSize}
+	return 0
+}
+
+// tryOpenSocket makes one socket with xdp.NewSocket (socket, UMEM
+// allocation and XDP_UMEM_REG, ring sizes, ring mmaps, bind with
+// xdp.DefaultSocketFlags plus mode) and maps what asavie does not export:
+// see queue.
+func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (qu *queue, err error) {
+	socketFlagsOnce.Do(setAsavieFlags)
+	socketFlagsMu.Lock()
+	xdp.DefaultSocketFlags = baseSocketFlags | mode
+	sock, err := xdp.NewSocket(ifindex, q, &xdp.SocketOptions{
+		NumFrames:              int(rc.Frames),
+		FrameSize:              int(rc.FrameSize),
+		FillRingNumDescs:       int(rc.FillSize),
+		CompletionRingNumDescs: int(rc.CompSize),
+		RxRingNumDescs:         int(rc.RxSize),
+		TxRingNumDescs:         int(rc.TxSize),
+	})
+	xdp.DefaultSocketFlags = baseSocketFlags
+	if err != nil {
+		unmapOrphanRings() // the failed socket's rings (see there)
+	}
+	socketFlagsMu.Unlock()
+	if err != nil {
+		if e := errnoIn(err); e != 0 {
+			return nil, fmt.Errorf("afxdp: queue %d: %s%w", q, strings.TrimSuffix(err.Error(), e.Error()), e)
+		}
+		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
+	}
+	qu = &queue{sock: sock, fd: sock.FD(), frameSize: rc.FrameSize}
 	defer func() {
 		if err != nil {
 			qu.close()
 			qu = nil
 		}
 	}()
-	step := func(what string, e error) error {
-		if e != nil {
-			return fmt.Errorf("afxdp: queue %d: %s: %w", q, what, e)
-		}
-		return nil
+	// The whole UMEM as one slice: GetFrame slices asavie's mapping.
+	qu.umem = sock.GetFrame(xdp.Desc{Addr: 0, Len: rc.Frames * rc.FrameSize})
+	if err = mapOwnRings(qu, rc); err != nil {
+		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
 	}
-	qu.umem, err = unix.Mmap(-1, 0, int(rc.Frames*rc.FrameSize), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-	if err = step("mmap umem", err); err != nil {
-		return
-	}
-	if err = step("XDP_UMEM_REG", umemRegister(fd, qu.umem, rc.FrameSize)); err != nil {
-		return
-	}
-	for _, o := range []struct {
-		opt  int
-		size uint32
-		name string
-	}{
-		{unix.XDP_UMEM_FILL_RING, rc.FillSize, "fill ring"},
-		{unix.XDP_UMEM_COMPLETION_RING, rc.CompSize, "completion ring"},
-		{unix.XDP_RX_RING, rc.RxSize, "rx ring"},
-		{unix.XDP_TX_RING, rc.TxSize, "tx ring"},
-	} {
-		if err = step(o.name, unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size))); err != nil {
-			return
-		}
-	}
-	off, err := mmapOffsets(fd)
-	if err = step("XDP_MMAP_OFFSETS", err); err != nil {
-		return
-	}
-	if qu.fill, err = mapAddrRing(fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, rc.FillSize); err != nil {
-		return nil, step("mmap fill", err)
-	}
-	if qu.comp, err = mapAddrRing(fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, rc.CompSize); err != nil {
-		return nil, step("mmap completion", err)
-	}
-	if qu.rx, err = mapDescRing(fd, unix.XDP_PGOFF_RX_RING, off.Rx, rc.RxSize); err != nil {
-		return nil, step("mmap rx", err)
-	}
-	if qu.tx, err = mapDescRing(fd, unix.XDP_PGOFF_TX_RING, off.Tx, rc.TxSize); err != nil {
-		return nil, step("mmap tx", err)
-	}
+	qu.fillDescs = make([]xdp.Desc, rc.FillSize)
 	// The free stack holds every frame; the fill ring gets its share now,
 	// the rest serves Alloc.
 	qu.free = make([]uint64, 0, rc.Frames)
@@ -130,25 +157,37 @@ func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (qu *queue, err e
 		qu.free = append(qu.free, uint64(i)*uint64(rc.FrameSize))
 	}
 	qu.refill(rc.FillSize)
-	sa := &unix.SockaddrXDP{Flags: mode | unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(ifindex), QueueID: uint32(q)}
-	if err = step("bind", unix.Bind(fd, sa)); err != nil {
-		return
-	}
-	qu.zeroCopy = xdpZeroCopy(fd)
+	qu.zeroCopy = xdpZeroCopy(qu.fd)
+	qu.txBudget = setTxBudget(qu.fd, rc.TxSize)
 	return qu, nil
 }
 
+// setTxBudget raises how many frames one copy-mode sendto sends from the
+// default 32 (TX_BATCH_SIZE) to the whole TX ring (XDP_MAX_TX_SKB_BUDGET,
+// Linux 6.17+), so one kick per Tx call drains a full batch instead of
+// one kick per 32 frames, each answered EAGAIN but the last. It returns
+// the budget in effect; older kernels keep 32 (ENOPROTOOPT) and the kick
+// loop copes either way.
+func setTxBudget(fd int, ring uint32) uint32 {
+	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(ring)); err != nil {
+		return defaultTxBudget
+	}
+	return ring
+}
+
 func (qu *queue) close() {
-	qu.fill.unmap()
+	qu.fillHead.unmap()
 	qu.comp.unmap()
-	qu.rx.unmap()
 	qu.tx.unmap()
-	if qu.fd >= 0 {
-		unix.Close(qu.fd)
-		qu.fd = -1
+	if qu.sock != nil {
+		// asavie's Close closes the fd and unmaps the UMEM but leaves its
+		// ring mappings, which keep the socket bound: unmap them after.
+		socketFlagsMu.Lock()
+		_ = qu.sock.Close()
+		unmapOrphanRings()
+		socketFlagsMu.Unlock()
+		qu.sock = nil
 	}
-	if qu.umem != nil {
-		_ = unix.Munmap(qu.umem)
-		qu.umem = nil
-	}
+	qu.fd = -1
+	qu.umem = nil
 }

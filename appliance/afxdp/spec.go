@@ -7,13 +7,12 @@ const (
 	xdpRingNeedWakeup = 1 << 0 // XDP_RING_NEED_WAKEUP, in a ring's flags word
 	xdpPacketHeadroom = 256    // XDP_PACKET_HEADROOM: where copy mode puts data in a frame
 
-	// include/uapi/linux/bpf.h
-	bpfPseudoMapFD     = 1  // BPF_PSEUDO_MAP_FD, src_reg of ld_imm64
-	bpfFuncMapLookup   = 1  // BPF_FUNC_map_lookup_elem
-	bpfFuncRedirectMap = 51 // BPF_FUNC_redirect_map
-	bpfAnyElem         = 0  // BPF_ANY
-	bpfXDPAttachType   = 37 // BPF_XDP
+	// net/xdp/xsk.c: TX_BATCH_SIZE, the frames one copy-mode sendto sends
+	// unless XDP_MAX_TX_SKB_BUDGET raised it.
+	defaultTxBudget = 32
 
+	// include/uapi/linux/bpf.h (enum xdp_action; the BPF opcodes, helper
+	// ids and map types come from cilium/ebpf)
 	xdpAborted = 0 // XDP_ABORTED
 	xdpDrop    = 1 // XDP_DROP
 	xdpPass    = 2 // XDP_PASS

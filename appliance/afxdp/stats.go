@@ -8,6 +8,7 @@ type Stats struct {
 	TxPackets, TxBytes uint64
 	Drops              [fwd.NumDropReasons]uint64 // drops the port made itself (tx_full, link_down)
 	KickErrors         uint64                     // TX sendto errors other than "try again"
+	TxKicks            uint64                     // TX sendto calls (syscalls spent pushing the TX ring)
 	AllocShort         uint64                     // Alloc calls that got fewer frames than asked
 	BadFree            uint64                     // frames handed back that were not ours (a caller bug)
 	// From the kernel (XDP_STATISTICS).
@@ -25,6 +26,7 @@ func (p *Port) Stats() Stats {
 		s.Drops[fwd.DropTxFull] += qu.st.txFull.Load()
 		s.Drops[fwd.DropLinkDown] += qu.st.linkDown.Load()
 		s.KickErrors += qu.st.kickErrors.Load()
+		s.TxKicks += qu.st.txKicks.Load()
 		s.AllocShort += qu.st.allocShort.Load()
 		s.BadFree += qu.st.badFree.Load()
 		if k, err := xdpStatistics(qu.fd); err == nil {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/cilium/ebpf"
 )
 
 // steerModel is the steering rule in Go, written from the spec (Steering's
@@ -76,7 +76,7 @@ const modelVPNPort = 1194
 
 // loadModelPrograms loads the verdict-only program with a local address of
 // each family, for both program shapes (VPN port / none).
-func loadModelPrograms(tb testing.TB) (progs [2]int, ports [2]uint16) {
+func loadModelPrograms(tb testing.TB) (progs [2]*ebpf.Program, ports [2]uint16) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
 			tb.Fatal("needs root")
@@ -93,27 +93,23 @@ func loadModelPrograms(tb testing.TB) (progs [2]int, ports [2]uint16) {
 		if err := s.SetLocal([]netip.Addr{modelLocal4, modelLocal6}); err != nil {
 			tb.Fatal(err)
 		}
-		insns, err := steeringProgram(s.xsks, s.local4, s.local6, port, true).assemble()
+		prog, err := s.load("ovfwd_steer_t", true)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		fd, err := bpfProgLoad("ovfwd_steer_t", insns)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { unix.Close(fd) })
-		progs[i] = fd
+		tb.Cleanup(func() { prog.Close() })
+		progs[i] = prog
 	}
 	return
 }
 
-func checkSteering(t *testing.T, progs [2]int, ports [2]uint16, frame []byte) {
+func checkSteering(t *testing.T, progs [2]*ebpf.Program, ports [2]uint16, frame []byte) {
 	if len(frame) < 14 || len(frame) > 1500 {
 		return // BPF_PROG_TEST_RUN takes Ethernet frames of at least a header
 	}
 	local := map[netip.Addr]bool{modelLocal4: true, modelLocal6: true}
-	for i, fd := range progs {
-		v, err := bpfTestRun(fd, frame)
+	for i, prog := range progs {
+		v, err := prog.Run(&ebpf.RunOptions{Data: frame})
 		if err != nil {
 			t.Fatalf("test run: %v", err)
 		}
