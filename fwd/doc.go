@@ -31,7 +31,9 @@
 // Router: the FIB is a pair of fwd/lpm tables mapping prefixes to indexes
 // of an append-only adjacency array (connected, via gateway, local,
 // tunnel peer, blackhole). Our own addresses are host routes to a local
-// adjacency, so one lookup classifies a packet. Per hop: TTL/hop limit
+// adjacency, so one lookup classifies a packet. The lookups of a received
+// batch are done together (one lpm LookupBatch per family, fib.go), so their
+// DRAM misses overlap instead of queueing one behind another. Per hop: TTL/hop limit
 // decrement with an RFC 1624 checksum update, MTU check (ICMP fragmentation
 // needed / packet too big; IPv4 without DF is fragmented),
 // optional TCP MSS clamp, neighbour lookup, Ethernet header written into

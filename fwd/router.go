@@ -16,7 +16,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		return
 	}
 	if p.Flags&FlagL3Only != 0 { // a port without a link layer (a TUN-like backend)
-		w.routeIP(t, p, 0)
+		w.routeLater(t, p)
 		return
 	}
 	pc := &t.ports[p.InPort]
@@ -43,7 +43,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		w.punt(p) // IP to a link broadcast/multicast group: the control plane's business
 		return
 	}
-	w.routeIP(t, p, 0)
+	w.routeLater(t, p) // looked up with the rest of the batch (fib.go)
 }
 
 // routeIP forwards a parsed IP packet (Ethernet or L3-only) by the FIB.
@@ -58,6 +58,14 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 	} else {
 		ai, ok = t.v6.Lookup([16]byte(l3[24:40]))
 	}
+	w.forwardIP(t, p, how, ai, ok)
+}
+
+// forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
+func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
+	d := p.Data()
+	l3 := d[p.L3Off:]
+	v4 := p.Flags&FlagIPv4 != 0
 	if !ok {
 		w.icmpError(t, p, errNoRoute, 0, how)
 		w.drop(p, DropNoRoute)

@@ -25,6 +25,7 @@ type Worker struct {
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
+	fib   fibBatch // routed packets of the batch being received, looked up together
 	hold  holdTable
 	learn *spscRing[learnMsg]
 	punts *spscRing[puntSlot]
@@ -46,6 +47,7 @@ func newWorker(e *Engine, q int) *Worker {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
 	}
+	w.fib = newFIBBatch(e.cfg.Batch)
 	w.icmpTokens = int64(e.cfg.ICMPBurst) * 1e9
 	w.hold.init(holdEntries, e.cfg.NeighHold)
 	return w
@@ -78,6 +80,9 @@ func (w *Worker) Poll() int {
 			} else {
 				w.routeFrame(t, p)
 			}
+		}
+		if len(w.fib.pend) > 0 {
+			w.routePending(t)
 		}
 		w.runTunnel(t)
 	}

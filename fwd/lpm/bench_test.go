@@ -191,7 +191,20 @@ func BenchmarkBuildV4_1M(b *testing.B) {
 		buildV4(ps)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(sizeOf(buildV4(ps).root))/(1<<20), "MiB")
+	t := buildV4(ps)
+	b.ReportMetric(float64(sizeOf(t.root)+topSize(t.top))/(1<<20), "MiB")
+}
+
+// topSize is the memory of a first level: the directory and its distinct
+// chunks.
+func topSize(t *top) int {
+	s := int(reflect.TypeFor[top]().Size())
+	for c := range t {
+		if t[c] != &emptyChunk {
+			s += int(reflect.TypeFor[topChunk]().Size())
+		}
+	}
+	return s
 }
 
 func BenchmarkBuildV6_100k(b *testing.B) {

@@ -30,6 +30,11 @@ func FuzzV4(f *testing.F) {
 				if wv, wok := r.lookup(a); v != wv || ok != wok {
 					t.Fatalf("Lookup(%v) = %d,%v; reference %d,%v", a, v, ok, wv, wok)
 				}
+				bv, bok := []uint32{0}, []bool{false}
+				tab.LookupBatch([][4]byte{a.As4()}, bv, bok)
+				if bv[0] != v || bok[0] != ok {
+					t.Fatalf("LookupBatch(%v) = %d,%v; Lookup %d,%v", a, bv[0], bok[0], v, ok)
+				}
 			}
 			if tab.Len() != len(r) {
 				t.Fatalf("Len = %d, reference %d", tab.Len(), len(r))

@@ -13,7 +13,13 @@ import (
 // as it finds one rather than after the walk: that load does not depend on
 // the descent, so the CPU overlaps their cache misses.
 func lookup(n *node, addr []byte) (val uint32, ok bool) {
-	for _, b := range addr {
+	return lookupFrom(n, addr, 0, 0, false)
+}
+
+// lookupFrom is lookup from n, the node at depth on addr's path, where the
+// longest match above it is val, ok.
+func lookupFrom(n *node, addr []byte, depth int, val uint32, ok bool) (uint32, bool) {
+	for _, b := range addr[depth:] {
 		if len(n.vals) != 0 {
 			if i := n.longest(b); i != 0 {
 				val, ok = n.vals[n.pfxRank(i)], true

@@ -6,6 +6,7 @@ import "net/netip"
 // threading contract; a nil *V4 is an empty table.
 type V4 struct {
 	root *node
+	top  *top // first level, derived from root; nil when root is nil
 	n    int
 }
 
@@ -21,10 +22,10 @@ func v4Key(p netip.Prefix) (addr [4]byte, plen int, ok bool) {
 // Lookup returns the value of the longest prefix that contains addr.
 // It neither allocates nor locks.
 func (t *V4) Lookup(addr [4]byte) (val uint32, ok bool) {
-	if t == nil || t.root == nil {
+	if t == nil || t.top == nil {
 		return 0, false
 	}
-	return lookup(t.root, addr[:])
+	return lookupTop(t.top, addr)
 }
 
 // Insert returns a table in which p (masked to its length) maps to val,
@@ -47,7 +48,7 @@ func (t *V4) Insert(p netip.Prefix, val uint32) *V4 {
 	if added {
 		n++
 	}
-	return &V4{root: r, n: n}
+	return &V4{root: r, top: t.nextTop(root, r, a, l), n: n}
 }
 
 // Delete returns a table without p. t is unchanged; when p is absent (or
@@ -61,7 +62,10 @@ func (t *V4) Delete(p netip.Prefix) *V4 {
 	if !removed {
 		return t
 	}
-	return &V4{root: r, n: t.n - 1}
+	if r == nil {
+		return &V4{}
+	}
+	return &V4{root: r, top: t.nextTop(t.root, r, a, l), n: t.n - 1}
 }
 
 // Get returns the value stored for exactly p.
@@ -121,6 +125,18 @@ func (b *V4Builder) Add(p netip.Prefix, v uint32) {
 func (b *V4Builder) Build() *V4 {
 	compact(b.root)
 	t := &V4{root: b.root, n: b.n}
+	if t.root != nil {
+		t.top = buildTop(t.root)
+	}
 	*b = V4Builder{}
 	return t
+}
+
+// nextTop is the first level of the table that changing a/l in t (whose
+// trie is under oldRoot) made into the trie under root.
+func (t *V4) nextTop(oldRoot, root *node, a [4]byte, l int) *top {
+	if t == nil || t.top == nil {
+		return buildTop(root)
+	}
+	return updateTop(t.top, oldRoot, root, a, l)
 }
