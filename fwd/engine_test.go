@@ -251,3 +251,38 @@ func TestNeighbourMoveReported(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// Linux answers a unicast NS with a solicited NA that carries no target
+// link-layer option (RFC 4861 §7.2.4 allows it); that answer must confirm the
+// cached entry, or IPv6 neighbours lapse every NeighReachable under traffic.
+func TestNeighbourRefreshProbeIPv6NoOption(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	r.inject(0, udp6AtoB(64))
+	r.poll()
+	r.drainOne(1) // multicast NS
+	r.inject(1, eth(macR1, macB, 0x86dd, ipv6(bV6, r1v6.Addr(), 58, 255, nd(136, bV6, macB))))
+	r.poll()
+	r.drainOne(1)
+	r.e.Service()
+	r.advance(26 * time.Second) // inside the probe window before the 30 s expiry
+	r.inject(0, udp6AtoB(64))
+	r.poll()
+	out := r.drain(1)
+	if len(out) != 2 {
+		t.Fatalf("%d frames, want one unicast NS and the packet", len(out))
+	}
+	if probe := parseEth(t, out[0]); probe.etype != 0x86dd || !bytes.Equal(probe.dst, macB) {
+		t.Fatalf("probe to %v etype %#x, want a unicast NS to B", probe.dst, probe.etype)
+	}
+	na := nd(136, bV6, macB)[:24] // solicited + override, no option
+	r.inject(1, eth(macR1, macB, 0x86dd, ipv6(bV6, r1v6.Addr(), 58, 255, na)))
+	r.poll()
+	r.advance(10 * time.Second) // past the first expiry
+	r.e.Service()
+	r.inject(0, udp6AtoB(64))
+	r.poll()
+	if p := parseEth(t, r.drainOne(1)); p.etype != 0x86dd || !bytes.Equal(p.dst, macB) {
+		t.Fatal("entry lapsed although the probe was answered")
+	}
+	r.checkNoLeak()
+}

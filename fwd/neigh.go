@@ -251,9 +251,18 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 		return
 	}
 	if icmp[0] == icmp6NeighborAdvert {
-		if lladdr != nil && pc.onLink6(target) {
-			key := [16]byte(target)
+		key := [16]byte(target)
+		switch {
+		case lladdr != nil && pc.onLink6(target):
 			w.learnNeighbour(t, p.InPort, &key, false, lladdr, true)
+		case lladdr == nil && icmp[4]&ndNAFlagSolicited != 0:
+			// RFC 4861 §7.2.5: a solicited advert without the target
+			// link-layer option confirms the cached address. Linux answers
+			// our unicast refresh probes this way, so without this the
+			// entry would lapse every NeighReachable under traffic.
+			if n := w.e.neigh.Load().lookup(p.InPort, &key); n != nil && !n.static && n.mac.Load()&neighValid != 0 {
+				n.expires.Store(w.now + int64(w.e.cfg.NeighReachable))
+			}
 		}
 		w.release(p)
 		return
