@@ -25,6 +25,9 @@ type Config struct {
 type Host struct {
 	Addrs []netip.Prefix
 	Via   []netip.Addr // default routes (router mode): the appliance's addresses
+	// Behind are extra addresses on the host's loopback: hosts "behind"
+	// it, which the appliance reaches by a static route via the host.
+	Behind []netip.Prefix
 }
 
 // PortConfig is one appliance port. Its addresses are both the engine's

@@ -2,239 +2,288 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
-	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/vpn/pki"
 )
-
-// testHookStarted lets a test see the running appliance.
-var testHookStarted func(*Appliance)
 
 // Options control Run.
 type Options struct {
-	Duration time.Duration // 0: until Ctrl-C (or ctx)
-	Keep     bool          // leave the namespaces up when Run returns
-	Out      io.Writer     // progress and counters; nil: os.Stdout
-	Config   *Config       // nil: DefaultConfig()
+	Duration time.Duration // traffic time once the lab is up; 0: until Ctrl-C (or ctx)
+	// Keep leaves the lab up when Run returns: namespaces, the `ovfwd run`
+	// appliance and the openvpn client keep running (their PIDs are
+	// printed); Clean (`ovfwd lab -clean`) or the next run removes them.
+	Keep bool
+	Out  io.Writer // progress and counters; nil: os.Stdout
+	// Binary is the ovfwd executable run as the appliance (`ovfwd run`);
+	// empty: this process's own executable.
+	Binary string
+	// Driver is the appliance ports' backend: "" or "afxdp" (AF_XDP in
+	// copy mode on the veths). "mlx5-sim" is not wired into this lab yet:
+	// appliance/simlab runs the in-process engine on the model.
+	Driver string
+	// NoVPN leaves out the openvpn client (it is also left out, with a
+	// note, when openvpn is not installed).
+	NoVPN bool
 }
 
-// Run builds the lab, starts ovfwd on the appliance's ports, sends traffic
-// between the hosts and prints counters once a second until Duration, ctx
-// or an interrupt, then removes everything it made (unless Keep). Stale
-// namespaces of a crashed earlier run are removed first.
-func Run(ctx context.Context, o Options) error {
+// Test hooks: the running lab, and its outcome.
+var (
+	testHookRunning func(*running)
+	testHookDone    func(*outcome)
+)
+
+// running is a lab that is up.
+type running struct {
+	st     *state
+	tp     *Topology
+	daemon *child
+	client *child // nil without VPN
+	sock   string
+
+	daemonErr error // how the appliance exited (nil: status 0), set by tearDown
+}
+
+// outcome is what a run saw.
+type outcome struct {
+	traffic        *traffic
+	tunV4, tunV6   netip.Addr // tun0's addresses (zero without VPN)
+	first, last    *status.Snapshot
+	countersPrints int
+}
+
+// Run builds the lab — host A ⇄ appliance ⇄ host B — and runs the real
+// appliance in it: `ovfwd run` from the embedded lab.toml (router mode,
+// IPv4 and IPv6, VPN with a PKI made for this run). Host A also runs a
+// stock openvpn client. Run then drives routed traffic A→B and tunnel
+// traffic from A's tun0 to B's addresses behind the tunnel, and prints the
+// appliance's counters once a second until Duration, ctx or an interrupt.
+// Unless Keep, it then stops everything it started and removes the
+// namespaces and its work directory. Labs of earlier runs whose process is
+// gone (crashed or kept) are removed first. Run fails when the lab could
+// not be built or the traffic checks failed.
+func Run(ctx context.Context, o Options) (err error) {
 	out := o.Out
 	if out == nil {
 		out = os.Stdout
 	}
-	out = &lockedWriter{w: out} // pings, counters and port logs write concurrently
-	cfg := DefaultConfig()
-	if o.Config != nil {
-		cfg = *o.Config
-	}
+	out = &lockedWriter{w: out} // pings, counters and transfers write concurrently
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
+	switch o.Driver {
+	case "", "afxdp":
+	default:
+		return fmt.Errorf("lab: driver %q is not supported by this lab yet (afxdp only)", o.Driver)
+	}
+	bin, err := ovfwdBinary(o.Binary)
+	if err != nil {
+		return err
+	}
+	if err := Clean(out); err != nil {
+		fmt.Fprintf(out, "lab: cleaning earlier labs: %v\n", err)
+	}
+	withVPN := !o.NoVPN
+	openvpn, lookErr := exec.LookPath("openvpn")
+	if withVPN && lookErr != nil {
+		fmt.Fprintf(out, "lab: openvpn is not installed (make deps installs it): no VPN client, no tunnel traffic\n")
+		withVPN = false
+	}
+
+	lr, err := setUp(ctx, out, bin, o.Keep)
+	if lr != nil {
+		// Keep leaves a lab that came up, even one whose traffic checks
+		// failed (that is when one wants to look inside).
+		keep := o.Keep && err == nil
+		defer func() {
+			if keep {
+				printKept(out, lr)
+				return
+			}
+			err = errors.Join(err, tearDown(out, lr))
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	res := &outcome{}
+	if testHookDone != nil {
+		defer func() { testHookDone(res) }()
+	}
+	if withVPN {
+		server := netip.AddrPortFrom(lr.tp.Config.Ports[0].Addrs[0].Addr(), lr.tp.Config.VPNPort)
+		profile, err := clientProfile(filepath.Join(lr.st.Dir, "pki"), server)
+		if err != nil {
+			return err
+		}
+		if lr.client, err = startChild(lr.st, lr.tp.A, "openvpn", filepath.Join(lr.st.Dir, "openvpn.log"), o.Keep,
+			openvpn, "--config", profile); err != nil {
+			return err
+		}
+		if res.tunV4, res.tunV6, err = waitTunnel(ctx, lr.tp.A, lr.client, 30*time.Second); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "lab: openvpn client %s (pid %d) up on host A: tun0 %s, %s\n", clientName, lr.client.pid(), res.tunV4, res.tunV6)
+	}
+	if testHookRunning != nil {
+		testHookRunning(lr)
+	}
+	if o.Keep {
+		printEnter(out, lr)
+	}
+
 	if o.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	if stale := netns.Sweep(); len(stale) > 0 {
-		fmt.Fprintf(out, "lab: removed %d stale namespaces of an earlier run: %s\n", len(stale), strings.Join(stale, " "))
+	tr := startTraffic(ctx, lr.tp, lr.tp.Config, out)
+	if withVPN {
+		tr.startTunnel(ctx, lr.tp, tunnelTargets(lr.tp.Config), out)
 	}
-	tp, err := Build(cfg)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if o.Keep {
-			fmt.Fprintf(out, "lab: left up (%s); ovfwd has stopped, so nothing forwards until it runs again. `ip netns del` each to remove, or run the lab again.\n", tp.Names())
-			return
-		}
-		tp.Destroy()
-		fmt.Fprintf(out, "lab: removed %s\n", tp.Names())
-	}()
-	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	app, err := StartAppliance(tp.App, []string{ifAppA, ifAppB}, cfg, logf)
-	if err != nil {
-		return err
-	}
-	defer app.Close()
-	if testHookStarted != nil {
-		testHookStarted(app)
-	}
-	fmt.Fprintf(out, "lab: %s mode, %s\n", modeName(cfg.Mode), tp.Names())
-	if o.Keep {
-		fmt.Fprintf(out, "lab: enter with\n  sudo ip netns exec %s bash    # host A (%s)\n  sudo ip netns exec %s bash    # appliance\n  sudo ip netns exec %s bash    # host B (%s)\n",
-			tp.A.Name, addrList(cfg.HostA), tp.App.Name, tp.B.Name, addrList(cfg.HostB))
-	}
-
-	tr := startTraffic(ctx, tp, cfg, out)
+	res.traffic = tr
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
-	prev := app.Engine.Stats()
-	last := time.Now()
+	start := time.Now()
+	prev, _ := status.Fetch(lr.sock, time.Second)
+	res.first = prev
 	for running := true; running; {
 		select {
 		case <-ctx.Done():
 			running = false
 		case now := <-tk.C:
-			cur := app.Engine.Stats()
-			printCounters(out, app, prev, cur, now.Sub(last).Seconds(), tr)
-			prev, last = cur, now
+			cur, err := status.Fetch(lr.sock, time.Second)
+			if err != nil {
+				fmt.Fprintf(out, "lab: status: %v\n", err)
+				if lr.daemon.done() {
+					return fmt.Errorf("lab: ovfwd exited (%v):\n%s", lr.daemon.err, lr.daemon.logTail(3000))
+				}
+				continue
+			}
+			if prev != nil {
+				printCounters(out, now.Sub(start), prev, cur, tr)
+				res.countersPrints++
+			}
+			prev, res.last = cur, cur
 		}
 	}
 	tr.wait()
+	if s, err := status.Fetch(lr.sock, time.Second); err == nil {
+		res.last = s
+	}
 	fmt.Fprintf(out, "lab: %s\n", tr.summary())
-	return nil
+	return tr.err()
 }
 
-func modeName(m fwd.Mode) string {
-	if m == fwd.ModeBridge {
-		return "bridge"
+// setUp makes the work directory, the PKI, the config and the
+// namespaces, and starts the appliance; the returned lab (non-nil once
+// anything was made) must be torn down even when err is set.
+func setUp(ctx context.Context, out io.Writer, bin string, keep bool) (*running, error) {
+	st := &state{LabPID: os.Getpid(), Dir: filepath.Join(StateRoot, strconv.Itoa(os.Getpid()))}
+	var err error
+	if st.LabStart, err = procStart(st.LabPID); err != nil {
+		return nil, err
 	}
-	return "router"
+	if err := os.MkdirAll(st.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	lr := &running{st: st, sock: filepath.Join(st.Dir, "ovfwd.sock")}
+	if err := st.save(); err != nil {
+		return lr, err
+	}
+	if err := pki.Init(filepath.Join(st.Dir, "pki")); err != nil {
+		return lr, err
+	}
+	cfgPath, cfg, err := writeApplianceConfig(st.Dir)
+	if err != nil {
+		return lr, err
+	}
+	// Build names its namespaces as it makes them; record them all before
+	// anything runs in them (on failure Build removes what it made).
+	tp, err := Build(topologyFor(cfg))
+	if err != nil {
+		return lr, err
+	}
+	lr.tp = tp
+	st.Namespaces = []string{tp.A.Name, tp.App.Name, tp.B.Name}
+	if err := st.save(); err != nil {
+		return lr, err
+	}
+	fmt.Fprintf(out, "lab: router mode, IPv4 + IPv6, VPN on udp/%d; %s\n", tp.Config.VPNPort, tp.Names())
+	// Without Keep the appliance gets SIGTERM if the lab dies; either way
+	// its PID is in state.json for the next run's Clean.
+	if lr.daemon, err = startChild(st, tp.App, "ovfwd", filepath.Join(st.Dir, "ovfwd.log"), keep, bin, "run", "-c", cfgPath); err != nil {
+		return lr, err
+	}
+	s, err := waitStatus(ctx, lr.sock, lr.daemon, 20*time.Second, func(s *status.Snapshot) bool { return s.VPN != nil })
+	if err != nil {
+		return lr, err
+	}
+	var modes []string
+	for _, p := range s.Ports {
+		for _, q := range p.Queues {
+			modes = append(modes, fmt.Sprintf("%s q%d %s", p.Name, q.Queue, q.Mode))
+		}
+	}
+	fmt.Fprintf(out, "lab: ovfwd run (pid %d) up, config %s, log %s\nlab: queues: %s\n", lr.daemon.pid(), cfgPath, lr.daemon.log, strings.Join(modes, "; "))
+	return lr, nil
+}
+
+// tearDown stops the client, then the appliance (SIGTERM: clients get
+// RESTART, XDP programs are detached), then removes the namespaces and
+// the work directory. The appliance must exit cleanly.
+func tearDown(out io.Writer, lr *running) error {
+	var errs []error
+	if lr.client != nil {
+		_ = lr.client.stop(3 * time.Second) // openvpn exits 0 on SIGTERM; its status is not ours to judge
+	}
+	if lr.daemon != nil {
+		if lr.daemonErr = lr.daemon.stop(6 * time.Second); lr.daemonErr != nil {
+			err := lr.daemonErr
+			errs = append(errs, fmt.Errorf("lab: ovfwd did not stop cleanly: %v\n%s", err, lr.daemon.logTail(2000)))
+		}
+	}
+	errs = append(errs, lr.st.remove())
+	if lr.tp != nil {
+		fmt.Fprintf(out, "lab: removed %s\n", lr.tp.Names())
+	}
+	return errors.Join(errs...)
+}
+
+func printEnter(out io.Writer, lr *running) {
+	c := lr.tp.Config
+	fmt.Fprintf(out, "lab: enter with\n  sudo ip netns exec %s bash    # host A (%s)\n  sudo ip netns exec %s bash    # appliance (ovfwd status -s %s)\n  sudo ip netns exec %s bash    # host B (%s)\n",
+		lr.tp.A.Name, addrList(c.HostA), lr.tp.App.Name, lr.sock, lr.tp.B.Name, addrList(c.HostB))
+}
+
+func printKept(out io.Writer, lr *running) {
+	var procs []string
+	for _, p := range lr.st.Procs {
+		procs = append(procs, fmt.Sprintf("%s pid %d", p.Name, p.PID))
+	}
+	fmt.Fprintf(out, "lab: left up: %s; still running: %s (logs in %s)\n", lr.tp.Names(), strings.Join(procs, ", "), lr.st.Dir)
+	printEnter(out, lr)
+	fmt.Fprintf(out, "lab: stop and remove it with `sudo ovfwd lab -clean` (or run the lab again)\n")
 }
 
 func addrList(h Host) string {
 	var s []string
-	for _, a := range h.Addrs {
+	for _, a := range append(append([]netip.Prefix{}, h.Addrs...), h.Behind...) {
 		s = append(s, a.Addr().String())
 	}
 	return strings.Join(s, ", ")
-}
-
-// traffic is what Run drives between the hosts: pings (IPv4 and IPv6), a
-// paced UDP flow and back-to-back checksummed TCP transfers, A to B.
-type traffic struct {
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	pings    []string
-	udp      UDPFlow
-	tcpOK    int
-	tcpBad   int
-	tcpBytes int64
-	tcpErr   error
-}
-
-const (
-	labUDPPPS     = 2000
-	labTCPBytes   = 8 << 20
-	labUDPMaxSent = 1 << 24
-)
-
-func startTraffic(ctx context.Context, tp *Topology, cfg Config, out io.Writer) *traffic {
-	tr := &traffic{}
-	for _, dst := range cfg.HostB.Addrs {
-		tr.wg.Add(1)
-		go func() {
-			defer tr.wg.Done()
-			res, err := tp.A.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", dst.Addr().String())
-			line := fmt.Sprintf("ping %s: ok", dst.Addr())
-			if err != nil {
-				line = fmt.Sprintf("ping %s: FAILED: %s", dst.Addr(), lastLine(res))
-			}
-			tr.mu.Lock()
-			tr.pings = append(tr.pings, line)
-			tr.mu.Unlock()
-			fmt.Fprintf(out, "lab: %s\n", line)
-		}()
-	}
-	if len(cfg.HostB.Addrs) == 0 {
-		return tr
-	}
-	dst := cfg.HostB.Addrs[0].Addr()
-	tr.wg.Add(2)
-	go func() {
-		defer tr.wg.Done()
-		_ = tr.udp.Run(ctx, tp.A, tp.B, dst, labUDPPPS, labUDPMaxSent)
-	}()
-	go func() {
-		defer tr.wg.Done()
-		for ctx.Err() == nil {
-			res, err := TCPTransfer(ctx, tp.A, tp.B, dst, labTCPBytes, 30*time.Second)
-			if ctx.Err() != nil {
-				return // cut short by the end of the run: not a failure
-			}
-			tr.mu.Lock()
-			switch {
-			case err != nil:
-				tr.tcpBad++
-				tr.tcpErr = err
-			case res.OK(labTCPBytes):
-				tr.tcpOK++
-				tr.tcpBytes += res.Bytes
-			default:
-				tr.tcpBad++
-				tr.tcpErr = fmt.Errorf("checksum mismatch after %d bytes", res.Bytes)
-			}
-			tr.mu.Unlock()
-		}
-	}()
-	return tr
-}
-
-func (tr *traffic) wait() { tr.wg.Wait() }
-
-func (tr *traffic) summary() string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	s := fmt.Sprintf("%s; udp %d sent %d received; tcp %d transfers of %d MiB ok, %d failed",
-		strings.Join(tr.pings, "; "), tr.udp.Sent.Load(), tr.udp.Received.Load(), tr.tcpOK, labTCPBytes>>20, tr.tcpBad)
-	if tr.tcpErr != nil {
-		s += fmt.Sprintf(" (last: %v)", tr.tcpErr)
-	}
-	return s
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
-func printCounters(out io.Writer, app *Appliance, prev, cur fwd.Stats, secs float64, tr *traffic) {
-	var b strings.Builder
-	for i, p := range cur.Ports {
-		q := prev.Ports[i]
-		fmt.Fprintf(&b, "%s rx %6.0f pps %7.2f Mb/s tx %6.0f pps %7.2f Mb/s | ", app.Ports[i].Info().Name,
-			float64(p.RxPackets-q.RxPackets)/secs, float64(p.RxBytes-q.RxBytes)*8/secs/1e6,
-			float64(p.TxPackets-q.TxPackets)/secs, float64(p.TxBytes-q.TxBytes)*8/secs/1e6)
-	}
-	b.WriteString("drops:")
-	any := false
-	for r, n := range cur.Drops {
-		if n > 0 {
-			fmt.Fprintf(&b, " %s=%d", fwd.DropReason(r), n)
-			any = true
-		}
-	}
-	for _, p := range app.Ports {
-		st := p.Stats()
-		for r, n := range st.Drops {
-			if n > 0 {
-				fmt.Fprintf(&b, " %s:%s=%d", p.Info().Name, fwd.DropReason(r), n)
-				any = true
-			}
-		}
-		if k := st.KernelRxRingFull + st.KernelRxDropped; k > 0 {
-			fmt.Fprintf(&b, " %s:xsk_rx_dropped=%d", p.Info().Name, k)
-			any = true
-		}
-	}
-	if !any {
-		b.WriteString(" none")
-	}
-	ok, failed := app.Mirrored()
-	fmt.Fprintf(&b, " | udp %d/%d | neigh mirrored %d (failed %d)", tr.udp.Received.Load(), tr.udp.Sent.Load(), ok, failed)
-	fmt.Fprintln(out, b.String())
 }
 
 // lockedWriter serialises writes from Run's goroutines.

@@ -66,6 +66,9 @@ func Build(cfg Config) (t *Topology, err error) {
 		for _, a := range h.host.Addrs {
 			run(h.ns, "ip", "addr", "add", a.String(), "dev", h.ifn, "nodad")
 		}
+		for _, a := range h.host.Behind {
+			run(h.ns, "ip", "addr", "add", a.String(), "dev", "lo", "nodad")
+		}
 		for _, via := range h.host.Via {
 			fam := "-4"
 			if via.Is6() {

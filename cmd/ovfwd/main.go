@@ -3,37 +3,363 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/bench"
+	"github.com/ovfwd/ovfwd/appliance/daemon"
+	"github.com/ovfwd/ovfwd/appliance/lab"
+	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/cmd/ovfwd/version"
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/mlx5/dpsim"
+	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
 const usage = `usage: ovfwd <command> [flags]
 
 commands:
-  run      run the appliance from a config file
-  check    validate a config file
-  status   show a running appliance's state
-  lab      run the namespace lab
-  pki      make a CA, server and client profiles
-  bench    measure (fwd, vpn, mlx5)
-  probe    list ConnectX functions and their VFIO state
+  run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
+  check    validate a config file                     ovfwd check [-c] FILE
+  status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
+  lab      run the namespace lab                      ovfwd lab [-duration D] [-keep]
+  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT
+  bench    measure                                    ovfwd bench fwd|vpn|mlx5
+  probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
   version  print the version
+
+Run "ovfwd <command> -h" for a command's flags.
 `
+
+// defaultConfig and defaultSocket are where the package installs them.
+const (
+	defaultConfig = "/etc/ovfwd/ovfwd.toml"
+	defaultSocket = "/run/ovfwd/ovfwd.sock"
+)
+
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+var commands = map[string]func(args []string) error{
+	"run":     runCmd,
+	"check":   checkCmd,
+	"status":  statusCmd,
+	"lab":     labCmd,
+	"pki":     pkiCmd,
+	"bench":   benchCmd,
+	"probe":   probeCmd,
+	"version": versionCmd,
+}
 
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	switch os.Args[1] {
-	case "version":
-		fmt.Println("ovfwd", version.Version)
-	case "help", "-h", "--help":
+	name := os.Args[1]
+	switch name {
+	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
-	default:
-		fmt.Fprintf(os.Stderr, "ovfwd: unknown command %q\n\n%s", os.Args[1], usage)
+		return
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "ovfwd: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
+	err := cmd(os.Args[2:])
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		var list config.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				fmt.Fprintln(os.Stderr, e)
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "ovfwd %s: %v\n", name, err)
+		}
+		os.Exit(1)
+	}
+}
+
+// newFlags makes a command's flag set; -h prints synopsis and flags.
+func newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("ovfwd "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ovfwd %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags placed anywhere among the positional arguments (Go's
+// flag package stops at the first positional) and returns the positionals.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// wantArgs checks the positional count.
+func wantArgs(fs *flag.FlagSet, pos []string, min, max int) error {
+	if len(pos) < min || len(pos) > max {
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+func runCmd(args []string) error {
+	fs := newFlags("run", "-c FILE")
+	path := fs.String("c", defaultConfig, "config file")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 0); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	daemon.Version = version.Version
+	return daemon.Run(ctx, *path, nil)
+}
+
+func checkCmd(args []string) error {
+	fs := newFlags("check", "[-c] FILE")
+	path := fs.String("c", "", "config file (or give it as the argument)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 1); err != nil {
+		return err
+	}
+	file := *path
+	if len(pos) == 1 {
+		file = pos[0]
+	}
+	if file == "" {
+		file = defaultConfig
+	}
+	c, err := config.Load(file)
+	if err != nil {
+		return err
+	}
+	var ports []string
+	for _, p := range c.Ports {
+		where := p.IfName
+		if where == "" {
+			where = p.PCI
+		}
+		ports = append(ports, fmt.Sprintf("%s (%s %s)", p.Name, p.Driver, where))
+	}
+	vpn := "off"
+	if c.VPN.Enabled {
+		vpn = fmt.Sprintf("on, udp port %d", c.VPN.Port)
+	}
+	fmt.Printf("ok: %s: %s mode, %d ports [%s], %d static routes, vpn %s\n",
+		file, c.Appliance.Mode, len(c.Ports), strings.Join(ports, ", "), len(c.Routes), vpn)
+	return nil
+}
+
+func statusCmd(args []string) error {
+	fs := newFlags("status", "[-s SOCKET | -c FILE] [-json]")
+	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
+	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	asJSON := fs.Bool("json", false, "print the raw JSON snapshot")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 0); err != nil {
+		return err
+	}
+	if *cfgFile != "" {
+		c, err := config.Load(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if c.Status.Socket == "" {
+			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
+		}
+		*sock = c.Status.Socket
+	}
+	s, err := status.Fetch(*sock, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(os.Stdout, s)
+	}
+	return status.WriteText(os.Stdout, s)
+}
+
+func labCmd(args []string) error {
+	fs := newFlags("lab", "[-duration D] [-keep]")
+	d := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
+	keep := fs.Bool("keep", false, "leave the namespaces up at exit")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 0); err != nil {
+		return err
+	}
+	return lab.Run(context.Background(), lab.Options{Duration: *d, Keep: *keep})
+}
+
+func pkiCmd(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, "usage: ovfwd pki init DIR\n       ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]\n")
+		return errUsage
+	}
+	switch args[0] {
+	case "init":
+		fs := newFlags("pki init", "DIR")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 1, 1); err != nil {
+			return err
+		}
+		if err := pki.Init(pos[0]); err != nil {
+			return err
+		}
+		fmt.Printf("wrote CA, server certificate and tls-crypt key to %s\n", pos[0])
+		return nil
+	case "client":
+		fs := newFlags("pki client", "DIR NAME -remote HOST:PORT [-remote HOST:PORT …]")
+		var remotes stringList
+		fs.Var(&remotes, "remote", "server address the client connects to (repeat for fallbacks)")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 2, 2); err != nil {
+			return err
+		}
+		if len(remotes) == 0 {
+			fmt.Fprintln(os.Stderr, "ovfwd pki client: -remote HOST:PORT is required")
+			return errUsage
+		}
+		path, err := pki.Client(pos[0], pos[1], remotes...)
+		if err != nil {
+			return err
+		}
+		fmt.Println(path)
+		return nil
+	case "-h", "-help", "--help":
+		fmt.Print("usage: ovfwd pki init DIR\n       ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]\n")
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init or client)\n", args[0])
+	return errUsage
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func benchCmd(args []string) error {
+	const synopsis = "usage: ovfwd bench fwd|vpn|mlx5 [flags]\n"
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, synopsis)
+		return errUsage
+	}
+	switch args[0] {
+	case "fwd":
+		fs := newFlags("bench fwd", "[-rounds N] [-duration D]")
+		var o bench.FwdOptions
+		fs.IntVar(&o.Rounds, "rounds", 0, "A B pairs (default 3)")
+		fs.DurationVar(&o.Duration, "duration", 0, "measured time per run (default 3s)")
+		fs.IntVar(&o.GenCPU, "gen-cpu", 0, "the generator's CPU")
+		fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "the forwarding CPU (default 1)")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 0, 0); err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		_, err = bench.Fwd(ctx, os.Stdout, o)
+		return err
+	case "mlx5":
+		fs := newFlags("bench mlx5", "[-packets N] [-runs N]")
+		var o dpsim.BenchOptions
+		fs.IntVar(&o.Packets, "packets", 0, "packets per run (default 65536)")
+		fs.IntVar(&o.Runs, "runs", 0, "alternated runs per variant (default 7)")
+		fs.IntVar(&o.Work, "work", 0, "extra per-packet work steps")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 0, 0); err != nil {
+			return err
+		}
+		return dpsim.Bench(os.Stdout, o)
+	case "vpn":
+		return errors.New("the VPN benchmark (ovfwd vs openvpn 2.6) is not built yet")
+	case "-h", "-help", "--help":
+		fmt.Print(synopsis)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "ovfwd bench: unknown benchmark %q\n%s", args[0], synopsis)
+	return errUsage
+}
+
+func probeCmd(args []string) error {
+	fs := newFlags("probe", "[-pci ADDR]")
+	pci := fs.String("pci", "", "PCI function to bring up (default: every vfio-pci bound ConnectX)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 0); err != nil {
+		return err
+	}
+	return mlx5.Probe(os.Stdout, *pci)
+}
+
+func versionCmd(args []string) error {
+	fs := newFlags("version", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0, 0); err != nil {
+		return err
+	}
+	fmt.Println("ovfwd", version.Version)
+	return nil
 }

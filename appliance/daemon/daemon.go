@@ -1,0 +1,422 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/metrics"
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/vpn"
+)
+
+const (
+	// serviceInterval is the control loop's period: neighbour learning and
+	// expiry, kernel mirroring and punt draining happen at this pace.
+	serviceInterval = 50 * time.Millisecond
+	// stopBudget bounds how long the workers and control loop get to stop;
+	// SIGTERM must end the process within 5 s with the ports released.
+	stopBudget = 3 * time.Second
+)
+
+// daemon is one running appliance.
+type daemon struct {
+	path    string
+	log     *slog.Logger
+	logs    *logSwitch // nil when Run was given a logger
+	started time.Time
+	version string
+
+	mu  sync.Mutex // guards cfg, reloads and the servers a reload restarts
+	cfg *config.Config
+	rl  status.Reload
+
+	ports   []*port
+	engine  *fwd.Engine
+	fib     *routeTable
+	neigh   *neighbours
+	mirror  *afxdp.NeighMirror
+	nl      *nlsync.Sync
+	status  *status.Server
+	metrics *metrics.Server
+	vpn     *vpnServer // nil unless [vpn] enabled
+	cpus    []int      // cpus[q]: worker q's CPU, -1 when not pinned
+
+	stop    chan struct{}
+	workers sync.WaitGroup
+	control sync.WaitGroup
+	punts   uint64 // control loop only
+}
+
+// Version is reported by status; cmd/ovfwd sets it from its build version.
+var Version = "dev"
+
+// Run loads the config at cfgPath and runs the appliance until ctx is
+// done (the command cancels it on SIGTERM or SIGINT), reloading on SIGHUP.
+// A nil logger logs to stderr as [log] says, and follows [log] on reload;
+// a given logger is used as is. Run returns the config's errors (a
+// config.ErrorList) when the file is invalid, and nil after a clean stop.
+func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
+	// Take SIGHUP before anything else: its default action ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	d := &daemon{path: cfgPath, started: time.Now(), version: Version, stop: make(chan struct{})}
+	if logger == nil {
+		d.logs = newLogSwitch(os.Stderr, cfg.Log)
+		logger = slog.New(d.logs)
+	}
+	d.log = logger
+	if err := d.start(cfg); err != nil {
+		d.log.Error("start failed", "err", err)
+		d.shutdown()
+		return err
+	}
+	d.log.Info("running", "config", cfgPath, "mode", cfg.Appliance.Mode, "ports", len(d.ports),
+		"workers", len(d.engine.Workers()), "poll", cfg.Appliance.Poll, "pid", os.Getpid())
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping", "reason", context.Cause(ctx))
+			return d.shutdown()
+		case <-hup:
+			d.reload()
+		}
+	}
+}
+
+func (d *daemon) start(cfg *config.Config) error {
+	d.cfg = cfg
+	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
+	if err != nil {
+		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
+	}
+	var vpnPort uint16
+	if cfg.VPN.Enabled {
+		vpnPort = uint16(cfg.VPN.Port)
+	}
+	fports := make([]fwd.Port, 0, len(cfg.Ports))
+	for i := range cfg.Ports {
+		pc := &cfg.Ports[i]
+		c := choose(pc, fns)
+		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, d.log)
+		if err != nil {
+			return err
+		}
+		d.ports = append(d.ports, pt)
+		fports = append(fports, pt.fp)
+	}
+	if d.engine, err = fwd.New(engineConfig(cfg.Appliance), fports); err != nil {
+		return err
+	}
+	names := make([]string, len(d.ports))
+	for i, pt := range d.ports {
+		names[i] = pt.cfg.Name
+		if err := d.configurePort(cfg.Appliance.Mode, pt); err != nil {
+			return err
+		}
+	}
+	d.fib = newRouteTable(d.engine, names, d.log)
+	static, err := staticRoutes(cfg, d.portIndex)
+	if err != nil {
+		return err
+	}
+	d.fib.replace(srcStatic, static)
+
+	for _, pt := range d.ports {
+		if pt.xdp != nil && d.mirror == nil {
+			if d.mirror, err = afxdp.NewNeighMirror(); err != nil {
+				return err
+			}
+		}
+	}
+	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
+	if cfg.VPN.Enabled {
+		if d.vpn, err = d.startVPN(&cfg.VPN); err != nil {
+			return err
+		}
+	}
+	if err := d.startWorkers(cfg.Appliance); err != nil {
+		return err
+	}
+	d.control.Add(1)
+	go d.controlLoop()
+	if err := d.startNetlink(cfg.Netlink); err != nil {
+		return err
+	}
+	return d.startServers(cfg)
+}
+
+// configurePort gives the engine a port's addresses (router mode) or VLANs (bridge mode).
+func (d *daemon) configurePort(mode string, pt *port) error {
+	if mode == config.ModeBridge {
+		if len(pt.cfg.VLANs) == 0 {
+			return nil
+		}
+		v := fwd.PortVLAN{Untagged: 1}
+		for _, id := range pt.cfg.VLANs {
+			v.Tagged = append(v.Tagged, uint16(id))
+		}
+		return d.engine.SetPortVLAN(pt.index, v)
+	}
+	for _, a := range pt.cfg.Addresses {
+		if err := d.engine.AddAddress(pt.index, a); err != nil {
+			return fmt.Errorf("port %s: %w", pt.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *daemon) portIndex(name string) (int, bool) {
+	for i, pt := range d.ports {
+		if pt.cfg.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// staticRoutes maps [[route]] onto engine next hops.
+func staticRoutes(cfg *config.Config, portIndex func(string) (int, bool)) (map[netip.Prefix]route, error) {
+	out := map[netip.Prefix]route{}
+	for _, r := range cfg.Routes {
+		i, ok := portIndex(r.Port)
+		if !ok {
+			return nil, fmt.Errorf("route %v: port %q is not running (ports change only at restart)", r.Prefix, r.Port)
+		}
+		if cur, dup := out[r.Prefix]; dup && cur.metric <= r.Metric {
+			continue // lower metric wins
+		}
+		out[r.Prefix] = route{nh: fwd.NextHop{Port: i, Via: r.Via}, metric: r.Metric}
+	}
+	return out, nil
+}
+
+// engineConfig maps [appliance] onto the engine's knobs.
+func engineConfig(a config.Appliance) fwd.Config {
+	c := fwd.Config{
+		Batch:          a.Batch,
+		MSSClamp:       uint16(a.MSSClamp),
+		ICMPRate:       a.ICMPRate,
+		NeighReachable: a.NeighbourReachable,
+		// neighbour_timeout is the whole resolution attempt: three probes.
+		NeighProbes:      3,
+		NeighRetrans:     max(a.NeighbourTimeout/3, 10*time.Millisecond),
+		NeighProbeBefore: min(5*time.Second, a.NeighbourReachable/2),
+		NeighHold:        a.NeighbourHold,
+		BridgeAging:      a.BridgeAging,
+	}
+	if a.ICMPRate == 0 {
+		c.ICMPRate = -1 // the engine's "none"; its 0 means "default"
+	}
+	if a.NeighbourHold == 0 {
+		c.NeighHold = 1 // the engine cannot hold none; 0 would mean its default of 4
+	}
+	if a.Mode == config.ModeBridge {
+		c.Mode = fwd.ModeBridge
+	}
+	return c
+}
+
+// controlLoop is the engine's periodic control-plane step.
+func (d *daemon) controlLoop() {
+	defer d.control.Done()
+	tk := time.NewTicker(serviceInterval)
+	defer tk.Stop()
+	var evs []fwd.Event
+	var vpnEvs []vpn.Event
+	var vpnBuf []byte
+	if d.vpn != nil {
+		vpnBuf = make([]byte, vpn.MaxControlPacket)
+	}
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-tk.C:
+		}
+		d.engine.Service()
+		evs = d.engine.Events(evs[:0])
+		for _, ev := range evs {
+			d.neigh.engineEvent(ev)
+		}
+		// The steering program already passes the box's own traffic to
+		// the kernel; what the workers punt (traffic for our addresses
+		// they do not answer themselves) is only counted here.
+		d.punts += uint64(d.engine.Punts(func(int, []byte) {}))
+		if d.vpn != nil {
+			vpnEvs = d.vpn.service(time.Now(), vpnEvs, vpnBuf)
+		}
+	}
+}
+
+func (d *daemon) startNetlink(c config.Netlink) error {
+	ifs := map[int]int{}
+	for i, pt := range d.ports {
+		if pt.ifindex != 0 {
+			ifs[pt.ifindex] = i
+		}
+	}
+	s, err := nlsync.Start(nlsync.Options{Routes: c.Routes, Table: c.Table, Neighbours: c.Neighbours, Ports: ifs, Logger: d.log}, &nlSink{d})
+	if err != nil {
+		return err
+	}
+	d.nl = s
+	d.log.Info("netlink sync", "routes", c.Routes, "table", c.Table, "neighbours", c.Neighbours)
+	return nil
+}
+
+// nlSink routes nlsync's reports to the route table and neighbours.
+type nlSink struct{ d *daemon }
+
+func (s *nlSink) KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool) {
+	s.d.fib.set(srcKernel, p, route{nh: nh}, ok)
+}
+
+func (s *nlSink) KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) {
+	s.d.neigh.KernelNeighbour(port, ip, mac)
+}
+
+func (s *nlSink) Link(port int, up bool) {
+	pt := s.d.ports[port]
+	if pt.up.Swap(up) != up {
+		s.d.log.Warn("link state", "port", pt.cfg.Name, "up", up)
+	}
+	s.d.fib.setLink(port, up)
+}
+
+// Address keeps an AF_XDP port's kernel addresses and the engine's in
+// step. The steering program hands ARP/ND to ovfwd, so an address only the
+// kernel had could never be resolved: the engine must own it too (answer
+// ARP/ND, route its subnet), and the steering program must pass traffic
+// for it to the kernel.
+func (s *nlSink) Address(port int, p netip.Prefix, added bool) {
+	d := s.d
+	pt := d.ports[port]
+	if pt.xdp == nil {
+		return
+	}
+	if err := pt.xdp.RefreshLocal(); err != nil {
+		d.log.Warn("kernel addresses not refreshed in the steering program", "port", pt.cfg.Name, "err", err)
+	}
+	d.mu.Lock()
+	router := d.cfg.Appliance.Mode == config.ModeRouter
+	d.mu.Unlock()
+	if !router || slices.Contains(pt.cfg.Addresses, p) {
+		return // config addresses stay the engine's whatever the kernel does
+	}
+	pt.kernelMu.Lock()
+	defer pt.kernelMu.Unlock()
+	switch {
+	case added && !pt.kernelAddrs[p]:
+		if err := d.engine.AddAddress(port, p); err != nil {
+			d.log.Warn("kernel address not given to the engine", "port", pt.cfg.Name, "addr", p, "err", err)
+			return
+		}
+		pt.kernelAddrs[p] = true
+		d.log.Info("address from the kernel", "port", pt.cfg.Name, "addr", p)
+	case !added && pt.kernelAddrs[p]:
+		delete(pt.kernelAddrs, p)
+		if err := d.engine.RemoveAddress(port, p); err != nil {
+			d.log.Warn("kernel address not taken from the engine", "port", pt.cfg.Name, "addr", p, "err", err)
+			return
+		}
+		d.log.Info("address removed by the kernel", "port", pt.cfg.Name, "addr", p)
+	}
+}
+
+func (d *daemon) startServers(cfg *config.Config) error {
+	if cfg.Status.Socket != "" {
+		s, err := status.Listen(cfg.Status.Socket, d.snapshot)
+		if err != nil {
+			return err
+		}
+		d.status = s
+		d.log.Info("status socket", "path", cfg.Status.Socket)
+	}
+	if cfg.Metrics.Listen.IsValid() {
+		m, err := metrics.Listen(cfg.Metrics.Listen.String(), d.snapshot)
+		if err != nil {
+			return err
+		}
+		d.metrics = m
+		d.log.Info("metrics endpoint", "addr", m.Addr().String())
+	}
+	return nil
+}
+
+// shutdown stops everything start started, in reverse, within the
+// SIGTERM budget: no more kernel updates, workers and control loop
+// stopped, XDP programs detached, queues released, kernel addresses and
+// neighbours ovfwd added removed.
+func (d *daemon) shutdown() error {
+	var errs []error
+	if d.status != nil {
+		errs = append(errs, d.status.Close())
+	}
+	if d.metrics != nil {
+		errs = append(errs, d.metrics.Close())
+	}
+	if d.nl != nil {
+		d.nl.Close()
+	}
+	if d.vpn != nil {
+		// Clients get RESTART while the data path still runs, so they
+		// reconnect at once instead of waiting for ping-restart.
+		errs = append(errs, d.vpn.close())
+	}
+	close(d.stop)
+	done := make(chan struct{})
+	go func() { d.workers.Wait(); d.control.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(stopBudget):
+		// A worker that does not stop still owns its queues: closing them
+		// under it would be a use-after-unmap. Leave them to the kernel,
+		// which detaches the program when the process exits.
+		d.log.Error("workers did not stop in time; leaving their ports to process exit", "budget", stopBudget)
+		return errors.New("daemon: workers did not stop in time")
+	}
+	if d.neigh != nil && d.mirror != nil {
+		d.neigh.mu.Lock()
+		for k := range d.neigh.mirrored {
+			_ = d.mirror.Delete(d.ports[k.port].ifindex, k.addr)
+		}
+		d.neigh.mu.Unlock()
+	}
+	for _, pt := range d.ports {
+		if err := pt.close(d.log); err != nil {
+			errs = append(errs, fmt.Errorf("port %s: %w", pt.cfg.Name, err))
+		}
+	}
+	if d.mirror != nil {
+		errs = append(errs, d.mirror.Close())
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		d.log.Error("stopped with errors", "err", err)
+	} else {
+		d.log.Info("stopped", "ports_released", len(d.ports))
+	}
+	return err
+}

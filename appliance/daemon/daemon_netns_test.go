@@ -1,0 +1,400 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/status"
+)
+
+// Topology (namespace tag "dmn", addresses 198.18.50-53.0/24):
+//
+//	host A a0 198.18.50.1 ── p0 198.18.50.254 [ovfwd] p1 198.18.51.254 ── b0 198.18.51.1 host B
+//	                                                                     lo 198.18.52.1, 198.18.53.1
+//
+// 198.18.52.0/24 is reached through a kernel route added with `ip route`
+// in the appliance namespace (netlink sync); 198.18.53.0/24 through a
+// [[route]] a SIGHUP adds.
+const baseConfig = `
+[appliance]
+mode = "router"
+poll = "adaptive"
+
+[[port]]
+name = "p0"
+driver = "auto"
+ifname = "p0"
+addresses = ["198.18.50.254/24", "2001:db8:50::fe/64"]
+
+[[port]]
+name = "p1"
+driver = "afxdp-copy"
+ifname = "p1"
+addresses = ["198.18.51.254/24", "2001:db8:51::fe/64"]
+
+[netlink]
+routes = true
+neighbours = true
+
+[metrics]
+listen = "127.0.0.1:19469"
+
+[status]
+socket = "%s"
+
+[log]
+level = "debug"
+format = "text"
+`
+
+const extraRoute = `
+[[route]]
+prefix = "198.18.53.0/24"
+via = "198.18.51.1"
+`
+
+// ovfwdBinary is the binary under test: $OVFWD_BIN (make build) or a fresh build.
+func ovfwdBinary(t *testing.T) string {
+	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "ovfwd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuffer is a bytes.Buffer the test reads while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestDaemonNetns(t *testing.T) {
+	netns.RequireRoot(t)
+	bin := ovfwdBinary(t)
+	a, app, b := netns.New(t, "dmn"), netns.New(t, "dmn"), netns.New(t, "dmn")
+	netns.Link(t, a, "a0", app, "p0")
+	netns.Link(t, app, "p1", b, "b0")
+	// veth hosts must checksum and segment in software: ovfwd forwards
+	// frames as they are, and a veth's offloaded checksum is unfinished.
+	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, a, "ip", "addr", "add", "198.18.50.1/24", "dev", "a0")
+	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.50.254")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.51.1/24", "dev", "b0")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.52.1/32", "dev", "lo")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
+	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
+
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "ovfwd.sock")
+	cfgPath := filepath.Join(dir, "ovfwd.toml")
+	writeConfig(t, cfgPath, fmt.Sprintf(baseConfig, sock))
+
+	var stdout, stderr syncBuffer
+	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("ovfwd stderr:\n%s", stderr.String())
+		}
+	})
+
+	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	for _, p := range snap.Ports {
+		if len(p.Queues) == 0 || p.Link != "up" {
+			t.Fatalf("port %s: queues %v, link %s", p.Name, p.Queues, p.Link)
+		}
+		t.Logf("port %s: %s (%s); %v", p.Name, p.Driver, p.Reason, p.Queues)
+	}
+	if got := snap.Ports[1].Driver; got != "afxdp-copy" {
+		t.Errorf("p1 driver %q, want afxdp-copy", got)
+	}
+	if !strings.Contains(snap.Ports[0].Reason, "auto") {
+		t.Errorf("p0 reason %q does not explain the auto choice", snap.Ports[0].Reason)
+	}
+	if !waitLog(&stderr, regexp.MustCompile(`msg="queue mode" port=p0 .*queue=0`)) {
+		t.Errorf("no per-queue mode in the log")
+	}
+
+	// Forwarding between the host namespaces.
+	ping(t, a, "198.18.51.1")
+	// The kernel keeps the port addresses (management traffic).
+	ping(t, a, "198.18.50.254")
+
+	// A kernel route reaches the FIB and carries traffic.
+	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.52.1"); err == nil {
+		t.Fatal("198.18.52.1 answered before any route to it existed")
+	}
+	netns.Run(t, app, "ip", "route", "add", "198.18.52.0/24", "via", "198.18.51.1")
+	added := time.Now()
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)")
+	})
+	t.Logf("kernel route in the FIB after %v (status round trip included)", time.Since(added).Round(time.Microsecond))
+	ping(t, a, "198.18.52.1")
+	// The operator's view: `ovfwd status`, text and JSON.
+	out, err := exec.Command(bin, "status", "-s", sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)") ||
+		!strings.Contains(string(out), "p1 (p1) driver afxdp-copy, link up") {
+		t.Errorf("ovfwd status: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "status", "-c", cfgPath, "-json").Output()
+	var js status.Snapshot
+	if err != nil || json.Unmarshal(out, &js) != nil || len(js.Ports) != 2 {
+		t.Errorf("ovfwd status -json: %v\n%s", err, out)
+	}
+
+	// Counters move, in status and in metrics.
+	before := waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true })
+	m0 := scrape(t, app, "127.0.0.1:19469", `ovfwd_port_rx_packets_total{port="p0"}`)
+	ping(t, a, "198.18.51.1")
+	after := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Rx.Packets >= before.Ports[0].Rx.Packets+3 })
+	if after.Ports[1].Tx.Packets < before.Ports[1].Tx.Packets+3 {
+		t.Errorf("p1 tx packets %d → %d after 3 pings", before.Ports[1].Tx.Packets, after.Ports[1].Tx.Packets)
+	}
+	if m1 := scrape(t, app, "127.0.0.1:19469", `ovfwd_port_rx_packets_total{port="p0"}`); m1 < m0+3 {
+		t.Errorf("metrics p0 rx packets %d → %d after 3 pings", m0, m1)
+	}
+
+	// SIGHUP with a changed config applies it.
+	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.53.1"); err == nil {
+		t.Fatal("198.18.53.1 answered before its route was configured")
+	}
+	// The new file also moves the metrics endpoint.
+	changed := strings.Replace(fmt.Sprintf(baseConfig, sock), "127.0.0.1:19469", "127.0.0.1:19470", 1) + extraRoute
+	writeConfig(t, cfgPath, changed)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Reload.Count == 1 && hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)")
+	})
+	ping(t, a, "198.18.53.1")
+	if m2 := scrape(t, app, "127.0.0.1:19470", `ovfwd_reloads_total{result="ok"}`); m2 != 1 {
+		t.Errorf("metrics on the new address: %d reloads, want 1", m2)
+	}
+
+	// SIGHUP with a broken config keeps the running one and logs why.
+	broken := strings.Replace(changed, `mode = "router"`, `mode = "routr"`, 1)
+	writeConfig(t, cfgPath, broken)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Reload.Failed == 1 })
+	if s.Reload.Count != 1 || !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)") {
+		t.Errorf("after a rejected reload: reloads %+v, routes %v", s.Reload, s.Routes.Prefixes)
+	}
+	if !waitLog(&stderr, regexp.MustCompile(`config error.*line=\d+ key=appliance.mode`)) {
+		t.Errorf("the rejected reload's error (with its line) is not in the log:\n%s", stderr.String())
+	}
+	ping(t, a, "198.18.53.1")
+	ping(t, a, "198.18.52.1")
+
+	// An address an operator adds to a port later reaches the kernel too
+	// (the steering program learns it from netlink).
+	netns.Run(t, app, "ip", "addr", "add", "198.18.50.253/24", "dev", "p0")
+	waitCmd(t, a, 5*time.Second, "ping", "-c", "1", "-W", "1", "198.18.50.253")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Routes.Connected == 5 })
+	netns.Run(t, app, "ip", "addr", "del", "198.18.50.253/24", "dev", "p0")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Routes.Connected == 4 })
+
+	// A pinned kernel neighbour reaches the engine; ovfwd's own mirrored
+	// entries (NUD_PERMANENT too) do not come back as pins.
+	netns.Run(t, app, "ip", "neigh", "replace", "198.18.51.77", "lladdr", "02:00:00:00:00:77", "dev", "p1", "nud", "permanent")
+	s = waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Engine["neighbours_pinned"] >= 1 })
+	if s.Engine["neighbours_pinned"] != 1 || s.Engine["neighbours_mirrored"] == 0 {
+		t.Errorf("pinned %d (want 1), mirrored %d (want > 0)", s.Engine["neighbours_pinned"], s.Engine["neighbours_mirrored"])
+	}
+	netns.Run(t, app, "ip", "neigh", "del", "198.18.51.77", "dev", "p1")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Engine["neighbours_pinned"] == 0 })
+
+	// Link down withdraws the routes out of the port; up restores them.
+	netns.Run(t, app, "ip", "link", "set", "p1", "down")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Ports[1].Link == "down" && !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)")
+	})
+	netns.Run(t, app, "ip", "link", "set", "p1", "up")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Ports[1].Link == "up" && hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)")
+	})
+	waitCmd(t, a, 10*time.Second, "ping", "-c", "1", "-W", "1", "198.18.53.1")
+
+	// A kernel route deleted with `ip route` leaves the FIB.
+	netns.Run(t, app, "ip", "route", "replace", "198.18.52.0/24", "via", "198.18.51.1")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)") })
+	netns.Run(t, app, "ip", "route", "del", "198.18.52.0/24")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return !hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)")
+	})
+	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.52.1"); err == nil {
+		t.Error("198.18.52.1 still answers after its kernel route was deleted")
+	}
+
+	// SIGTERM: out within 5 s, no XDP program left, addresses given back.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("ovfwd exited with %v", err)
+		}
+		t.Logf("SIGTERM to exit: %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("ovfwd still running 5 s after SIGTERM")
+	}
+	for _, ifn := range []string{"p0", "p1"} {
+		if out := netns.Run(t, app, "ip", "-d", "link", "show", ifn); strings.Contains(out, "xdp") {
+			t.Errorf("%s still has an XDP program after exit:\n%s", ifn, out)
+		}
+	}
+	if out := netns.Run(t, app, "ip", "addr", "show", "p0"); strings.Contains(out, "198.18.50.254") {
+		t.Errorf("p0 keeps the address ovfwd added:\n%s", out)
+	}
+	if !waitLog(&stderr, regexp.MustCompile(`msg=stopped`)) {
+		t.Errorf("no clean stop in the log")
+	}
+}
+
+// waitLog waits up to 2 s for re to match the log: a line the daemon has
+// written may still be in the pipe when its effect shows in status.
+func waitLog(log *syncBuffer, re *regexp.Regexp) bool {
+	for i := 0; i < 100; i++ {
+		if re.MatchString(log.String()) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func writeConfig(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatus polls the status socket (up to 10 s) until ok holds.
+func waitStatus(t *testing.T, sock string, exited <-chan error, ok func(*status.Snapshot) bool) *status.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last *status.Snapshot
+	var lastErr error
+	for i := 0; time.Now().Before(deadline) && i < 1000; i++ {
+		select {
+		case err := <-exited:
+			t.Fatalf("ovfwd exited: %v", err)
+		default:
+		}
+		s, err := status.Fetch(sock, time.Second)
+		if err == nil && ok(s) {
+			return s
+		}
+		last, lastErr = s, err
+		time.Sleep(20 * time.Millisecond)
+	}
+	j, _ := json.Marshal(last)
+	t.Fatalf("status never matched; last %s, err %v", j, lastErr)
+	return nil
+}
+
+func hasRoute(s *status.Snapshot, line string) bool {
+	for _, p := range s.Routes.Prefixes {
+		if p == line {
+			return true
+		}
+	}
+	return false
+}
+
+func ping(t *testing.T, ns *netns.NS, addr string) {
+	t.Helper()
+	out, err := ns.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", addr)
+	if err != nil {
+		t.Fatalf("ping %s: %v\n%s", addr, err, out)
+	}
+}
+
+// scrape reads one sample from the metrics endpoint inside ns. The
+// request is written by hand on a socket opened in the namespace (net/http
+// would dial from another thread, outside it).
+func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
+	t.Helper()
+	var body []byte
+	err := ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		body, err = io.ReadAll(c)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("metrics: %q: %v", sc.Text(), err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("metrics: no %s in\n%s", sample, body)
+	return 0
+}

@@ -1,0 +1,43 @@
+// Package daemon is the appliance an operator runs (`ovfwd run -c FILE`):
+// it turns one config file into ports, an engine, pinned workers and the
+// control plane around them — neighbour mirroring, kernel route sync,
+// the status socket, Prometheus metrics, SIGHUP reload and an orderly
+// SIGTERM shutdown.
+//
+// # Threading contract
+//
+// Run owns every goroutine it starts and stops all of them before it
+// returns. The data plane is the engine's workers, one per queue index,
+// each locked to an OS thread pinned to its configured CPU; nothing in
+// this package touches packets. Everything else is control plane:
+//
+//   - the control loop (one goroutine) calls Engine.Service, mirrors the
+//     neighbours the workers learned into the kernel and drains punts;
+//   - nlsync's goroutines report kernel routes, pinned neighbours and link
+//     state; they reach the engine through routeTable and neighbours,
+//     each serialised by its own mutex;
+//   - the status and metrics servers build snapshots from the engine's
+//     atomics and those two tables;
+//   - Run's own goroutine handles SIGHUP (reload) and shutdown.
+//
+// Lock order: routeTable.mu, then the engine's internal lock (taken by its
+// methods). neighbours.mu is never held while calling into routeTable.
+//
+// # Reload (SIGHUP)
+//
+// Applied at once, without touching ports, workers or VPN sessions:
+// [[route]] (diffed against what is installed), [log] level and format,
+// [netlink] (resubscribed), [metrics] listen and [status] socket. Changes
+// to [appliance], [[port]] and [vpn] are logged as waiting for a restart:
+// the engine, the ports and the VPN control server take their settings
+// only at construction. A file that does not load is rejected with every
+// error logged (file:line:key) and counted in status; the running config
+// stays.
+//
+// # Shutdown (SIGTERM)
+//
+// VPN clients get RESTART (up to 2 s for acknowledgements), the workers
+// stop (≤ 20 ms: an idle worker sleeps in poll(2) at most that long), the
+// XDP programs are detached and the queues released, and the kernel
+// addresses and neighbours ovfwd added are removed.
+package daemon

@@ -1,0 +1,129 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/lab"
+	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/status"
+)
+
+const twoQueueConfig = `
+[appliance]
+workers = [0, 1]
+poll = "busy"
+
+[[port]]
+name = "p0"
+ifname = "p0"
+queues = 2
+addresses = ["198.18.54.254/24"]
+
+[[port]]
+name = "p1"
+ifname = "p1"
+queues = 2
+addresses = ["198.18.55.254/24"]
+
+[metrics]
+listen = ""
+
+[status]
+socket = "%s"
+`
+
+// TestDaemonTwoQueues: one worker per queue, each on its own pinned thread.
+func TestDaemonTwoQueues(t *testing.T) {
+	netns.RequireRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	bin := ovfwdBinary(t)
+	a, app, b := netns.New(t, "dmq"), netns.New(t, "dmq"), netns.New(t, "dmq")
+	veth2 := func(x *netns.NS, ifx string, y *netns.NS, ify string) {
+		netns.Run(t, x, "ip", "link", "add", ifx, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+			"peer", "name", ify, "numtxqueues", "2", "numrxqueues", "2")
+		netns.Run(t, x, "ip", "link", "set", ify, "netns", y.Name)
+		netns.Run(t, x, "ip", "link", "set", ifx, "up")
+		netns.Run(t, y, "ip", "link", "set", ify, "up")
+	}
+	veth2(a, "a0", app, "p0")
+	veth2(app, "p1", b, "b0")
+	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, a, "ip", "addr", "add", "198.18.54.1/24", "dev", "a0")
+	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.54.254")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.55.1/24", "dev", "b0")
+	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.55.254")
+
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "ovfwd.sock")
+	cfgPath := filepath.Join(dir, "ovfwd.toml")
+	writeConfig(t, cfgPath, fmt.Sprintf(twoQueueConfig, sock))
+	var stderr syncBuffer
+	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("ovfwd log:\n%s", stderr.String())
+		}
+	})
+	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	if len(s.Workers) != 2 || s.Workers[0].CPU != 0 || s.Workers[1].CPU != 1 {
+		t.Errorf("workers %+v, want queue 0 on cpu 0 and queue 1 on cpu 1", s.Workers)
+	}
+	for _, p := range s.Ports {
+		if len(p.Queues) != 2 {
+			t.Errorf("port %s has queues %v, want 2", p.Name, p.Queues)
+		}
+	}
+	// The kernel agrees: two threads of the process are pinned, one to
+	// each CPU.
+	pinned := map[string]int{}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", cmd.Process.Pid))
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				pinned[strings.TrimSpace(v)]++
+			}
+		}
+	}
+	if pinned["0"] != 1 || pinned["1"] != 1 {
+		t.Errorf("threads by allowed CPUs: %v, want one pinned to 0 and one to 1", pinned)
+	}
+
+	ping(t, a, "198.18.55.1")
+	r, err := lab.TCPTransfer(context.Background(), a, b, netip.MustParseAddr("198.18.55.1"), 16<<20, 60*time.Second)
+	if err != nil || !r.OK(16<<20) {
+		t.Fatalf("TCP through two queues: %d bytes, %v", r.Bytes, err)
+	}
+	s = waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[1].Tx.Packets > 10000 })
+	t.Logf("16 MiB in %v; p0 rx %d packets", r.Elapsed.Round(time.Millisecond), s.Ports[0].Rx.Packets)
+}

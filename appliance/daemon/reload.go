@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/ovfwd/ovfwd/config"
+)
+
+// reload applies a changed config file without touching the data plane's
+// ports or the VPN's established tunnels: logging, static routes, netlink
+// sync, status and metrics endpoints change now; what needs new ports or
+// workers is logged as waiting for a restart. An invalid file is rejected
+// with every error logged, and the running config stays.
+//
+// Only Run's goroutine calls reload; d.mu is taken only to publish the
+// new config and counters, never while a server is being stopped (its
+// handlers take d.mu to build snapshots).
+func (d *daemon) reload() {
+	nc, err := config.Load(d.path)
+	if err != nil {
+		d.rejectReload(err)
+		return
+	}
+	d.mu.Lock()
+	old := d.cfg
+	d.mu.Unlock()
+	static, err := staticRoutes(nc, d.portIndex)
+	if err != nil {
+		d.rejectReload(err)
+		return
+	}
+	if d.logs != nil {
+		d.logs.apply(nc.Log)
+	}
+	d.fib.replace(srcStatic, static)
+	if nc.Netlink != old.Netlink || d.nl == nil {
+		if d.nl != nil {
+			d.nl.Close()
+			d.nl = nil
+		}
+		// The new subscription replays the table it mirrors.
+		d.fib.replace(srcKernel, map[netip.Prefix]route{})
+		if err := d.startNetlink(nc.Netlink); err != nil {
+			d.log.Error("netlink sync not restarted", "err", err)
+		}
+	}
+	restart := config.Config{}
+	if nc.Status != old.Status {
+		if d.status != nil {
+			d.status.Close()
+			d.status = nil
+		}
+		restart.Status = nc.Status
+	}
+	if nc.Metrics != old.Metrics {
+		if d.metrics != nil {
+			d.metrics.Close()
+			d.metrics = nil
+		}
+		restart.Metrics = nc.Metrics
+	}
+	if err := d.startServers(&restart); err != nil {
+		d.log.Error("status/metrics endpoint not restarted", "err", err)
+	}
+	if pending := restartOnly(old, nc); len(pending) > 0 {
+		d.log.Warn("changes that take effect at the next restart", "sections", strings.Join(pending, ", "))
+	}
+	d.mu.Lock()
+	d.cfg = nc
+	d.rl.Count++
+	d.rl.Last = time.Now()
+	d.mu.Unlock()
+	d.log.Info("reloaded", "config", d.path, "static_routes", len(static))
+}
+
+func (d *daemon) rejectReload(err error) {
+	var list config.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			d.log.Error("config error", "file", e.File, "line", e.Line, "key", e.Key, "problem", e.Msg, "fix", e.Fix)
+		}
+	}
+	d.log.Error("reload rejected; still running the previous config", "config", d.path, "err", err)
+	d.mu.Lock()
+	d.rl.Failed++
+	d.rl.LastError = err.Error()
+	d.mu.Unlock()
+}
+
+// restartOnly lists the sections whose changes need new ports, workers or
+// engine parameters, which a reload does not rebuild.
+func restartOnly(old, nc *config.Config) []string {
+	var out []string
+	if !reflect.DeepEqual(old.Appliance, nc.Appliance) {
+		out = append(out, "[appliance]")
+	}
+	if !reflect.DeepEqual(old.Ports, nc.Ports) {
+		out = append(out, "[[port]]")
+	}
+	if !reflect.DeepEqual(old.VPN, nc.VPN) {
+		out = append(out, "[vpn]")
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// source is where a route comes from. When two sources have a route for
+// one prefix the lower source wins: a peer's tunnel address over the
+// config file's [[route]] over the kernel table.
+type source uint8
+
+const (
+	srcTunnel source = iota
+	srcStatic
+	srcKernel
+	numSources
+)
+
+var sourceNames = [numSources]string{"tunnel", "static", "kernel"}
+
+type route struct {
+	nh     fwd.NextHop
+	metric int
+}
+
+// routeTable merges the routes every source wants into the engine's FIB:
+// the engine keeps one next hop per prefix, so a prefix's winner is
+// recomputed whenever one of its sources or an egress link changes, and
+// only a changed winner reaches the engine. Routes out of a port whose
+// link is down are withdrawn until it comes back.
+type routeTable struct {
+	eng fibWriter
+	log *slog.Logger
+	// portNames name engine ports in status lines.
+	portNames []string
+
+	mu        sync.Mutex
+	want      [numSources]map[netip.Prefix]route
+	linkDown  []bool
+	installed map[netip.Prefix]installedRoute
+}
+
+type installedRoute struct {
+	route
+	src source
+}
+
+// fibWriter is the part of *fwd.Engine the route table drives.
+type fibWriter interface {
+	AddRoute(p netip.Prefix, nh fwd.NextHop) error
+	DeleteRoute(p netip.Prefix) error
+}
+
+func newRouteTable(eng fibWriter, portNames []string, log *slog.Logger) *routeTable {
+	t := &routeTable{eng: eng, log: log, portNames: portNames, linkDown: make([]bool, len(portNames)),
+		installed: map[netip.Prefix]installedRoute{}}
+	for i := range t.want {
+		t.want[i] = map[netip.Prefix]route{}
+	}
+	return t
+}
+
+// set adds (ok) or removes one route of src.
+func (t *routeTable) set(src source, p netip.Prefix, r route, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ok {
+		t.want[src][p] = r
+	} else {
+		delete(t.want[src], p)
+	}
+	t.sync(p)
+}
+
+// replace makes routes the whole set of src (a reload of [[route]]).
+func (t *routeTable) replace(src source, routes map[netip.Prefix]route) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.want[src]
+	t.want[src] = routes
+	for p := range old {
+		t.sync(p)
+	}
+	for p := range routes {
+		if _, seen := old[p]; !seen {
+			t.sync(p)
+		}
+	}
+}
+
+// setLink withdraws or restores the routes out of port.
+func (t *routeTable) setLink(port int, up bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if port < 0 || port >= len(t.linkDown) || t.linkDown[port] == !up {
+		return
+	}
+	t.linkDown[port] = !up
+	seen := map[netip.Prefix]bool{}
+	for _, m := range t.want {
+		for p, r := range m {
+			if !seen[p] && r.nh.Port == port && !r.nh.Tunnel && !r.nh.Blackhole {
+				seen[p] = true
+				t.sync(p)
+			}
+		}
+	}
+}
+
+// sync recomputes p's winner and tells the engine if it changed. Caller
+// holds t.mu.
+func (t *routeTable) sync(p netip.Prefix) {
+	var best installedRoute
+	found := false
+	for src := range numSources {
+		r, ok := t.want[src][p]
+		if !ok || t.egressDown(r.nh) {
+			continue
+		}
+		best, found = installedRoute{r, src}, true
+		break
+	}
+	cur, had := t.installed[p]
+	switch {
+	case found && (!had || cur != best):
+		if err := t.eng.AddRoute(p, best.nh); err != nil {
+			t.log.Error("route not installed", "prefix", p, "source", sourceNames[best.src], "err", err)
+			return
+		}
+		t.installed[p] = best
+		t.log.Debug("route installed", "prefix", p, "source", sourceNames[best.src], "nexthop", t.describe(best.nh))
+	case !found && had:
+		if err := t.eng.DeleteRoute(p); err != nil {
+			t.log.Error("route not removed", "prefix", p, "err", err)
+		}
+		delete(t.installed, p)
+		t.log.Debug("route removed", "prefix", p)
+	}
+}
+
+func (t *routeTable) egressDown(nh fwd.NextHop) bool {
+	return !nh.Tunnel && !nh.Blackhole && nh.Port >= 0 && nh.Port < len(t.linkDown) && t.linkDown[nh.Port]
+}
+
+func (t *routeTable) describe(nh fwd.NextHop) string {
+	switch {
+	case nh.Blackhole:
+		return "blackhole"
+	case nh.Tunnel:
+		return fmt.Sprintf("tunnel peer %d", nh.Peer)
+	case nh.Via.IsValid():
+		return fmt.Sprintf("via %v dev %s", nh.Via, t.portNames[nh.Port])
+	}
+	return "dev " + t.portNames[nh.Port]
+}
+
+// counts reports installed routes by source and one line per route.
+func (t *routeTable) counts() (bySource [numSources]int, lines []string, prefixes []netip.Prefix) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for p, r := range t.installed {
+		bySource[r.src]++
+		prefixes = append(prefixes, p)
+		lines = append(lines, fmt.Sprintf("%v %s (%s)", p, t.describe(r.nh), sourceNames[r.src]))
+	}
+	sort.Strings(lines)
+	return bySource, lines, prefixes
+}
+
+// lookup is the installed route for p (tests and status).
+func (t *routeTable) lookup(p netip.Prefix) (fwd.NextHop, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.installed[p]
+	return r.nh, ok
+}

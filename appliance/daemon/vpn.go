@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/control"
+)
+
+// vpnServer is the OpenVPN server role: the data channel runs in the
+// engine's workers (a vpn.Tunnel registered with SetTunnel, fed P_DATA_V2
+// by the steering program), the control channel on a kernel UDP socket
+// (the steering program passes every other packet to the VPN port to the
+// kernel). It is also the control server's DataPlane: peers it
+// establishes get a tunnel entry and host routes for their VPN addresses.
+type vpnServer struct {
+	d      *daemon
+	tun    *vpn.Tunnel
+	srv    *control.Server
+	conn   net.PacketConn
+	listen string
+	served chan struct{}
+
+	mu    sync.Mutex
+	peers map[uint32]control.Peer
+}
+
+var _ control.DataPlane = (*vpnServer)(nil)
+
+// startVPN registers the tunnel with the engine and starts the control
+// server. Call it before the workers start.
+func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
+	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{})}
+	cc, err := controlConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	v.tun = vpn.NewTunnel(vpn.TunnelConfig{Queues: len(d.engine.Workers()), MaxPeers: c.MaxPeers, ReplayWindow: c.ReplayWindow})
+	cc.Logf = func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...), "component", "vpn") }
+	cc.SendPing = v.sendPing
+	if v.srv, err = control.NewServer(cc, v); err != nil {
+		return nil, err
+	}
+	// One socket: the control server answers from the socket it reads.
+	// With the unspecified IPv6 address in listen, one dual-stack socket
+	// serves IPv4 and IPv6 clients alike.
+	addr := netip.AddrPortFrom(c.Listen[0], uint16(c.Port))
+	for _, a := range c.Listen {
+		if a == netip.IPv6Unspecified() {
+			addr = netip.AddrPortFrom(a, uint16(c.Port))
+		}
+	}
+	if len(c.Listen) > 1 && addr.Addr() != netip.IPv6Unspecified() {
+		d.log.Warn("vpn listens on one address only", "used", addr, "configured", c.Listen)
+	}
+	if v.conn, err = net.ListenPacket("udp", addr.String()); err != nil {
+		v.srv.Close()
+		return nil, fmt.Errorf("vpn: %w", err)
+	}
+	v.listen = addr.String()
+	d.engine.SetTunnel(v.tun, uint16(c.Port))
+	go func() {
+		defer close(v.served)
+		if err := v.srv.Serve(v.conn); err != nil {
+			d.log.Error("vpn control socket failed", "err", err)
+		}
+	}()
+	d.log.Info("vpn server", "listen", v.listen, "pool_v4", c.PoolV4, "pool_v6", c.PoolV6, "ciphers", c.Ciphers)
+	return v, nil
+}
+
+// controlConfig maps [vpn] onto the control server's configuration,
+// reading the key files.
+func controlConfig(c *config.VPN) (control.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return control.Config{}, fmt.Errorf("vpn: server certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(c.CA)
+	if err != nil {
+		return control.Config{}, fmt.Errorf("vpn: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return control.Config{}, fmt.Errorf("vpn: no certificate in %s", c.CA)
+	}
+	cc := control.Config{
+		Certificate: cert, ClientCAs: pool,
+		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: c.PushRoutes,
+		Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
+		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
+		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
+	}
+	if c.RenegSec == 0 {
+		cc.RenegSec = -1 // the control server's "never"; its 0 means its default
+	}
+	keyFile := c.TLSCrypt
+	cc.Wrap = control.WrapTLSCrypt
+	if c.TLSAuth != "" {
+		keyFile, cc.Wrap = c.TLSAuth, control.WrapTLSAuth
+		cc.KeyDirection = control.KeyDirection(c.KeyDirection)
+	}
+	text, err := os.ReadFile(keyFile)
+	if err != nil {
+		return control.Config{}, fmt.Errorf("vpn: %w", err)
+	}
+	if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
+		return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
+	}
+	for _, name := range c.Ciphers {
+		switch name {
+		case config.CipherAES256GCM:
+			cc.Ciphers = append(cc.Ciphers, vpn.AES256GCM)
+		case config.CipherAES128GCM:
+			cc.Ciphers = append(cc.Ciphers, vpn.AES128GCM)
+		case config.CipherChaCha20Poly1305:
+			cc.Ciphers = append(cc.Ciphers, vpn.ChaCha20Poly1305)
+		}
+	}
+	return cc, nil
+}
+
+// sendPing seals a keepalive for the control server and sends it from the
+// control socket (the address the client talks to).
+func (v *vpnServer) sendPing(id uint32) {
+	payload, to, err := v.tun.SealPing(id)
+	if err != nil {
+		return
+	}
+	_, _ = v.conn.WriteTo(payload, net.UDPAddrFromAddrPort(to))
+}
+
+// service is the control loop's VPN step: the tunnel's clock and events,
+// and control packets a worker punted (those that reached the data plane
+// instead of the kernel socket).
+func (v *vpnServer) service(now time.Time, evs []vpn.Event, buf []byte) []vpn.Event {
+	evs = v.tun.Poll(now, evs[:0])
+	for _, e := range evs {
+		switch e.Kind {
+		case vpn.EventFloat:
+			// The data plane already sends to the new address; the
+			// control channel follows it.
+			moved := v.srv.PeerFloated(e.Peer, e.Addr)
+			v.d.log.Info("vpn peer moved", "peer", e.Peer, "addr", e.Addr, "control_followed", moved)
+		case vpn.EventKeyWearOut, vpn.EventKeyExhausted:
+			started := v.srv.Renegotiate(e.Peer)
+			v.d.log.Warn("vpn data key wearing out; renegotiating", "peer", e.Peer, "key", e.KeyID, "kind", e.Kind.String(), "started", started)
+		case vpn.EventExit:
+			// explicit-exit-notify: free the session and addresses now
+			// rather than after ping-restart.
+			v.d.log.Info("vpn peer said goodbye", "peer", e.Peer)
+			v.srv.Disconnect(e.Peer)
+		case vpn.EventPingDue, vpn.EventExpired:
+			// The control server drives keepalives and reaping through
+			// SendPing and LastActivity.
+		}
+	}
+	for i := 0; i < 256; i++ {
+		pkt, ok := v.tun.ReadControl(buf)
+		if !ok {
+			break
+		}
+		v.srv.HandlePacket(pkt.From, pkt.Data)
+	}
+	return evs
+}
+
+// close tells every client to restart (the server's RESTART notice, up to
+// 2 s for acknowledgements), then closes the socket.
+func (v *vpnServer) close() error {
+	err := v.srv.Close()
+	select {
+	case <-v.served:
+	case <-time.After(time.Second):
+		err = errors.Join(err, errors.New("vpn: control socket reader did not stop"))
+	}
+	return err
+}
+
+// AddPeer is control.DataPlane: a tunnel entry and host routes for the
+// peer's VPN addresses.
+func (v *vpnServer) AddPeer(p control.Peer) error {
+	var allowed []netip.Prefix
+	for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
+		if a.IsValid() {
+			allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	if err := v.tun.AddPeer(vpn.PeerConfig{ID: p.PeerID, Remote: p.Addr, Comp: p.Comp, AllowedSources: allowed}); err != nil {
+		return err
+	}
+	for _, pfx := range allowed {
+		v.d.fib.set(srcTunnel, pfx, route{nh: fwd.NextHop{Tunnel: true, Peer: p.PeerID}}, true)
+	}
+	v.mu.Lock()
+	v.peers[p.PeerID] = p
+	v.mu.Unlock()
+	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6)
+	return nil
+}
+
+func (v *vpnServer) InstallKey(id uint32, slot vpn.Slot, km *vpn.KeyMaterial) error {
+	return v.tun.InstallKey(id, slot, km)
+}
+
+func (v *vpnServer) SetPrimary(id uint32, keyID uint8) error { return v.tun.SetPrimary(id, keyID) }
+
+func (v *vpnServer) DropKey(id uint32, keyID uint8) error { return v.tun.DropKey(id, keyID) }
+
+func (v *vpnServer) RemovePeer(id uint32) error {
+	v.mu.Lock()
+	p, ok := v.peers[id]
+	delete(v.peers, id)
+	v.mu.Unlock()
+	if ok {
+		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
+			if a.IsValid() {
+				v.d.fib.set(srcTunnel, netip.PrefixFrom(a, a.BitLen()), route{}, false)
+			}
+		}
+		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
+	}
+	return v.tun.RemovePeer(id)
+}
+
+func (v *vpnServer) LastActivity(id uint32) (rx, tx time.Time) { return v.tun.LastActivity(id) }
+
+// snapshot is the VPN part of status.
+func (v *vpnServer) snapshot() *status.VPN {
+	s := &status.VPN{Listen: []string{v.listen}, Drops: status.Counters{}}
+	v.mu.Lock()
+	peers := make([]control.Peer, 0, len(v.peers))
+	for _, p := range v.peers {
+		peers = append(peers, p)
+	}
+	v.mu.Unlock()
+	sort.Slice(peers, func(i, j int) bool { return peers[i].PeerID < peers[j].PeerID })
+	for _, p := range peers {
+		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String()}
+		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
+			if a.IsValid() {
+				vp.Addrs = append(vp.Addrs, a.String())
+			}
+		}
+		if ps, ok := v.tun.PeerStats(p.PeerID); ok {
+			vp.Real = ps.Remote.String()
+			vp.Rx = status.Traffic{Packets: ps.RxPackets, Bytes: ps.RxBytes}
+			vp.Tx = status.Traffic{Packets: ps.TxPackets, Bytes: ps.TxBytes}
+		}
+		if rx, _ := v.tun.LastActivity(p.PeerID); !rx.IsZero() {
+			vp.LastSeen = rx
+		}
+		s.Peers = append(s.Peers, vp)
+	}
+	ts := v.tun.Stats()
+	for r := vpn.TunnelDrop(1); r < vpn.NumTunnelDrops; r++ {
+		s.Drops["data_"+r.String()] = ts.Drops[r]
+	}
+	for name, n := range v.srv.Drops() {
+		s.Drops["control_"+name] = n
+	}
+	return s
+}

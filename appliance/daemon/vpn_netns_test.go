@@ -1,0 +1,295 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/lab"
+	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/vpn/pki"
+)
+
+const vpnConfig = `
+[appliance]
+mode = "router"
+mss_clamp = 1300
+
+[[port]]
+name = "p0"
+driver = "afxdp-copy"
+ifname = "p0"
+addresses = ["198.18.50.254/24"]
+
+[[port]]
+name = "p1"
+driver = "afxdp-copy"
+ifname = "p1"
+addresses = ["198.18.51.254/24", "2001:db8:51::fe/64"]
+
+[vpn]
+enabled = true
+port = 1194
+ca = "pki/ca.crt"
+cert = "pki/server.crt"
+key = "pki/server.key"
+tls_crypt = "pki/tls-crypt.key"
+pool_v4 = "198.19.50.0/24"
+pool_v6 = "2001:db8:150::/112"
+push_routes = ["198.18.51.0/24", "2001:db8:51::/64"]
+keepalive_interval = "2s"
+keepalive_timeout = "20s"
+
+[metrics]
+listen = ""
+
+[status]
+socket = "%s"
+
+[log]
+level = "%s"
+`
+
+// TestDaemonVPNReload: a stock openvpn 2.6 client connects to ovfwd on
+// AF_XDP ports, reaches host B through the tunnel, and a TCP transfer
+// through the tunnel survives a SIGHUP that changes routes and logging.
+func TestDaemonVPNReload(t *testing.T) {
+	netns.RequireRoot(t)
+	openvpn, err := exec.LookPath("openvpn")
+	if err != nil {
+		t.Fatal("openvpn is not installed (make deps installs it)")
+	}
+	bin := ovfwdBinary(t)
+	a, app, b := netns.New(t, "dmv"), netns.New(t, "dmv"), netns.New(t, "dmv")
+	netns.Link(t, a, "a0", app, "p0")
+	netns.Link(t, app, "p1", b, "b0")
+	// veth hosts must checksum and segment in software: ovfwd forwards
+	// frames as they are, and a veth's offloaded checksum is unfinished.
+	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, a, "ip", "addr", "add", "198.18.50.1/24", "dev", "a0")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.51.1/24", "dev", "b0")
+	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
+	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
+	netns.Run(t, b, "ip", "addr", "add", "2001:db8:51::1/64", "dev", "b0", "nodad")
+	netns.Run(t, b, "ip", "-6", "route", "add", "default", "via", "2001:db8:51::fe")
+
+	dir := t.TempDir()
+	if err := pki.Init(filepath.Join(dir, "pki")); err != nil {
+		t.Fatal(err)
+	}
+	profile, err := pki.ClientProfile(filepath.Join(dir, "pki"), pki.Profile{
+		Name: "alice", Remotes: []string{"198.18.50.254:1194"}, Extra: []string{"verb 3", "explicit-exit-notify 1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "ovfwd.sock")
+	cfgPath := filepath.Join(dir, "ovfwd.toml")
+	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "info"))
+
+	var stderr syncBuffer
+	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("ovfwd log:\n%s", stderr.String())
+		}
+	})
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.VPN != nil })
+
+	clientLog := filepath.Join(dir, "client.log")
+	client, err := a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := os.ReadFile(clientLog)
+			t.Logf("openvpn client log:\n%s", out)
+		}
+	})
+	s := waitStatusFor(t, sock, exited, 30*time.Second, func(s *status.Snapshot) bool {
+		return s.VPN != nil && len(s.VPN.Peers) == 1 && len(s.VPN.Peers[0].Addrs) == 2
+	})
+	peer := s.VPN.Peers[0]
+	t.Logf("peer %s from %s with %v", peer.Name, peer.Real, peer.Addrs)
+	if peer.Name != "alice" {
+		t.Errorf("peer name %q, want alice", peer.Name)
+	}
+	clientAddr := netip.MustParseAddr(peer.Addrs[0])
+	// The client installed the pushed route; host B answers through the tunnel.
+	waitCmd(t, a, 15*time.Second, "ping", "-c", "1", "-W", "1", "198.18.51.1")
+	ping(t, a, "198.18.51.1")
+	ping(t, b, clientAddr.String())
+	// IPv6 inside the tunnel: the pushed ifconfig-ipv6 and route-ipv6.
+	client6 := peer.Addrs[1]
+	if !strings.HasPrefix(client6, "2001:db8:150::") {
+		t.Errorf("client IPv6 address %s is not from pool_v6", client6)
+	}
+	waitCmd(t, a, 15*time.Second, "ping", "-6", "-c", "1", "-W", "1", "2001:db8:51::1")
+	ping(t, b, client6)
+
+	// A checksummed TCP transfer from host B to the client through the
+	// tunnel, with a SIGHUP (new static route, new log level) in its middle.
+	const n = 64 << 20
+	type result struct {
+		r   lab.TCPResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := lab.TCPTransfer(context.Background(), b, a, clientAddr, n, 90*time.Second)
+		done <- result{r, err}
+	}()
+	// Reload once bytes are flowing.
+	before := s.VPN.Peers[0].Tx.Bytes
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.VPN != nil && len(s.VPN.Peers) == 1 && s.VPN.Peers[0].Tx.Bytes > before+1<<20
+	})
+	if strings.Contains(stderr.String(), "level=DEBUG") {
+		t.Error("debug lines logged at level info")
+	}
+	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "debug")+extraRoute)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s = waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Reload.Count == 1 })
+	select {
+	case <-done:
+		t.Fatal("the transfer ended before the reload was applied; nothing was proven")
+	default:
+	}
+	if !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)") {
+		t.Errorf("reload did not add the static route: %v", s.Routes.Prefixes)
+	}
+	if !waitLog(&stderr, regexp.MustCompile(`level=DEBUG msg="route installed" prefix=198.18.53.0/24`)) {
+		t.Error("the reload's new log level did not apply")
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(100 * time.Second):
+		t.Fatal("transfer never ended")
+	}
+	if res.err != nil || !res.r.OK(n) {
+		t.Fatalf("transfer across the reload: %d of %d bytes, checksums match %v, err %v",
+			res.r.Bytes, n, res.r.Sent == res.r.Received, res.err)
+	}
+	t.Logf("%d MiB through the tunnel in %v across a SIGHUP", n>>20, res.r.Elapsed.Round(time.Millisecond))
+	s = waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true })
+	if len(s.VPN.Peers) != 1 || s.VPN.Peers[0].Real != peer.Real {
+		t.Errorf("peer changed across the reload: %+v → %+v", peer, s.VPN.Peers)
+	}
+	logText, _ := os.ReadFile(clientLog)
+	if c := strings.Count(string(logText), "Initialization Sequence Completed"); c != 1 {
+		t.Errorf("client connected %d times; the reload must not restart its tunnel", c)
+	}
+
+	// A client that leaves says so (explicit-exit-notify): its session,
+	// tunnel entry and routes go at once, not after ping-restart (20 s).
+	if err := client.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now()
+	s = waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.VPN.Peers) == 0 && s.Routes.Tunnel == 0 })
+	t.Logf("peer gone %v after the client's exit notice (the control server tears down 5 s after EXIT)", time.Since(left).Round(time.Millisecond))
+	_ = client.Wait()
+
+	// Connect again for the shutdown check.
+	clientLog = filepath.Join(dir, "client2.log")
+	if _, err := a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog); err != nil {
+		t.Fatal(err)
+	}
+	waitStatusFor(t, sock, exited, 30*time.Second, func(s *status.Snapshot) bool { return len(s.VPN.Peers) == 1 })
+
+	// SIGTERM: the client is told to restart, ovfwd exits within 5 s.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("ovfwd exited with %v", err)
+		}
+		t.Logf("SIGTERM to exit with a VPN client: %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("ovfwd still running 5 s after SIGTERM")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		logText, _ = os.ReadFile(clientLog)
+		if strings.Contains(string(logText), restartNotice) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(string(logText), restartNotice) {
+		t.Errorf("the client got no restart notice")
+	}
+}
+
+// restartNotice is what openvpn 2.6 logs on the server's RESTART message.
+const restartNotice = "server-pushed-connection-reset"
+
+// waitStatusFor is waitStatus with a longer bound.
+func waitStatusFor(t *testing.T, sock string, exited <-chan error, d time.Duration, ok func(*status.Snapshot) bool) *status.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for i := 0; i < 10000; i++ {
+		select {
+		case err := <-exited:
+			t.Fatalf("ovfwd exited: %v", err)
+		default:
+		}
+		if s, err := status.Fetch(sock, time.Second); err == nil && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s, err := status.Fetch(sock, time.Second)
+	j, _ := json.Marshal(s)
+	t.Fatalf("status never matched in %v; last %s, err %v", d, j, err)
+	return nil
+}
+
+// waitCmd retries a command in ns until it succeeds.
+func waitCmd(t *testing.T, ns *netns.NS, d time.Duration, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var out string
+	var err error
+	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
+		if out, err = ns.Run(args...); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%v never succeeded: %v\n%s", args, err, out)
+}

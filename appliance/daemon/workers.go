@@ -1,0 +1,116 @@
+package daemon
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/fwd"
+
+	"github.com/ovfwd/ovfwd/config"
+	"golang.org/x/sys/unix"
+)
+
+// startWorkers starts one worker per queue index, each on its own OS
+// thread pinned to its CPU: the configured list, or every CPU this process
+// may run on when the list is empty, assigned in order (wrapping when
+// there are more queues than CPUs).
+func (d *daemon) startWorkers(a config.Appliance) error {
+	cpus := a.Workers
+	if len(cpus) == 0 {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return fmt.Errorf("daemon: cpu affinity: %w", err)
+		}
+		for c := 0; c < len(set)*64 && len(cpus) < set.Count(); c++ {
+			if set.IsSet(c) {
+				cpus = append(cpus, c)
+			}
+		}
+	}
+	ws := d.engine.Workers()
+	if len(a.Workers) > 0 && len(a.Workers) != len(ws) {
+		d.log.Warn("worker CPUs and queues differ; CPUs are reused in order", "cpus", len(a.Workers), "queues", len(ws))
+	}
+	adaptive := a.Poll != config.PollBusy
+	d.cpus = make([]int, len(ws))
+	for q, w := range ws {
+		cpu := -1
+		if len(cpus) > 0 {
+			cpu = cpus[q%len(cpus)]
+		}
+		d.cpus[q] = cpu
+		pinned := make(chan error, 1)
+		d.workers.Add(1)
+		go func() {
+			defer d.workers.Done()
+			// Never unlocked: a pinned thread must not go back to the
+			// runtime's pool; it exits with this goroutine.
+			runtime.LockOSThread()
+			if cpu >= 0 {
+				var set unix.CPUSet
+				set.Set(cpu)
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					pinned <- err
+					return
+				}
+			}
+			pinned <- nil
+			runWorker(w, d.rxFDs(q), d.stop, adaptive)
+		}()
+		if err := <-pinned; err != nil {
+			return fmt.Errorf("daemon: pinning worker %d to CPU %d: %w", q, cpu, err)
+		}
+		d.log.Info("worker", "queue", q, "cpu", cpu, "adaptive", adaptive)
+	}
+	return nil
+}
+
+const (
+	// spinPolls is how many empty polls an adaptive worker makes before it
+	// sleeps: enough to catch the rest of a burst without a wake-up.
+	spinPolls = 256
+	// idleWait bounds an adaptive worker's sleep: the engine's timers
+	// (neighbour retransmits, held packets, ICMP tokens) advance only when
+	// it polls, and shutdown waits for it.
+	idleWait = 20 * time.Millisecond
+)
+
+// runWorker polls w until stop closes. Busy workers spin. Adaptive ones,
+// once idle, sleep in poll(2) on their AF_XDP sockets, so a frame wakes
+// them at once and an idle appliance costs next to no CPU (fwd's
+// Worker.Run instead naps in ≤ 1 ms steps, about 6 % of a CPU idle here).
+func runWorker(w *fwd.Worker, fds []unix.PollFd, stop <-chan struct{}, adaptive bool) {
+	idle := 0
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if w.Poll() > 0 || !adaptive {
+			idle = 0
+			continue
+		}
+		idle++
+		switch {
+		case idle < spinPolls:
+		case len(fds) > 0:
+			afxdp.WaitRx(fds, int(idleWait/time.Millisecond))
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// rxFDs are the sockets of queue q on every AF_XDP port.
+func (d *daemon) rxFDs(q int) []unix.PollFd {
+	var fds []unix.PollFd
+	for _, pt := range d.ports {
+		if pt.xdp != nil && q < pt.fp.Info().Queues {
+			fds = append(fds, unix.PollFd{Fd: int32(pt.xdp.FD(q))})
+		}
+	}
+	return fds
+}

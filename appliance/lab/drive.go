@@ -1,0 +1,190 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// traffic is what Run drives: routed A→B traffic (pings over IPv4 and
+// IPv6, a paced UDP flow, back-to-back checksummed TCP transfers) and,
+// with the VPN, tunnel traffic from host A's tun0 to host B's addresses
+// behind the tunnel (pings, then alternating IPv4/IPv6 TCP transfers).
+type traffic struct {
+	wg  sync.WaitGroup
+	udp UDPFlow
+
+	mu      sync.Mutex
+	pings   []pingResult
+	plain   transfers
+	tunnel  transfers
+	tunnels bool // tunnel traffic was started
+}
+
+type pingResult struct {
+	dst    netip.Addr
+	tunnel bool
+	ok     bool
+	detail string
+}
+
+type transfers struct {
+	ok, bad int
+	bytes   int64
+	lastErr error
+}
+
+const (
+	labUDPPPS      = 2000
+	labUDPMaxSent  = 1 << 24
+	labTCPBytes    = 8 << 20
+	labTunnelBytes = 4 << 20
+)
+
+func startTraffic(ctx context.Context, tp *Topology, cfg Config, out io.Writer) *traffic {
+	tr := &traffic{}
+	for _, dst := range cfg.HostB.Addrs {
+		tr.ping(tp, dst.Addr(), false, out)
+	}
+	if len(cfg.HostB.Addrs) == 0 {
+		return tr
+	}
+	dst := cfg.HostB.Addrs[0].Addr()
+	tr.wg.Add(2)
+	go func() {
+		defer tr.wg.Done()
+		_ = tr.udp.Run(ctx, tp.A, tp.B, dst, labUDPPPS, labUDPMaxSent)
+	}()
+	go func() {
+		defer tr.wg.Done()
+		tr.transferLoop(ctx, tp, []netip.Addr{dst}, labTCPBytes, &tr.plain)
+	}()
+	return tr
+}
+
+// startTunnel adds the tunnel traffic: host A's routes to dsts go through
+// tun0 (the pushed routes), so these pings and transfers are VPN traffic.
+func (tr *traffic) startTunnel(ctx context.Context, tp *Topology, dsts []netip.Addr, out io.Writer) {
+	if len(dsts) == 0 {
+		return
+	}
+	tr.mu.Lock()
+	tr.tunnels = true
+	tr.mu.Unlock()
+	for _, dst := range dsts {
+		tr.ping(tp, dst, true, out)
+	}
+	tr.wg.Add(1)
+	go func() {
+		defer tr.wg.Done()
+		tr.transferLoop(ctx, tp, dsts, labTunnelBytes, &tr.tunnel)
+	}()
+}
+
+func (tr *traffic) ping(tp *Topology, dst netip.Addr, tunnel bool, out io.Writer) {
+	tr.wg.Add(1)
+	go func() {
+		defer tr.wg.Done()
+		res, err := tp.A.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", dst.String())
+		r := pingResult{dst: dst, tunnel: tunnel, ok: err == nil}
+		if err != nil {
+			r.detail = lastLine(res)
+		}
+		tr.mu.Lock()
+		tr.pings = append(tr.pings, r)
+		tr.mu.Unlock()
+		fmt.Fprintf(out, "lab: %s\n", r)
+	}()
+}
+
+func (r pingResult) String() string {
+	via := "routed"
+	if r.tunnel {
+		via = "tunnel"
+	}
+	if r.ok {
+		return fmt.Sprintf("ping %s (%s): ok", r.dst, via)
+	}
+	return fmt.Sprintf("ping %s (%s): FAILED: %s", r.dst, via, r.detail)
+}
+
+// transferLoop runs checksummed n-byte transfers A→dsts[i%len] until ctx ends.
+func (tr *traffic) transferLoop(ctx context.Context, tp *Topology, dsts []netip.Addr, n int64, into *transfers) {
+	for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
+		res, err := TCPTransfer(ctx, tp.A, tp.B, dsts[i%len(dsts)], n, 30*time.Second)
+		if ctx.Err() != nil {
+			return // cut short by the end of the run: not a failure
+		}
+		tr.mu.Lock()
+		switch {
+		case err != nil:
+			into.bad++
+			into.lastErr = err
+		case res.OK(n):
+			into.ok++
+			into.bytes += res.Bytes
+		default:
+			into.bad++
+			into.lastErr = fmt.Errorf("to %s: checksum mismatch after %d bytes", dsts[i%len(dsts)], res.Bytes)
+		}
+		tr.mu.Unlock()
+	}
+}
+
+func (tr *traffic) wait() { tr.wg.Wait() }
+
+func (tr *traffic) summary() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var parts []string
+	for _, p := range tr.pings {
+		parts = append(parts, p.String())
+	}
+	parts = append(parts, fmt.Sprintf("udp %d sent %d received", tr.udp.Sent.Load(), tr.udp.Received.Load()))
+	parts = append(parts, tr.plain.summary("routed tcp", labTCPBytes))
+	if tr.tunnels {
+		parts = append(parts, tr.tunnel.summary("tunnel tcp", labTunnelBytes))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (t transfers) summary(what string, n int64) string {
+	s := fmt.Sprintf("%s %d transfers of %d MiB ok, %d failed", what, t.ok, n>>20, t.bad)
+	if t.lastErr != nil {
+		s += fmt.Sprintf(" (last: %v)", t.lastErr)
+	}
+	return s
+}
+
+// err is the run's verdict: every ping answered, no transfer failed, and
+// the UDP flow got through.
+func (tr *traffic) err() error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var errs []error
+	for _, p := range tr.pings {
+		if !p.ok {
+			errs = append(errs, errors.New(p.String()))
+		}
+	}
+	if tr.plain.bad > 0 {
+		errs = append(errs, fmt.Errorf("lab: %d routed TCP transfers failed: %v", tr.plain.bad, tr.plain.lastErr))
+	}
+	if tr.tunnel.bad > 0 {
+		errs = append(errs, fmt.Errorf("lab: %d tunnel TCP transfers failed: %v", tr.tunnel.bad, tr.tunnel.lastErr))
+	}
+	if tr.udp.Sent.Load() > 0 && tr.udp.Received.Load() == 0 {
+		errs = append(errs, fmt.Errorf("lab: none of %d UDP datagrams arrived", tr.udp.Sent.Load()))
+	}
+	return errors.Join(errs...)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

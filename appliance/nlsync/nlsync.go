@@ -1,0 +1,350 @@
+package nlsync
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Sink receives the kernel's state, translated to engine ports.
+type Sink interface {
+	// KernelRoute installs (nh, true) or withdraws (_, false) the kernel's
+	// best route for p.
+	KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool)
+	// KernelNeighbour pins ip to mac on port, or unpins it when mac is nil
+	// (the kernel dropped it, or it is no longer permanent). Unpinning what
+	// was never pinned must be a no-op: the kernel reports its own failed
+	// resolution attempts on ovfwd's ports too.
+	KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAddr)
+	// Link reports a port's link going up or down.
+	Link(port int, up bool)
+	// Address reports an address added to (or removed from) a port's
+	// kernel interface. IPv6 link-local addresses are not reported.
+	Address(port int, p netip.Prefix, added bool)
+}
+
+// Options choose what to mirror.
+type Options struct {
+	Routes     bool
+	Table      int // kernel routing table (254 = main)
+	Neighbours bool
+	// Ports maps kernel interface indexes to engine port numbers; routes
+	// and neighbours on other interfaces are ignored.
+	Ports  map[int]int
+	Logger *slog.Logger
+}
+
+// Sync is a running mirror.
+type Sync struct {
+	o    Options
+	sink Sink
+	ns   vnetns.NsHandle
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	routes map[netip.Prefix]map[int]fwd.NextHop // prefix → kernel metric → next hop
+	best   map[netip.Prefix]fwd.NextHop
+}
+
+// Start subscribes and replays the current state (existing routes,
+// neighbours and link states) into sink before following changes. Links
+// and addresses are always followed; routes and neighbours as Options say.
+func Start(o Options, sink Sink) (*Sync, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Sync{o: o, sink: sink, ns: vnetns.None(), done: make(chan struct{}),
+		routes: map[netip.Prefix]map[int]fwd.NextHop{}, best: map[netip.Prefix]fwd.NextHop{}}
+	// Every subscription, first or renewed from another thread, is made
+	// in the namespace Start was called in.
+	ns, err := vnetns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("nlsync: current namespace: %w", err)
+	}
+	s.ns = ns
+	err = follow(s, "links", func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onErr func(error)) error {
+		return netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr})
+	}, s.link, nil)
+	if err == nil {
+		err = follow(s, "addresses", func(ch chan<- netlink.AddrUpdate, done <-chan struct{}, onErr func(error)) error {
+			return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{Namespace: &s.ns, ErrorCallback: onErr})
+		}, s.addr, nil)
+	}
+	if err == nil && o.Routes {
+		err = follow(s, "routes", func(ch chan<- netlink.RouteUpdate, done <-chan struct{}, onErr func(error)) error {
+			return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
+				Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr,
+				// A full table arrives in one burst; a small buffer
+				// overflows (ENOBUFS) and costs a resubscription.
+				ReceiveBufferSize: routeRcvBuf, ReceiveBufferForceSize: true,
+			})
+		}, s.route, s.forgetRoutes)
+	}
+	if err == nil && o.Neighbours {
+		err = follow(s, "neighbours", func(ch chan<- netlink.NeighUpdate, done <-chan struct{}, onErr func(error)) error {
+			return netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr})
+		}, s.neigh, nil)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+const (
+	// resubscribeEvery paces attempts to get a lost subscription back.
+	resubscribeEvery = 200 * time.Millisecond
+)
+
+// routeRcvBuf is the route subscription's socket buffer (a variable so a
+// test can make it overflow).
+var routeRcvBuf = 8 << 20
+
+// follow subscribes and hands every update to handle, on one goroutine,
+// until Close. netlink closes the channel when the socket fails (ENOBUFS
+// after a burst the reader could not keep up with): then follow calls
+// resync, if any, and subscribes again, replaying the current state, so a
+// lost message costs a short re-dump instead of a stale FIB.
+func follow[T any](s *Sync, what string, subscribe func(chan<- T, <-chan struct{}, func(error)) error, handle func(T), resync func()) error {
+	onErr := func(err error) {
+		select {
+		case <-s.done: // Close shut the socket under the reader
+		default:
+			s.o.Logger.Warn("netlink subscription error", "what", what, "err", err)
+		}
+	}
+	ch := make(chan T, 256)
+	if err := subscribe(ch, s.done, onErr); err != nil {
+		return fmt.Errorf("nlsync: %s subscribe: %w", what, err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			for u := range ch {
+				handle(u)
+			}
+			for {
+				select {
+				case <-s.done:
+					return
+				case <-time.After(resubscribeEvery):
+				}
+				s.o.Logger.Warn("netlink subscription lost; subscribing again", "what", what)
+				if resync != nil {
+					resync()
+				}
+				ch = make(chan T, 256)
+				if err := subscribe(ch, s.done, onErr); err == nil {
+					break
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// forgetRoutes withdraws every mirrored route before a re-dump: a route
+// deleted while the subscription was down would otherwise stay.
+func (s *Sync) forgetRoutes() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.best {
+		s.sink.KernelRoute(p, fwd.NextHop{}, false)
+	}
+	clear(s.best)
+	clear(s.routes)
+}
+
+// Close stops following. It does not withdraw what was mirrored.
+func (s *Sync) Close() {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+	s.wg.Wait()
+	if s.ns.IsOpen() {
+		s.ns.Close()
+	}
+}
+
+// Routes is how many kernel prefixes are mirrored.
+func (s *Sync) Routes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.best)
+}
+
+func (s *Sync) link(u netlink.LinkUpdate) {
+	a := u.Link.Attrs()
+	port, ok := s.o.Ports[a.Index]
+	if !ok {
+		return
+	}
+	up := u.Header.Type != unix.RTM_DELLINK && a.Flags&net.FlagUp != 0 &&
+		(a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown)
+	s.sink.Link(port, up)
+}
+
+func (s *Sync) addr(u netlink.AddrUpdate) {
+	port, ok := s.o.Ports[u.LinkIndex]
+	if !ok {
+		return
+	}
+	a, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok {
+		return
+	}
+	bits, _ := u.LinkAddress.Mask.Size()
+	a = a.Unmap()
+	if a.IsLinkLocalUnicast() {
+		return
+	}
+	s.sink.Address(port, netip.PrefixFrom(a, bits), u.NewAddr)
+}
+
+// errSkip marks kernel routes ovfwd does not forward by (local, broadcast,
+// multicast, link-local, other interfaces).
+var errSkip = errors.New("skip")
+
+func (s *Sync) route(u netlink.RouteUpdate) {
+	if u.Table != s.o.Table {
+		return
+	}
+	p, nh, err := s.translate(&u.Route)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byMetric := s.routes[p]
+	switch u.Type {
+	case unix.RTM_NEWROUTE:
+		if byMetric == nil {
+			byMetric = map[int]fwd.NextHop{}
+			s.routes[p] = byMetric
+		}
+		byMetric[u.Priority] = nh
+	case unix.RTM_DELROUTE:
+		delete(byMetric, u.Priority)
+		if len(byMetric) == 0 {
+			delete(s.routes, p)
+		}
+	default:
+		return
+	}
+	old, had := s.best[p]
+	nb, has := bestOf(s.routes[p])
+	switch {
+	case has && (!had || old != nb):
+		s.best[p] = nb
+		s.sink.KernelRoute(p, nb, true)
+	case !has && had:
+		delete(s.best, p)
+		s.sink.KernelRoute(p, fwd.NextHop{}, false)
+	}
+}
+
+// bestOf is the next hop of the lowest metric.
+func bestOf(m map[int]fwd.NextHop) (fwd.NextHop, bool) {
+	best, found := 0, false
+	for metric := range m {
+		if !found || metric < best {
+			best, found = metric, true
+		}
+	}
+	return m[best], found
+}
+
+// translate maps a kernel route onto the engine's prefix and next hop.
+func (s *Sync) translate(r *netlink.Route) (netip.Prefix, fwd.NextHop, error) {
+	var p netip.Prefix
+	if r.Dst == nil {
+		switch r.Family {
+		case unix.AF_INET:
+			p = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		case unix.AF_INET6:
+			p = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		default:
+			return p, fwd.NextHop{}, errSkip
+		}
+	} else {
+		a, ok := netip.AddrFromSlice(r.Dst.IP)
+		bits, _ := r.Dst.Mask.Size()
+		if !ok {
+			return p, fwd.NextHop{}, errSkip
+		}
+		p = netip.PrefixFrom(a.Unmap(), bits).Masked()
+	}
+	if a := p.Addr(); a.IsMulticast() || (a.IsLinkLocalUnicast() && p.Bits() >= 10) {
+		return p, fwd.NextHop{}, errSkip
+	}
+	switch r.Type {
+	case unix.RTN_BLACKHOLE, unix.RTN_UNREACHABLE, unix.RTN_PROHIBIT:
+		return p, fwd.NextHop{Blackhole: true}, nil
+	case unix.RTN_UNICAST:
+	default:
+		return p, fwd.NextHop{}, errSkip
+	}
+	link, gw := r.LinkIndex, r.Gw
+	if len(r.MultiPath) > 0 { // ECMP: the engine takes one next hop; use the first
+		link, gw = r.MultiPath[0].LinkIndex, r.MultiPath[0].Gw
+	}
+	port, ok := s.o.Ports[link]
+	if !ok {
+		return p, fwd.NextHop{}, errSkip
+	}
+	nh := fwd.NextHop{Port: port}
+	if gw != nil {
+		a, ok := netip.AddrFromSlice(gw)
+		if !ok {
+			return p, fwd.NextHop{}, errSkip
+		}
+		nh.Via = a.Unmap()
+		if nh.Via.Is4() != p.Addr().Is4() { // RFC 5549 v4-via-v6: the engine cannot
+			return p, fwd.NextHop{}, errSkip
+		}
+	}
+	return p, nh, nil
+}
+
+// pinned is the neighbour state an operator sets by hand; anything else
+// on ovfwd's ports was either mirrored there by ovfwd itself or is a
+// kernel resolution attempt that cannot succeed (ovfwd consumes the ARP/ND
+// replies), so it is not worth pinning in the engine. (NOARP entries are
+// the kernel's multicast mappings, which the engine derives itself.)
+const pinned = unix.NUD_PERMANENT
+
+func (s *Sync) neigh(u netlink.NeighUpdate) {
+	port, ok := s.o.Ports[u.LinkIndex]
+	if !ok || u.IP == nil {
+		return
+	}
+	a, ok := netip.AddrFromSlice(u.IP)
+	if !ok {
+		return
+	}
+	a = a.Unmap()
+	if !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
+		return // multicast, loopback, unspecified: not next hops
+	}
+	if u.Type == unix.RTM_NEWNEIGH && u.State&pinned != 0 && len(u.HardwareAddr) == 6 {
+		s.sink.KernelNeighbour(port, a, u.HardwareAddr)
+		return
+	}
+	if u.Type == unix.RTM_DELNEIGH || u.State&pinned == 0 {
+		s.sink.KernelNeighbour(port, a, nil)
+	}
+}

@@ -1,0 +1,95 @@
+package status
+
+import "time"
+
+// Snapshot is the appliance's state at one moment.
+type Snapshot struct {
+	Version    string    `json:"version"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Taken      time.Time `json:"taken"`
+	Config     string    `json:"config"`
+	Mode       string    `json:"mode"` // router or bridge
+	Poll       string    `json:"poll"` // busy or adaptive
+	Workers    []Worker  `json:"workers"`
+	Ports      []Port    `json:"ports"`
+	Drops      Counters  `json:"drops"`  // engine drops by reason, all ports
+	Engine     Counters  `json:"engine"` // other engine counters (punts, icmp_sent, …)
+	Routes     Routes    `json:"routes"`
+	Neighbours int       `json:"neighbours"` // entries in the engine's neighbour table
+	VPN        *VPN      `json:"vpn,omitempty"`
+	Reload     Reload    `json:"reload"`
+}
+
+// Counters are named counters; names are Prometheus-friendly (snake_case).
+type Counters map[string]uint64
+
+// Worker is one data-plane worker: queue q of every port.
+type Worker struct {
+	Queue int `json:"queue"`
+	CPU   int `json:"cpu"` // -1: not pinned
+}
+
+// Port is one configured port.
+type Port struct {
+	Name    string   `json:"name"`
+	Driver  string   `json:"driver"` // the backend actually used: afxdp, afxdp-copy, vfio, mlx5-sim
+	Reason  string   `json:"reason"` // why that backend
+	IfName  string   `json:"ifname,omitempty"`
+	PCI     string   `json:"pci,omitempty"`
+	Link    string   `json:"link"` // up, down or unknown
+	MTU     int      `json:"mtu"`
+	Queues  []Queue  `json:"queues"`
+	Rx      Traffic  `json:"rx"`
+	Tx      Traffic  `json:"tx"`
+	Backend Counters `json:"backend,omitempty"` // the port's own counters (kernel ring drops, kick errors, …)
+}
+
+// Queue is one RX/TX queue pair of a port and the mode it runs in.
+type Queue struct {
+	Queue int    `json:"queue"`
+	Mode  string `json:"mode"` // e.g. "copy, generic XDP (why…)"
+}
+
+// Traffic is a packet and byte count.
+type Traffic struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// Routes counts the FIB's routes by source.
+type Routes struct {
+	Connected int `json:"connected"` // port subnets
+	Static    int `json:"static"`    // [[route]] sections
+	Kernel    int `json:"kernel"`    // mirrored from the kernel table
+	Tunnel    int `json:"tunnel"`    // VPN peers' addresses
+	Total     int `json:"total"`     // distinct prefixes in the FIB
+	// Prefixes lists every route the control plane installed, as
+	// "prefix via nexthop dev port (source)".
+	Prefixes []string `json:"prefixes,omitempty"`
+}
+
+// VPN is the OpenVPN server's state.
+type VPN struct {
+	Listen []string  `json:"listen"`
+	Peers  []VPNPeer `json:"peers"`
+	Drops  Counters  `json:"drops,omitempty"`
+}
+
+// VPNPeer is one connected client.
+type VPNPeer struct {
+	Name     string    `json:"name"`
+	Real     string    `json:"real"` // UDP address
+	Addrs    []string  `json:"addrs"`
+	Rx       Traffic   `json:"rx"`
+	Tx       Traffic   `json:"tx"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// Reload is the SIGHUP history.
+type Reload struct {
+	Count     int       `json:"count"`  // successful reloads
+	Failed    int       `json:"failed"` // rejected configs
+	Last      time.Time `json:"last,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+}
