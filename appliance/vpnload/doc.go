@@ -1,0 +1,22 @@
+// Package vpnload is the VPN concentrator load generator behind
+// `ovfwd bench vpn`: N ovfwd clients (vpn/control.Client) in one network
+// namespace each complete a real OpenVPN 2.6 handshake with the server
+// under test, then offer UDP traffic through their tunnels to a sink
+// namespace behind the server. It measures handshakes/s, packets and bits
+// delivered at the sink per second, loss, and the server process's CPU
+// seconds per million delivered packets, for ovfwd (the daemon binary on
+// AF_XDP ports) and a stock openvpn 2.6 server (--server, tls-crypt,
+// AES-256-GCM), alternating runs and printing medians and ratios.
+//
+// Topology (namespaces tagged "h15l", addresses from 198.18.0.0/15):
+//
+//	clients lc0 198.18.80.2 ── p0 198.18.80.1  server  p1 198.18.81.1 ── sk0 198.18.81.2 sink
+//
+// The sink routes 198.18.82.0/24 (the traffic's destination) to a
+// blackhole, so it drops what it receives without answering; delivered
+// packets are sk0's receive counter.
+//
+// Threading: Run owns everything it starts (namespaces, server processes,
+// clients) and tears it down before returning; it is not meant to be run
+// twice at once on one machine.
+package vpnload
