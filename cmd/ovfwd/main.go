@@ -16,7 +16,10 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/bench"
 	"github.com/ovfwd/ovfwd/appliance/daemon"
 	"github.com/ovfwd/ovfwd/appliance/lab"
+	"github.com/ovfwd/ovfwd/appliance/simlab"
 	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/vpnbench"
+	"github.com/ovfwd/ovfwd/appliance/vpnload"
 	"github.com/ovfwd/ovfwd/cmd/ovfwd/version"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/mlx5"
@@ -30,7 +33,7 @@ commands:
   run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
   check    validate a config file                     ovfwd check [-c] FILE
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
-  lab      run the namespace lab                      ovfwd lab [-duration D] [-keep]
+  lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
   pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT
   bench    measure                                    ovfwd bench fwd|vpn|mlx5
   probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
@@ -222,9 +225,12 @@ func statusCmd(args []string) error {
 }
 
 func labCmd(args []string) error {
-	fs := newFlags("lab", "[-duration D] [-keep]")
+	fs := newFlags("lab", "[-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]")
 	d := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
-	keep := fs.Bool("keep", false, "leave the namespaces up at exit")
+	keep := fs.Bool("keep", false, "leave the lab up at exit (remove it later with -clean)")
+	clean := fs.Bool("clean", false, "remove a kept or crashed lab and exit")
+	noVPN := fs.Bool("no-vpn", false, "leave out the openvpn client")
+	driver := fs.String("driver", "afxdp", "appliance ports: afxdp (the daemon on AF_XDP) or mlx5-sim (the engine on the mlx5 device model)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -232,7 +238,16 @@ func labCmd(args []string) error {
 	if err := wantArgs(fs, pos, 0, 0); err != nil {
 		return err
 	}
-	return lab.Run(context.Background(), lab.Options{Duration: *d, Keep: *keep})
+	switch {
+	case *clean:
+		return lab.Clean(os.Stdout)
+	case *driver == "mlx5-sim":
+		return simlab.Run(context.Background(), simlab.Options{Duration: *d})
+	case *driver != "afxdp":
+		fmt.Fprintf(os.Stderr, "ovfwd lab: unknown driver %q (afxdp or mlx5-sim)\n", *driver)
+		return errUsage
+	}
+	return lab.Run(context.Background(), lab.Options{Duration: *d, Keep: *keep, NoVPN: *noVPN})
 }
 
 func pkiCmd(args []string) error {
@@ -329,7 +344,40 @@ func benchCmd(args []string) error {
 		}
 		return dpsim.Bench(os.Stdout, o)
 	case "vpn":
-		return errors.New("the VPN benchmark (ovfwd vs openvpn 2.6) is not built yet")
+		fs := newFlags("bench vpn", "[-clients N] [-payload BYTES] [-duration D] [-runs N] [-target ovfwd|openvpn|both] | -tcp [-rounds N] [-duration D] [-cipher C]")
+		tcp := fs.Bool("tcp", false, "one openvpn client's TCP throughput and the server's CPU s/GB instead of the many-client UDP load")
+		var lo vpnload.Options
+		var to vpnbench.Options
+		fs.StringVar(&lo.Target, "target", "both", "ovfwd, openvpn, or both (alternating)")
+		fs.IntVar(&lo.Clients, "clients", 100, "concurrent clients, each with a real handshake")
+		fs.IntVar(&lo.PayloadSize, "payload", 64, "UDP payload bytes")
+		dur := fs.Duration("duration", 0, "traffic per run (default 5s; with -tcp 10s per direction)")
+		fs.IntVar(&lo.Runs, "runs", 3, "runs per server")
+		fs.IntVar(&lo.PerClientPPS, "pps", 0, "offered packets/s per client (0: as fast as the generator can)")
+		fs.StringVar(&lo.OvfwdPoll, "poll", "", "ovfwd worker poll mode (busy or adaptive)")
+		fs.IntVar(&to.Rounds, "rounds", 2, "with -tcp: A B pairs")
+		fs.StringVar(&to.Cipher, "cipher", "AES-256-GCM", "with -tcp: data cipher of both servers")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 0, 0); err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		if *tcp {
+			to.Duration = *dur
+			_, err = vpnbench.Run(ctx, os.Stdout, to)
+			return err
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		lo.OvfwdBin, lo.Duration = exe, *dur
+		_, err = vpnload.Run(ctx, os.Stdout, lo)
+		return err
 	case "-h", "-help", "--help":
 		fmt.Print(synopsis)
 		return nil
