@@ -388,11 +388,12 @@ func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
+			// client_golang writes large counters in exponent form.
+			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatalf("metrics: %q: %v", sc.Text(), err)
 			}
-			return n
+			return uint64(f)
 		}
 	}
 	t.Fatalf("metrics: no %s in\n%s", sample, body)
