@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
@@ -65,6 +66,7 @@ type Config struct {
 // and reaping. Lock order: Server.mu before session.mu, never the reverse.
 type Server struct {
 	cfg     Config
+	live    atomic.Pointer[Tunables] // what Reconfigure changes; see Tunables
 	dp      DataPlane
 	wrap    *wrapper
 	tlsConf *tls.Config
@@ -122,6 +124,7 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 		tokens:   float64(cfg.HandshakeBurst),
 		done:     make(chan struct{}),
 	}
+	s.live.Store(cfg.tunables())
 	if cfg.Pool4.IsValid() {
 		if s.pool4, err = NewPool(cfg.Pool4, cfg.MaxPeers); err != nil {
 			return nil, err
@@ -336,7 +339,8 @@ func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
 	}
 	elapsed := now.Sub(s.tokensAt).Seconds()
 	s.tokensAt = now
-	s.tokens = min(s.tokens+elapsed*s.cfg.HandshakeRate, float64(s.cfg.HandshakeBurst))
+	t := s.live.Load()
+	s.tokens = min(s.tokens+elapsed*t.HandshakeRate, float64(t.HandshakeBurst))
 	if s.tokens < 1 {
 		s.mu.Unlock()
 		s.drops.add(DropRateLimit)
@@ -361,17 +365,19 @@ func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.
 		s.mu.Unlock()
 		return nil
 	}
-	if s.halfOpen >= s.cfg.MaxHalfOpen {
+	t := s.live.Load()
+	if s.halfOpen >= t.MaxHalfOpen {
 		s.mu.Unlock()
 		s.drops.add(DropHalfOpen)
 		return nil
 	}
-	if old == nil && len(s.sessions) >= s.cfg.MaxPeers {
+	if old == nil && len(s.sessions) >= t.MaxPeers {
 		s.mu.Unlock()
 		s.drops.add(DropMaxPeers)
 		return nil
 	}
 	sess := newSession(s, src, p.peerSID, p.sid, now)
+	sess.set = t
 	s.sessions[src] = sess
 	s.halfOpen++
 	s.mu.Unlock()

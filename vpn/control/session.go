@@ -38,6 +38,7 @@ type session struct {
 	localSID  [sessionIDLen]byte
 	remoteSID [sessionIDLen]byte
 	created   time.Time
+	set       *Tunables // the server's Tunables when the session began; read-only
 
 	// Server.mu
 	removed  bool // torn down (or being)
@@ -291,14 +292,14 @@ func (s *session) tick(now time.Time) string {
 		if rx.Before(s.lastRecv) {
 			rx = s.lastRecv
 		}
-		if now.Sub(rx) > 2*cfg.PingRestart {
+		if now.Sub(rx) > 2*s.set.PingRestart {
 			reason = "ping-restart"
 			break
 		}
 		if tx.Before(s.lastPing) {
 			tx = s.lastPing
 		}
-		if cfg.SendPing != nil && now.Sub(tx) >= cfg.Ping {
+		if cfg.SendPing != nil && now.Sub(tx) >= s.set.Ping {
 			ping, s.lastPing = true, now
 		}
 		// Move transmission to a renegotiated key once the client has
@@ -312,7 +313,7 @@ func (s *session) tick(now time.Time) string {
 		if s.lame != nil && s.primary.established && now.After(s.lameExpire) {
 			s.retireLame()
 		}
-		if cfg.RenegSec > 0 && s.primary.established && !s.renegAt.IsZero() && now.After(s.renegAt) {
+		if s.primary.established && !s.renegAt.IsZero() && now.After(s.renegAt) {
 			s.beginRenegotiation(nextKeyID(s.primary.id), now) // server-initiated
 			s.flush(now)
 		}
@@ -396,10 +397,11 @@ func (s *session) runKey(ks *keyState) {
 		ks.established = true
 		ks.promoted = ks.first
 		s.lameExpire = now.Add(tranWindow)
-		if srv.cfg.RenegSec > 0 {
+		s.renegAt = time.Time{}
+		if reneg := srv.live.Load().RenegSec; reneg > 0 {
 			// Servers jitter reneg-sec into [90 %, 100 %] (openvpn.md §9.1).
-			j, _ := rand.Int(rand.Reader, big.NewInt(int64(srv.cfg.RenegSec/10)+1))
-			s.renegAt = now.Add(srv.cfg.RenegSec - time.Duration(j.Int64()))
+			j, _ := rand.Int(rand.Reader, big.NewInt(int64(reneg/10)+1))
+			s.renegAt = now.Add(reneg - time.Duration(j.Int64()))
 		}
 	}
 	push := ks.first && s.info.Proto&ivProtoRequestPush != 0
@@ -504,13 +506,13 @@ func (s *session) sendPush(ks *keyState) {
 	s.mu.Lock()
 	srv := s.srv
 	p := pushParams{
-		vpn4: s.vpn4, vpn6: s.vpn6, routes: srv.cfg.Routes,
-		ping: srv.cfg.Ping, pingRestart: srv.cfg.PingRestart,
+		vpn4: s.vpn4, vpn6: s.vpn6, routes: s.set.Routes,
+		ping: s.set.Ping, pingRestart: s.set.PingRestart,
 		peerID: s.peerID, cipher: s.cipher.String(), ivProto: s.info.Proto,
 		compression: s.compression,
 	}
 	if s.info.MTU > 0 {
-		p.mtu = min(srv.cfg.TunMTU, s.info.MTU)
+		p.mtu = min(s.set.TunMTU, s.info.MTU)
 	}
 	if srv.pool4 != nil {
 		p.gw4, p.bits4 = srv.pool4.ServerAddr(), srv.pool4.Prefix().Bits()
