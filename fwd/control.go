@@ -66,7 +66,7 @@ func (e *Engine) Service() {
 				e.neighs[k] = n
 				changed = true
 			}
-			n.expires.Store(now + int64(e.cfg.NeighReachable))
+			n.expires.Store(now + int64(e.limits.Load().NeighReachable))
 			if n.mac.Swap(mac) != mac || isNew || m.moved {
 				e.event(EventNeighbourLearned, n, mac)
 			}

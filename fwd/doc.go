@@ -57,4 +57,10 @@
 // counting what they drop; Engine.Events reports neighbours learned and
 // expired. Counters are plain per worker and published to Stats once per
 // poll.
+//
+// Exception path (inject.go), for ports whose NIC the kernel never sees:
+// Engine.Inject copies a frame from the host into a bounded ring that
+// worker 0 (owner of queue 0 of every port) drains once per poll into a
+// buffer of the egress port; Engine.SetHostCopies adds a copy of every
+// ARP/ND packet of a port to the punt ring, so the host learns neighbours.
 package fwd

@@ -114,6 +114,7 @@ type Engine struct {
 
 	tables atomic.Pointer[tables]
 	neigh  atomic.Pointer[neighTable]
+	limits atomic.Pointer[Limits] // SetLimits; workers copy it per poll
 
 	mu       sync.Mutex // serialises the control plane
 	static   map[netip.Prefix]NextHop
@@ -132,6 +133,7 @@ func New(cfg Config, ports []Port) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, ports: ports, static: map[netip.Prefix]NextHop{},
 		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{}}
+	e.limits.Store(cfg.limits())
 	t := &tables{}
 	queues := 1 << 30
 	for i, p := range ports {

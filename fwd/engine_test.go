@@ -110,11 +110,11 @@ func TestPuntAndStats(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 	// The ring is bounded: overflow is counted, never blocks.
-	for range 70 {
+	for range fwd.PuntRingSlots + 6 {
 		r.inject(0, f)
 		r.poll()
 	}
-	if s := r.e.Stats(); s.Drops[fwd.DropPuntFull] != 70-64 {
+	if s := r.e.Stats(); s.Drops[fwd.DropPuntFull] != 6 {
 		t.Fatalf("punt_full %d, want 6", s.Drops[fwd.DropPuntFull])
 	}
 	r.checkNoLeak()

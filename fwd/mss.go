@@ -12,7 +12,7 @@ func (w *Worker) clampMSS(p *Packet) {
 	if tcp[13]&tcpFlagSYN == 0 {
 		return
 	}
-	limit := w.e.cfg.MSSClamp
+	limit := w.lim.MSSClamp
 	if p.Flags&FlagIPv6 != 0 {
 		limit -= ipv6HdrLen - ipv4MinHdrLen
 	}

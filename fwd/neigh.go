@@ -111,10 +111,10 @@ func (w *Worker) serviceHold(t *tables) {
 				continue
 			}
 		}
-		if w.now-he.lastProbe < int64(w.e.cfg.NeighRetrans) {
+		if w.now-he.lastProbe < int64(w.lim.NeighRetrans) {
 			continue
 		}
-		if he.probes >= w.e.cfg.NeighProbes {
+		if he.probes >= w.lim.NeighProbes {
 			// The errors sent below may route to this same neighbour;
 			// failing keeps them from joining the entry being emptied.
 			he.failing = true
@@ -161,7 +161,7 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		moved = n.mac.Load() != m
 		create = moved // tell the control plane about a move
 		n.mac.Store(m)
-		n.expires.Store(w.now + int64(w.e.cfg.NeighReachable))
+		n.expires.Store(w.now + int64(w.lim.NeighReachable))
 	}
 	if w.releaseHeld(t, port, key, m) {
 		create = true
@@ -189,6 +189,9 @@ func (w *Worker) arpInput(t *tables, p *Packet) {
 	if sha[0]&1 != 0 {
 		w.drop(p, DropMalformed)
 		return
+	}
+	if pc.hostCopies {
+		w.puntCopy(p) // before the request is rewritten into our reply
 	}
 	ours := pc.owns4(tpa)
 	if pc.onLink4(spa) {
@@ -245,6 +248,9 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 		return
 	}
 	pc := &t.ports[p.InPort]
+	if pc.hostCopies {
+		w.puntCopy(p) // before a solicitation is rewritten into our advert
+	}
 	target := icmp[8:24]
 	if target[0] == 0xff {
 		w.drop(p, DropMalformed)
@@ -261,7 +267,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 			// our unicast refresh probes this way, so without this the
 			// entry would lapse every NeighReachable under traffic.
 			if n := w.e.neigh.Load().lookup(p.InPort, &key); n != nil && !n.static && n.mac.Load()&neighValid != 0 {
-				n.expires.Store(w.now + int64(w.e.cfg.NeighReachable))
+				n.expires.Store(w.now + int64(w.lim.NeighReachable))
 			}
 		}
 		w.release(p)

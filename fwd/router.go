@@ -136,9 +136,9 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 		w.holdPacket(t, p, out, &key, v4)
 		return
 	}
-	if exp-w.now < int64(w.e.cfg.NeighProbeBefore) {
+	if exp-w.now < int64(w.lim.NeighProbeBefore) {
 		// Refresh a used entry before it expires, once per retransmit interval.
-		if at := n.probeAt.Load(); at <= w.now && n.probeAt.CompareAndSwap(at, w.now+int64(w.e.cfg.NeighRetrans)) {
+		if at := n.probeAt.Load(); at <= w.now && n.probeAt.CompareAndSwap(at, w.now+int64(w.lim.NeighRetrans)) {
 			w.solicit(t, out, &key, v4, mac)
 		}
 	}
@@ -157,7 +157,7 @@ func (w *Worker) rewriteL3(p *Packet, how uint8) {
 			l3[7]--
 		}
 	}
-	if w.e.cfg.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
+	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
 	}
 }

@@ -50,6 +50,9 @@ type portConf struct {
 	routerTag uint16
 	pvid      uint16
 	member    *[4096 / 64]uint64
+	// hostCopies: punt a copy of ARP/ND for a host stack behind an
+	// exception TAP (SetHostCopies).
+	hostCopies bool
 }
 
 func (pc *portConf) isMember(vlan uint16) bool {

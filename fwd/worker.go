@@ -22,13 +22,17 @@ type Worker struct {
 	encap   *Batch
 	scratch *Batch // Alloc of one buffer
 
+	lim    Limits  // a copy of *limSrc, taken at the start of a poll
+	limSrc *Limits // the engine's published Limits lim was copied from
+
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
-	fib   fibBatch // routed packets of the batch being received, looked up together
-	hold  holdTable
-	learn *spscRing[learnMsg]
-	punts *spscRing[puntSlot]
+	fib    fibBatch // routed packets of the batch being received, looked up together
+	hold   holdTable
+	learn  *spscRing[learnMsg]
+	punts  *spscRing[puntSlot]
+	inject *injectQueue // worker 0 only: frames from the control plane (inject.go)
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag Packet
@@ -37,19 +41,29 @@ type Worker struct {
 	pub pubCounters
 }
 
+// PuntRingSlots is each worker's ring of frames for the control plane (and,
+// on ports ovfwd owns outright, the host's exception path). A TCP burst to
+// the host fills 64 slots within one poll; 512 (1 MiB a worker) absorbed it
+// without drops in the exception-TAP test.
+const PuntRingSlots = 512
+
 func newWorker(e *Engine, q int) *Worker {
 	n := len(e.ports)
 	w := &Worker{e: e, q: q, rx: NewBatch(e.cfg.Batch), decap: NewBatch(e.cfg.Batch),
 		encap: NewBatch(e.cfg.Batch), scratch: NewBatch(1),
-		learn: newSPSCRing[learnMsg](256), punts: newSPSCRing[puntSlot](64),
+		learn: newSPSCRing[learnMsg](256), punts: newSPSCRing[puntSlot](PuntRingSlots),
 		cnt: make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
 	for range n {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
 	}
 	w.fib = newFIBBatch(e.cfg.Batch)
+	if q == 0 {
+		w.inject = newInjectQueue()
+	}
 	w.icmpTokens = int64(e.cfg.ICMPBurst) * 1e9
 	w.hold.init(holdEntries, e.cfg.NeighHold)
+	w.refreshLimits()
 	return w
 }
 
@@ -58,6 +72,7 @@ func newWorker(e *Engine, q int) *Worker {
 func (w *Worker) Poll() int {
 	w.now = w.e.cfg.Now()
 	w.nowSec = uint32(w.now / 1e9)
+	w.refreshLimits()
 	w.refillICMP()
 	t := w.e.tables.Load()
 	total := 0
@@ -85,6 +100,9 @@ func (w *Worker) Poll() int {
 			w.routePending(t)
 		}
 		w.runTunnel(t)
+	}
+	if w.inject != nil {
+		w.drainInject()
 	}
 	if w.hold.active > 0 {
 		w.serviceHold(t)
@@ -235,18 +253,18 @@ func (w *Worker) punt(p *Packet) {
 
 // refillICMP adds the tokens earned since the last poll.
 func (w *Worker) refillICMP() {
-	rate := int64(w.e.cfg.ICMPRate)
+	rate := int64(w.lim.ICMPRate)
 	if rate < 0 {
 		return
 	}
 	if w.icmpLast != 0 {
-		w.icmpTokens = min(w.icmpTokens+(w.now-w.icmpLast)*rate, int64(w.e.cfg.ICMPBurst)*1e9)
+		w.icmpTokens = min(w.icmpTokens+(w.now-w.icmpLast)*rate, int64(w.lim.ICMPBurst)*1e9)
 	}
 	w.icmpLast = w.now
 }
 
 func (w *Worker) takeICMPToken() bool {
-	if w.e.cfg.ICMPRate < 0 || w.icmpTokens < 1e9 {
+	if w.lim.ICMPRate < 0 || w.icmpTokens < 1e9 {
 		w.cnt[cICMPLimited]++
 		return false
 	}

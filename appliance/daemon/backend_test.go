@@ -47,15 +47,23 @@ func TestChooseBackend(t *testing.T) {
 
 func TestEngineConfig(t *testing.T) {
 	a := config.Default().Appliance
-	c := engineConfig(a)
+	c := engineConfig(a, false)
 	if c.Mode != fwd.ModeRouter || c.Batch != 64 || c.ICMPRate != 1000 || c.NeighHold != 4 ||
 		c.NeighReachable != 30*time.Second || c.NeighRetrans*time.Duration(c.NeighProbes) != 3*time.Second {
 		t.Errorf("defaults map to %+v", c)
 	}
 	a.Mode, a.ICMPRate, a.NeighbourHold, a.NeighbourReachable = config.ModeBridge, 0, 0, 2*time.Second
-	c = engineConfig(a)
+	c = engineConfig(a, false)
 	if c.Mode != fwd.ModeBridge || c.ICMPRate >= 0 || c.NeighHold != 1 || c.NeighProbeBefore >= c.NeighReachable {
 		t.Errorf("edge values map to %+v", c)
+	}
+	// The VPN server raises the hold to vpnNeighHold, never lowers it.
+	if c = engineConfig(a, true); c.NeighHold != vpnNeighHold {
+		t.Errorf("neighbour_hold 0 with the VPN on maps to %d, want %d", c.NeighHold, vpnNeighHold)
+	}
+	a.NeighbourHold = 4
+	if c = engineConfig(a, true); c.NeighHold != vpnNeighHold {
+		t.Errorf("neighbour_hold 4 with the VPN on maps to %d, want %d", c.NeighHold, vpnNeighHold)
 	}
 }
 

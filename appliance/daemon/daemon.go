@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/exctap"
 	"github.com/ovfwd/ovfwd/appliance/metrics"
 	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"github.com/ovfwd/ovfwd/appliance/status"
@@ -27,7 +28,7 @@ import (
 const (
 	// serviceInterval is the control loop's period: neighbour learning and
 	// expiry, kernel mirroring and punt draining happen at this pace.
-	serviceInterval = 50 * time.Millisecond
+	serviceInterval = 10 * time.Millisecond
 	// stopBudget bounds how long the workers and control loop get to stop;
 	// SIGTERM must end the process within 5 s with the ports released.
 	stopBudget = 3 * time.Second
@@ -53,8 +54,10 @@ type daemon struct {
 	nl      *nlsync.Sync
 	status  *status.Server
 	metrics *metrics.Server
-	vpn     *vpnServer // nil unless [vpn] enabled
-	cpus    []int      // cpus[q]: worker q's CPU, -1 when not pinned
+	vpn     *vpnServer   // nil unless [vpn] enabled
+	uplinks *uplinks     // nil without [[vpn.client]]
+	taps    exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
+	cpus    []int        // cpus[q]: worker q's CPU, -1 when not pinned
 
 	stop    chan struct{}
 	workers sync.WaitGroup
@@ -126,7 +129,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.ports = append(d.ports, pt)
 		fports = append(fports, pt.fp)
 	}
-	if d.engine, err = fwd.New(engineConfig(cfg.Appliance), fports); err != nil {
+	if d.engine, err = fwd.New(engineConfig(cfg.Appliance, cfg.VPN.Enabled), fports); err != nil {
 		return err
 	}
 	names := make([]string, len(d.ports))
@@ -155,6 +158,12 @@ func (d *daemon) start(cfg *config.Config) error {
 		if d.vpn, err = d.startVPN(&cfg.VPN); err != nil {
 			return err
 		}
+	}
+	if len(cfg.VPN.Clients) > 0 {
+		d.uplinks = startUplinks(cfg.VPN.Clients, d.log)
+	}
+	if err := d.startExceptionTAPs(cfg); err != nil {
+		return err
 	}
 	if err := d.startWorkers(cfg.Appliance); err != nil {
 		return err
@@ -212,8 +221,17 @@ func staticRoutes(cfg *config.Config, portIndex func(string) (int, bool)) (map[n
 	return out, nil
 }
 
-// engineConfig maps [appliance] onto the engine's knobs.
-func engineConfig(a config.Appliance) fwd.Config {
+// vpnNeighHold is the least neighbour_hold with the VPN server on. Many
+// clients behind one next hop make one unresolved neighbour the target of
+// a whole burst of handshake replies; 4 held packets dropped most of them
+// as neighbour_full while ARP resolved. The cost is bounded by the
+// engine's 32 unresolved neighbours per worker: at most 32×64 frames held
+// for one resolution attempt (neighbour_timeout), then released or freed.
+const vpnNeighHold = 64
+
+// engineConfig maps [appliance] onto the engine's knobs; with the VPN
+// server on, neighbour_hold is at least vpnNeighHold.
+func engineConfig(a config.Appliance, vpnOn bool) fwd.Config {
 	c := fwd.Config{
 		Batch:          a.Batch,
 		MSSClamp:       uint16(a.MSSClamp),
@@ -232,10 +250,29 @@ func engineConfig(a config.Appliance) fwd.Config {
 	if a.NeighbourHold == 0 {
 		c.NeighHold = 1 // the engine cannot hold none; 0 would mean its default of 4
 	}
+	if vpnOn {
+		c.NeighHold = max(c.NeighHold, vpnNeighHold)
+	}
 	if a.Mode == config.ModeBridge {
 		c.Mode = fwd.ModeBridge
 	}
 	return c
+}
+
+// engineLimits is the part of engineConfig a reload may change while the
+// workers run (fwd.Engine.SetLimits).
+func engineLimits(c fwd.Config) fwd.Limits {
+	return fwd.Limits{
+		MSSClamp: c.MSSClamp, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
+		NeighReachable: c.NeighReachable, NeighProbeBefore: c.NeighProbeBefore,
+		NeighRetrans: c.NeighRetrans, NeighProbes: c.NeighProbes,
+	}
+}
+
+// applianceRestartPart is [appliance] without what engineLimits covers.
+func applianceRestartPart(a config.Appliance) config.Appliance {
+	a.MSSClamp, a.ICMPRate, a.NeighbourReachable, a.NeighbourTimeout = 0, 0, 0, 0
+	return a
 }
 
 // controlLoop is the engine's periodic control-plane step.
@@ -260,10 +297,10 @@ func (d *daemon) controlLoop() {
 		for _, ev := range evs {
 			d.neigh.engineEvent(ev)
 		}
-		// The steering program already passes the box's own traffic to
-		// the kernel; what the workers punt (traffic for our addresses
-		// they do not answer themselves) is only counted here.
-		d.punts += uint64(d.engine.Punts(func(int, []byte) {}))
+		// AF_XDP ports' steering program already passes the box's own
+		// traffic to the kernel; on ports ovfwd owns outright the workers'
+		// punts go to the exception TAPs (Ports.Deliver ignores the rest).
+		d.punts += uint64(d.engine.Punts(d.taps.Deliver))
 		if d.vpn != nil {
 			vpnEvs = d.vpn.service(time.Now(), vpnEvs, vpnBuf)
 		}
@@ -380,6 +417,9 @@ func (d *daemon) shutdown() error {
 	if d.nl != nil {
 		d.nl.Close()
 	}
+	if d.uplinks != nil {
+		d.uplinks.close()
+	}
 	if d.vpn != nil {
 		// Clients get RESTART while the data path still runs, so they
 		// reconnect at once instead of waiting for ping-restart.
@@ -397,6 +437,7 @@ func (d *daemon) shutdown() error {
 		d.log.Error("workers did not stop in time; leaving their ports to process exit", "budget", stopBudget)
 		return errors.New("daemon: workers did not stop in time")
 	}
+	d.closeExceptionTAPs()
 	if d.neigh != nil && d.mirror != nil {
 		d.neigh.mu.Lock()
 		for k := range d.neigh.mirrored {

@@ -27,16 +27,28 @@
 //
 // Applied at once, without touching ports, workers or VPN sessions:
 // [[route]] (diffed against what is installed), [log] level and format,
-// [netlink] (resubscribed), [metrics] listen and [status] socket. Changes
-// to [appliance], [[port]] and [vpn] are logged as waiting for a restart:
-// the engine, the ports and the VPN control server take their settings
-// only at construction. A file that does not load is rejected with every
+// [netlink] (resubscribed), [metrics] listen and [status] socket; the
+// engine's limits (mss_clamp, icmp_rate, neighbour_reachable and
+// neighbour_timeout, through Engine.SetLimits, from each worker's next
+// poll); and [vpn]'s push_routes, keepalive, reneg_sec, tun_mtu,
+// max_half_open, handshake_rate and max_peers up to its start value
+// (through control.Server.Reconfigure, for sessions that start from now
+// on: established clients keep the options they were pushed, and are
+// reaped by the keepalive they were told). Other changes to [appliance]
+// (mode, workers, poll, batch, neighbour_hold, bridge_aging), [[port]]
+// and [vpn] (sockets, keys, pools, ciphers, [[vpn.client]]) are logged as
+// waiting for a restart. A file that does not load is rejected with every
 // error logged (file:line:key) and counted in status; the running config
 // stays.
 //
+// # Uplinks ([[vpn.client]])
+//
+// Each uplink is dialled and kept connected (uplinks.go), but carries no
+// forwarded traffic yet: see uplinks.go for what is missing.
+//
 // # Shutdown (SIGTERM)
 //
-// VPN clients get RESTART (up to 2 s for acknowledgements), the workers
+// Uplinks are closed, VPN clients get RESTART (up to 2 s for acknowledgements), the workers
 // stop (≤ 20 ms: an idle worker sleeps in poll(2) at most that long), the
 // XDP programs are detached and the queues released, and the kernel
 // addresses and neighbours ovfwd added are removed.

@@ -60,9 +60,6 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 		for q, m := range pt.modes {
 			log.Info("queue mode", "port", p.Name, "pci", p.PCI, "queue", q, "mode", m)
 		}
-		// No exception path yet: the kernel does not see this NIC, so the
-		// box is not reachable on this port's addresses (only through it).
-		log.Warn("vfio port has no kernel exception path: management traffic to its addresses is not answered", "port", p.Name)
 		return pt, nil
 	case config.DriverMLX5Sim:
 		pc := mlx5PortConfig(p, index, queues, bridge)

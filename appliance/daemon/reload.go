@@ -12,8 +12,11 @@ import (
 
 // reload applies a changed config file without touching the data plane's
 // ports or the VPN's established tunnels: logging, static routes, netlink
-// sync, status and metrics endpoints change now; what needs new ports or
-// workers is logged as waiting for a restart. An invalid file is rejected
+// sync, status and metrics endpoints change now, and so do the engine's
+// limits (MSS clamp, ICMP rate, neighbour timers) and the VPN's
+// pushed options, keepalive, renegotiation and admission limits for
+// sessions that start from now on; what needs new ports, workers or VPN
+// sockets and keys is logged as waiting for a restart. An invalid file is rejected
 // with every error logged, and the running config stays.
 //
 // Only Run's goroutine calls reload; d.mu is taken only to publish the
@@ -32,6 +35,24 @@ func (d *daemon) reload() {
 	if err != nil {
 		d.rejectReload(err)
 		return
+	}
+	// Engine limits and VPN tunables go first, so that a refusal leaves
+	// everything as it was. Both refuse only values config.Load already
+	// rejects, so the second cannot fail after the first applied.
+	if err := d.engine.SetLimits(engineLimits(engineConfig(nc.Appliance, old.VPN.Enabled))); err != nil {
+		d.rejectReload(err)
+		return
+	}
+	var pending []string
+	if d.vpn != nil && nc.VPN.Enabled {
+		maxPeersPending, err := d.vpn.reconfigure(&nc.VPN)
+		if err != nil {
+			d.rejectReload(err)
+			return
+		}
+		if maxPeersPending {
+			pending = append(pending, "[vpn] max_peers above the start value")
+		}
 	}
 	if d.logs != nil {
 		d.logs.apply(nc.Log)
@@ -66,7 +87,7 @@ func (d *daemon) reload() {
 	if err := d.startServers(&restart); err != nil {
 		d.log.Error("status/metrics endpoint not restarted", "err", err)
 	}
-	if pending := restartOnly(old, nc); len(pending) > 0 {
+	if pending = append(pending, restartOnly(old, nc)...); len(pending) > 0 {
 		d.log.Warn("changes that take effect at the next restart", "sections", strings.Join(pending, ", "))
 	}
 	d.mu.Lock()
@@ -95,13 +116,13 @@ func (d *daemon) rejectReload(err error) {
 // engine parameters, which a reload does not rebuild.
 func restartOnly(old, nc *config.Config) []string {
 	var out []string
-	if !reflect.DeepEqual(old.Appliance, nc.Appliance) {
+	if !reflect.DeepEqual(applianceRestartPart(old.Appliance), applianceRestartPart(nc.Appliance)) {
 		out = append(out, "[appliance]")
 	}
 	if !reflect.DeepEqual(old.Ports, nc.Ports) {
 		out = append(out, "[[port]]")
 	}
-	if !reflect.DeepEqual(old.VPN, nc.VPN) {
+	if !reflect.DeepEqual(vpnRestartPart(old.VPN), vpnRestartPart(nc.VPN)) {
 		out = append(out, "[vpn]")
 	}
 	return out

@@ -32,6 +32,8 @@ type vpnServer struct {
 	conn   net.PacketConn
 	listen string
 	served chan struct{}
+	// maxPeers is the size the tunnel table and pools were built for.
+	maxPeers int
 
 	mu    sync.Mutex
 	peers map[uint32]control.Peer
@@ -42,7 +44,7 @@ var _ control.DataPlane = (*vpnServer)(nil)
 // startVPN registers the tunnel with the engine and starts the control
 // server. Call it before the workers start.
 func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
-	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{})}
+	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{}), maxPeers: c.MaxPeers}
 	cc, err := controlConfig(c)
 	if err != nil {
 		return nil, err
@@ -70,6 +72,10 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 		return nil, fmt.Errorf("vpn: %w", err)
 	}
 	v.listen = addr.String()
+	if rcv, snd, err := setSocketBuffers(v.conn, controlSocketBuffer); err != nil || rcv < controlSocketBuffer || snd < controlSocketBuffer {
+		d.log.Warn("vpn control socket buffers smaller than wanted; handshake bursts may overflow them",
+			"want", controlSocketBuffer, "rcvbuf", rcv, "sndbuf", snd, "err", err)
+	}
 	d.engine.SetTunnel(v.tun, uint16(c.Port))
 	go func() {
 		defer close(v.served)
@@ -96,15 +102,12 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return control.Config{}, fmt.Errorf("vpn: no certificate in %s", c.CA)
 	}
+	t := vpnTunables(c)
 	cc := control.Config{
 		Certificate: cert, ClientCAs: pool,
-		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: c.PushRoutes,
-		Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
-		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
-		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
-	}
-	if c.RenegSec == 0 {
-		cc.RenegSec = -1 // the control server's "never"; its 0 means its default
+		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: t.Routes,
+		Ping: t.Ping, PingRestart: t.PingRestart, RenegSec: t.RenegSec, TunMTU: t.TunMTU,
+		MaxPeers: t.MaxPeers, MaxHalfOpen: t.MaxHalfOpen, HandshakeRate: t.HandshakeRate,
 	}
 	keyFile := c.TLSCrypt
 	cc.Wrap = control.WrapTLSCrypt
@@ -130,6 +133,42 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		}
 	}
 	return cc, nil
+}
+
+// vpnTunables maps the [vpn] settings a reload may change (what is
+// pushed, keepalive, renegotiation and admission limits) onto the control
+// server's Tunables; startVPN and reload share it so both read [vpn] alike.
+func vpnTunables(c *config.VPN) control.Tunables {
+	t := control.Tunables{
+		Routes: c.PushRoutes, Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
+		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
+		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
+	}
+	if c.RenegSec == 0 {
+		t.RenegSec = -1 // the control server's "never"; its 0 means its default
+	}
+	return t
+}
+
+// vpnRestartPart is [vpn] without what vpnTunables covers: what differs
+// here needs a restart (new socket, keys, pools or tunnel table).
+func vpnRestartPart(c config.VPN) config.VPN {
+	c.PushRoutes, c.KeepaliveInterval, c.KeepaliveTimeout, c.RenegSec, c.TunMTU = nil, 0, 0, 0, 0
+	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate = 0, 0, 0
+	return c
+}
+
+// reconfigure applies a reloaded [vpn]'s tunables to sessions that start
+// from now on; established tunnels keep their keys and pushed options. A
+// larger max_peers than the server started with waits for a restart (the
+// tunnel table and pools were sized for the old one); it reports whether
+// it had to.
+func (v *vpnServer) reconfigure(c *config.VPN) (maxPeersPending bool, err error) {
+	t := vpnTunables(c)
+	if t.MaxPeers > v.maxPeers {
+		t.MaxPeers, maxPeersPending = v.maxPeers, true
+	}
+	return maxPeersPending, v.srv.Reconfigure(t)
 }
 
 // sendPing seals a keepalive for the control server and sends it from the

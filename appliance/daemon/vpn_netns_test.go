@@ -62,7 +62,9 @@ level = "%s"
 
 // TestDaemonVPNReload: a stock openvpn 2.6 client connects to ovfwd on
 // AF_XDP ports, reaches host B through the tunnel, and a TCP transfer
-// through the tunnel survives a SIGHUP that changes routes and logging.
+// through the tunnel survives a SIGHUP that changes routes, pushed routes
+// and logging; a client connecting after the SIGHUP is pushed the new
+// route and reaches B's 198.18.53.1 through it.
 func TestDaemonVPNReload(t *testing.T) {
 	netns.RequireRoot(t)
 	openvpn, err := exec.LookPath("openvpn")
@@ -171,7 +173,11 @@ func TestDaemonVPNReload(t *testing.T) {
 	if strings.Contains(stderr.String(), "level=DEBUG") {
 		t.Error("debug lines logged at level info")
 	}
-	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "debug")+extraRoute)
+	reloaded := strings.Replace(fmt.Sprintf(vpnConfig, sock, "debug"), `push_routes = ["198.18.51.0/24"`, `push_routes = ["198.18.51.0/24", "198.18.53.0/24"`, 1)
+	if !strings.Contains(reloaded, `"198.18.53.0/24"`) {
+		t.Fatal("test bug: the reloaded config does not push 198.18.53.0/24")
+	}
+	writeConfig(t, cfgPath, reloaded+extraRoute)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +212,9 @@ func TestDaemonVPNReload(t *testing.T) {
 	if c := strings.Count(string(logText), "Initialization Sequence Completed"); c != 1 {
 		t.Errorf("client connected %d times; the reload must not restart its tunnel", c)
 	}
+	if strings.Contains(string(logText), "route 198.18.53.0") {
+		t.Error("the connected client was pushed the new route; established sessions keep what they were pushed")
+	}
 
 	// A client that leaves says so (explicit-exit-notify): its session,
 	// tunnel entry and routes go at once, not after ping-restart (20 s).
@@ -223,6 +232,13 @@ func TestDaemonVPNReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatusFor(t, sock, exited, 30*time.Second, func(s *status.Snapshot) bool { return len(s.VPN.Peers) == 1 })
+	// The new session got the reloaded push_routes: 198.18.53.0/24 is
+	// reachable from A only through the tunnel.
+	waitCmd(t, a, 15*time.Second, "ping", "-c", "1", "-W", "1", "198.18.53.1")
+	logText, _ = os.ReadFile(clientLog)
+	if !strings.Contains(string(logText), "route 198.18.53.0") {
+		t.Error("the client connecting after the reload was not pushed route 198.18.53.0/24")
+	}
 
 	// SIGTERM: the client is told to restart, ovfwd exits within 5 s.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

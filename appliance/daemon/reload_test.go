@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/config"
+)
+
+// TestRestartOnly: pushed options, keepalive, renegotiation, admission
+// limits, MSS clamp, ICMP rate and neighbour timers are applied by a
+// reload; sockets, keys, pools, ports, workers and the hold size are not.
+func TestRestartOnly(t *testing.T) {
+	old := config.Default()
+	old.VPN.Enabled = true
+	live := *old
+	live.VPN.PushRoutes = []netip.Prefix{netip.MustParsePrefix("198.18.73.0/24")}
+	live.VPN.KeepaliveInterval, live.VPN.KeepaliveTimeout, live.VPN.RenegSec = 5*time.Second, 30*time.Second, 0
+	live.VPN.MaxPeers, live.VPN.MaxHalfOpen, live.VPN.HandshakeRate, live.VPN.TunMTU = 10, 5, 1, 1400
+	live.Appliance.MSSClamp, live.Appliance.ICMPRate = 1300, 5
+	live.Appliance.NeighbourReachable, live.Appliance.NeighbourTimeout = time.Minute, time.Second
+	if got := restartOnly(old, &live); len(got) != 0 {
+		t.Errorf("live changes listed as restart-only: %v", got)
+	}
+	for name, change := range map[string]func(c *config.Config){
+		"[vpn]":       func(c *config.Config) { c.VPN.Port = 1195 },
+		"[vpn] pool":  func(c *config.Config) { c.VPN.PoolV4 = netip.MustParsePrefix("198.18.80.0/24") },
+		"[appliance]": func(c *config.Config) { c.Appliance.NeighbourHold = 8 },
+		"[[port]]":    func(c *config.Config) { c.Ports = append(c.Ports, config.Port{Name: "p9"}) },
+	} {
+		nc := live
+		change(&nc)
+		if got := restartOnly(old, &nc); len(got) != 1 {
+			t.Errorf("%s change: restart-only sections %v, want one", name, got)
+		}
+	}
+}
+
+// TestVPNTunables maps [vpn] onto the control server's Tunables.
+func TestVPNTunables(t *testing.T) {
+	c := config.Default().VPN
+	c.PushRoutes = []netip.Prefix{netip.MustParsePrefix("198.18.73.0/24")}
+	c.RenegSec = 600
+	got := vpnTunables(&c)
+	if !slices.Equal(got.Routes, c.PushRoutes) || got.Ping != c.KeepaliveInterval || got.PingRestart != c.KeepaliveTimeout ||
+		got.RenegSec != 10*time.Minute || got.MaxPeers != c.MaxPeers || got.MaxHalfOpen != c.MaxHalfOpen ||
+		got.HandshakeRate != float64(c.HandshakeRate) || got.TunMTU != c.TunMTU {
+		t.Errorf("tunables %+v from %+v", got, c)
+	}
+	c.RenegSec = 0
+	if got := vpnTunables(&c); got.RenegSec >= 0 {
+		t.Errorf("reneg_sec 0 maps to %v, want the control server's never (<0)", got.RenegSec)
+	}
+}
+
+// TestEngineLimits: the limits a reload publishes are those a start uses.
+func TestEngineLimits(t *testing.T) {
+	a := config.Default().Appliance
+	a.MSSClamp, a.ICMPRate, a.NeighbourTimeout = 1300, 0, 6*time.Second
+	c := engineConfig(a, false)
+	l := engineLimits(c)
+	if l.MSSClamp != 1300 || l.ICMPRate >= 0 || l.NeighRetrans != 2*time.Second || l.NeighProbes != 3 ||
+		l.NeighReachable != a.NeighbourReachable || l.NeighProbeBefore != c.NeighProbeBefore {
+		t.Errorf("limits %+v from %+v", l, a)
+	}
+}

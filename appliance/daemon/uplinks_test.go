@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/control/controltest"
+	"github.com/ovfwd/ovfwd/vpn/pki"
+)
+
+// TestUplinkConnects: a [[vpn.client]] uplink dials an in-process ovfwd
+// server from the files it names and is pushed an address from the
+// server's pool; an uplink whose server does not answer keeps retrying,
+// and closing both returns promptly.
+func TestUplinkConnects(t *testing.T) {
+	dir := t.TempDir()
+	if err := pki.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	ld, err := pki.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := controltest.New()
+	srv, err := control.NewServer(control.Config{
+		Certificate: ld.Certificate, ClientCAs: ld.ClientCAs,
+		Wrap: control.WrapTLSCrypt, WrapKey: ld.StaticKey,
+		Pool4: netip.MustParsePrefix("198.18.74.0/24"),
+	}, dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(conn) }()
+	defer func() { srv.Close(); <-served }()
+
+	// The uplink names PEM files; take the client pair out of a profile.
+	profile, err := pki.Client(dir, "site-a", conn.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"cert", "key"} {
+		_, rest, ok1 := strings.Cut(string(text), "<"+tag+">\n")
+		block, _, ok2 := strings.Cut(rest, "</"+tag+">")
+		if !ok1 || !ok2 {
+			t.Fatalf("no <%s> in the profile", tag)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "site-a."+tag), []byte(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A UDP port nobody answers on, for the uplink that cannot connect.
+	dead, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	up := func(name, remote string) config.VPNClient {
+		return config.VPNClient{Name: name, Remote: remote, CA: filepath.Join(dir, pki.CACertFile),
+			Cert: filepath.Join(dir, "site-a.cert"), Key: filepath.Join(dir, "site-a.key"),
+			TLSCrypt: filepath.Join(dir, pki.TLSCryptFile), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.75.0/24")}}
+	}
+	u := startUplinks([]config.VPNClient{up("site-b", conn.LocalAddr().String()), up("nowhere", dead.LocalAddr().String())},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	closed := false
+	defer func() {
+		if !closed {
+			u.close()
+		}
+	}()
+	var pushed *control.Pushed
+	for i := 0; i < 300 && pushed == nil; i++ {
+		if p, ok := u.list[0].connected(); ok {
+			pushed = p
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pushed == nil {
+		t.Fatalf("uplink not connected after 30 s (%d attempts)", u.list[0].attempts.Load())
+	}
+	if !netip.MustParsePrefix("198.18.74.0/24").Contains(pushed.IPv4.Addr()) {
+		t.Errorf("uplink pushed %v, not from the server's pool", pushed.IPv4)
+	}
+	if ids := dp.Peers(); len(ids) != 1 || ids[0] != pushed.PeerID {
+		t.Errorf("server peers %v, uplink peer-id %d", ids, pushed.PeerID)
+	}
+	if _, ok := u.list[1].connected(); ok || u.list[1].attempts.Load() == 0 {
+		t.Errorf("the uplink to a silent port connected (%v) or never tried (%d)", ok, u.list[1].attempts.Load())
+	}
+	start := time.Now()
+	u.close()
+	closed = true
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("closing the uplinks took %v", d)
+	}
+	if _, ok := u.list[0].connected(); ok {
+		t.Error("uplink still connected after close")
+	}
+}
