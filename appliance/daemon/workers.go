@@ -56,6 +56,8 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 					return
 				}
 			}
+			// Best effort: without CAP_SYS_NICE the worker keeps nice 0.
+			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
 			pinned <- nil
 			runWorker(w, d.rxFDs(q), d.stop, adaptive)
 		}()
@@ -68,6 +70,21 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 }
 
 const (
+	// workerNice is the worker threads' nice value. CFS shares a CPU
+	// between scheduling groups, not threads: the daemon's threads form one
+	// group (a session autogroup or a service cgroup) whose weight is split
+	// across the CPUs it runs on in proportion to its threads' load there,
+	// while a threaded-NAPI or ksoftirqd kernel thread on the worker's CPU
+	// has a full nice-0 weight of its own. A nice-0 worker got ~28 % of its
+	// CPU next to the NAPI thread feeding it (bench fwd) and the XSK RX ring
+	// overflowed; a lower nice raises the worker's load and with it the
+	// group's share of that CPU. Measured with bench vpn (adaptive, 4-9
+	// runs each, load 4-8): loss at the ring 41 % at nice 0, 21 % at -5,
+	// 3 % at -10, with delivered pkt/s 120 k, 120 k, 106 k (-10 also took
+	// CPU from the benchmark's clients, which share the daemon's autogroup
+	// there). -5 is the conservative choice: a worker far above ksoftirqd
+	// starves its own ingress (bench.boostNice).
+	workerNice = -5
 	// spinPolls is how many empty polls an adaptive worker makes before it
 	// sleeps: enough to catch the rest of a burst without a wake-up.
 	spinPolls = 256

@@ -100,7 +100,10 @@ func startProcess(t *topology, target string, log func() string, stdout *lockedB
 	if stdout != nil {
 		cmd.Stdout, cmd.Stderr = stdout, stdout
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own puts the server in its own scheduler autogroup:
+	// sharing one with the load clients would split one group's CPU weight
+	// between the server and the load it is measured against.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
