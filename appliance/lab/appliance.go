@@ -63,61 +63,78 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg Config, logf func(string
 	for i, p := range a.Ports {
 		ports[i] = p
 	}
-	if a.Engine, err = fwd.New(fwd.Config{Mode: cfg.Mode}, ports); err != nil {
+	if a.Engine, err = NewEngine(cfg, ports); err != nil {
 		return
-	}
-	if cfg.Mode == fwd.ModeRouter {
-		for i := range ifnames {
-			for _, pfx := range cfg.Ports[i].Addrs {
-				if err = a.Engine.AddAddress(i, pfx); err != nil {
-					return
-				}
-			}
-		}
 	}
 	for q, w := range a.Engine.Workers() {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); afxdp.RunWorker(w, a.Ports, q, a.stop) }()
 	}
 	a.wg.Add(1)
-	go func() { defer a.wg.Done(); a.control() }()
+	go func() { defer a.wg.Done(); ServeEngine(a.Engine, a.stop, &a.punts, a.mirrorEvent) }()
 	return a, nil
 }
 
-// control runs the engine's periodic service, mirrors the neighbours it
-// learned or expired into the kernel and drains punted frames (the kernel
-// already gets the appliance's own traffic from the steering program).
-func (a *Appliance) control() {
+// NewEngine is the fwd engine over ports in cfg.Mode; in router mode it
+// owns cfg.Ports[i].Addrs on ports[i].
+func NewEngine(cfg Config, ports []fwd.Port) (*fwd.Engine, error) {
+	e, err := fwd.New(fwd.Config{Mode: cfg.Mode}, ports)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Mode == fwd.ModeRouter {
+		for i := range ports {
+			for _, pfx := range cfg.Ports[i].Addrs {
+				if err := e.AddAddress(i, pfx); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return e, nil
+}
+
+// ServeEngine is e's control loop until stop closes: every 50 ms the
+// periodic service (neighbour creation, probes, expiry), then each event
+// to onEvent, then the punted frames, which are counted into punts and
+// dropped.
+func ServeEngine(e *fwd.Engine, stop <-chan struct{}, punts *atomic.Uint64, onEvent func(fwd.Event)) {
 	tk := time.NewTicker(50 * time.Millisecond)
 	defer tk.Stop()
 	var evs []fwd.Event
 	for {
 		select {
-		case <-a.stop:
+		case <-stop:
 			return
 		case <-tk.C:
 		}
-		a.Engine.Service()
-		evs = a.Engine.Events(evs[:0])
+		e.Service()
+		evs = e.Events(evs[:0])
 		for _, ev := range evs {
-			ifindex := a.Ports[ev.Port].Ifindex()
-			var err error
-			switch ev.Kind {
-			case fwd.EventNeighbourLearned:
-				if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC); err == nil {
-					a.installed[mirrored{ifindex, ev.Addr}] = true
-				}
-			case fwd.EventNeighbourExpired:
-				err = a.mirror.Delete(ifindex, ev.Addr)
-				delete(a.installed, mirrored{ifindex, ev.Addr})
-			}
-			if err != nil {
-				a.mirrorErr.Add(1)
-			} else {
-				a.mirrored.Add(1)
-			}
+			onEvent(ev)
 		}
-		a.punts.Add(uint64(a.Engine.Punts(func(int, []byte) {})))
+		punts.Add(uint64(e.Punts(func(int, []byte) {})))
+	}
+}
+
+// mirrorEvent copies a learned or expired neighbour into the kernel (the kernel
+// already gets the appliance's own traffic from the steering program).
+func (a *Appliance) mirrorEvent(ev fwd.Event) {
+	ifindex := a.Ports[ev.Port].Ifindex()
+	var err error
+	switch ev.Kind {
+	case fwd.EventNeighbourLearned:
+		if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC); err == nil {
+			a.installed[mirrored{ifindex, ev.Addr}] = true
+		}
+	case fwd.EventNeighbourExpired:
+		err = a.mirror.Delete(ifindex, ev.Addr)
+		delete(a.installed, mirrored{ifindex, ev.Addr})
+	}
+	if err != nil {
+		a.mirrorErr.Add(1)
+	} else {
+		a.mirrored.Add(1)
 	}
 }
 

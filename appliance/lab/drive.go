@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"time"
 )
 
 // traffic is what Run drives: routed A→B traffic (pings over IPv4 and
@@ -21,8 +20,8 @@ type traffic struct {
 
 	mu      sync.Mutex
 	pings   []pingResult
-	plain   transfers
-	tunnel  transfers
+	plain   Transfers
+	tunnel  Transfers
 	tunnels bool // tunnel traffic was started
 }
 
@@ -31,12 +30,6 @@ type pingResult struct {
 	tunnel bool
 	ok     bool
 	detail string
-}
-
-type transfers struct {
-	ok, bad int
-	bytes   int64
-	lastErr error
 }
 
 const (
@@ -62,7 +55,7 @@ func startTraffic(ctx context.Context, tp *Topology, cfg Config, out io.Writer) 
 	}()
 	go func() {
 		defer tr.wg.Done()
-		tr.transferLoop(ctx, tp, []netip.Addr{dst}, labTCPBytes, &tr.plain)
+		TransferLoop(ctx, tp.A, tp.B, []netip.Addr{dst}, labTCPBytes, &tr.mu, &tr.plain)
 	}()
 	return tr
 }
@@ -82,7 +75,7 @@ func (tr *traffic) startTunnel(ctx context.Context, tp *Topology, dsts []netip.A
 	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
-		tr.transferLoop(ctx, tp, dsts, labTunnelBytes, &tr.tunnel)
+		TransferLoop(ctx, tp.A, tp.B, dsts, labTunnelBytes, &tr.mu, &tr.tunnel)
 	}()
 }
 
@@ -113,29 +106,6 @@ func (r pingResult) String() string {
 	return fmt.Sprintf("ping %s (%s): FAILED: %s", r.dst, via, r.detail)
 }
 
-// transferLoop runs checksummed n-byte transfers A→dsts[i%len] until ctx ends.
-func (tr *traffic) transferLoop(ctx context.Context, tp *Topology, dsts []netip.Addr, n int64, into *transfers) {
-	for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
-		res, err := TCPTransfer(ctx, tp.A, tp.B, dsts[i%len(dsts)], n, 30*time.Second)
-		if ctx.Err() != nil {
-			return // cut short by the end of the run: not a failure
-		}
-		tr.mu.Lock()
-		switch {
-		case err != nil:
-			into.bad++
-			into.lastErr = err
-		case res.OK(n):
-			into.ok++
-			into.bytes += res.Bytes
-		default:
-			into.bad++
-			into.lastErr = fmt.Errorf("to %s: checksum mismatch after %d bytes", dsts[i%len(dsts)], res.Bytes)
-		}
-		tr.mu.Unlock()
-	}
-}
-
 func (tr *traffic) wait() { tr.wg.Wait() }
 
 func (tr *traffic) summary() string {
@@ -146,19 +116,11 @@ func (tr *traffic) summary() string {
 		parts = append(parts, p.String())
 	}
 	parts = append(parts, fmt.Sprintf("udp %d sent %d received", tr.udp.Sent.Load(), tr.udp.Received.Load()))
-	parts = append(parts, tr.plain.summary("routed tcp", labTCPBytes))
+	parts = append(parts, tr.plain.Summary("routed tcp", labTCPBytes))
 	if tr.tunnels {
-		parts = append(parts, tr.tunnel.summary("tunnel tcp", labTunnelBytes))
+		parts = append(parts, tr.tunnel.Summary("tunnel tcp", labTunnelBytes))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func (t transfers) summary(what string, n int64) string {
-	s := fmt.Sprintf("%s %d transfers of %d MiB ok, %d failed", what, t.ok, n>>20, t.bad)
-	if t.lastErr != nil {
-		s += fmt.Sprintf(" (last: %v)", t.lastErr)
-	}
-	return s
 }
 
 // err is the run's verdict: every ping answered, no transfer failed, and
@@ -172,11 +134,11 @@ func (tr *traffic) err() error {
 			errs = append(errs, errors.New(p.String()))
 		}
 	}
-	if tr.plain.bad > 0 {
-		errs = append(errs, fmt.Errorf("lab: %d routed TCP transfers failed: %v", tr.plain.bad, tr.plain.lastErr))
+	if tr.plain.Bad > 0 {
+		errs = append(errs, fmt.Errorf("lab: %d routed TCP transfers failed: %v", tr.plain.Bad, tr.plain.LastErr))
 	}
-	if tr.tunnel.bad > 0 {
-		errs = append(errs, fmt.Errorf("lab: %d tunnel TCP transfers failed: %v", tr.tunnel.bad, tr.tunnel.lastErr))
+	if tr.tunnel.Bad > 0 {
+		errs = append(errs, fmt.Errorf("lab: %d tunnel TCP transfers failed: %v", tr.tunnel.Bad, tr.tunnel.LastErr))
 	}
 	if tr.udp.Sent.Load() > 0 && tr.udp.Received.Load() == 0 {
 		errs = append(errs, fmt.Errorf("lab: none of %d UDP datagrams arrived", tr.udp.Sent.Load()))

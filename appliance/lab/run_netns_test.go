@@ -174,11 +174,11 @@ func TestRunShortLeavesNothing(t *testing.T) {
 	if tr.udp.Received.Load() == 0 {
 		t.Errorf("UDP: %d sent, none received", tr.udp.Sent.Load())
 	}
-	if tr.plain.ok == 0 || tr.plain.bad > 0 {
-		t.Errorf("routed TCP: %s", tr.plain.summary("routed", labTCPBytes))
+	if tr.plain.OK == 0 || tr.plain.Bad > 0 {
+		t.Errorf("routed TCP: %s", tr.plain.Summary("routed", labTCPBytes))
 	}
-	if tr.tunnel.ok < 2 || tr.tunnel.bad > 0 { // ≥ 2: one over IPv4 and one over IPv6 inside the tunnel
-		t.Errorf("tunnel TCP: %s", tr.tunnel.summary("tunnel", labTunnelBytes))
+	if tr.tunnel.OK < 2 || tr.tunnel.Bad > 0 { // ≥ 2: one over IPv4 and one over IPv6 inside the tunnel
+		t.Errorf("tunnel TCP: %s", tr.tunnel.Summary("tunnel", labTunnelBytes))
 	}
 	if res.countersPrints < 2 || !strings.Contains(out.String(), "drops: ") || !strings.Contains(out.String(), "tunnel ") {
 		t.Errorf("counters printed %d times", res.countersPrints)

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,48 @@ type TCPResult struct {
 
 // OK reports whether everything arrived intact.
 func (r TCPResult) OK(n int64) bool { return r.Bytes == n && r.Sent == r.Received }
+
+// Transfers tallies checksummed TCP transfers; TransferLoop fills it
+// under the caller's mutex, which also guards reading it.
+type Transfers struct {
+	OK, Bad int
+	Bytes   int64
+	LastErr error
+}
+
+// TransferLoop runs checksummed n-byte transfers from src to
+// dsts[i%len(dsts)] in dst back to back until ctx ends, and tallies each
+// into t while holding mu. A transfer cut short by ctx is not counted.
+func TransferLoop(ctx context.Context, src, dst *netns.NS, dsts []netip.Addr, n int64, mu *sync.Mutex, t *Transfers) {
+	for i := 0; i < 1_000_000 && ctx.Err() == nil; i++ {
+		res, err := TCPTransfer(ctx, src, dst, dsts[i%len(dsts)], n, 30*time.Second)
+		if ctx.Err() != nil {
+			return // cut short by the end of the run: not a failure
+		}
+		mu.Lock()
+		switch {
+		case err != nil:
+			t.Bad++
+			t.LastErr = err
+		case res.OK(n):
+			t.OK++
+			t.Bytes += res.Bytes
+		default:
+			t.Bad++
+			t.LastErr = fmt.Errorf("to %s: checksum mismatch after %d bytes", dsts[i%len(dsts)], res.Bytes)
+		}
+		mu.Unlock()
+	}
+}
+
+// Summary is t in one line, for transfers of n bytes named what.
+func (t Transfers) Summary(what string, n int64) string {
+	s := fmt.Sprintf("%s %d transfers of %d MiB ok, %d failed", what, t.OK, n>>20, t.Bad)
+	if t.LastErr != nil {
+		s += fmt.Sprintf(" (last: %v)", t.LastErr)
+	}
+	return s
+}
 
 // TCPTransfer sends n pseudo-random bytes over TCP from namespace src to
 // dst's address to (a listener it opens in dst), and returns both sides'

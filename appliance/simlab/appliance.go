@@ -6,7 +6,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/lab"
 	"github.com/ovfwd/ovfwd/appliance/netns"
@@ -61,44 +60,17 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg lab.Config) (a *Applianc
 		}
 		a.Wires = append(a.Wires, w)
 	}
-	if a.Engine, err = fwd.New(fwd.Config{Mode: cfg.Mode}, a.Ports); err != nil {
+	if a.Engine, err = lab.NewEngine(cfg, a.Ports); err != nil {
 		return a, err
-	}
-	if cfg.Mode == fwd.ModeRouter {
-		for i := range ifnames {
-			for _, pfx := range cfg.Ports[i].Addrs {
-				if err = a.Engine.AddAddress(i, pfx); err != nil {
-					return a, err
-				}
-			}
-		}
 	}
 	for _, w := range a.Engine.Workers() {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); w.Run(a.stop, true) }()
 	}
 	a.wg.Add(1)
-	go func() { defer a.wg.Done(); a.control() }()
+	// Events have no kernel to go to here, nor do punted frames.
+	go func() { defer a.wg.Done(); lab.ServeEngine(a.Engine, a.stop, &a.punts, func(fwd.Event) {}) }()
 	return a, nil
-}
-
-// control runs the engine's periodic service (neighbour creation, probes,
-// expiry) and drains events and punted frames, which have no kernel to go
-// to here.
-func (a *Appliance) control() {
-	tk := time.NewTicker(50 * time.Millisecond)
-	defer tk.Stop()
-	var evs []fwd.Event
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-tk.C:
-		}
-		a.Engine.Service()
-		evs = a.Engine.Events(evs[:0])
-		a.punts.Add(uint64(a.Engine.Punts(func(int, []byte) {})))
-	}
 }
 
 // Punts is how many frames the engine handed to the control plane.

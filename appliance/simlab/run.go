@@ -107,15 +107,12 @@ func modeName(m fwd.Mode) string {
 
 // traffic is what Run drives between the hosts, A to B.
 type traffic struct {
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	pings    []string
-	pingBad  int
-	udp      lab.UDPFlow
-	tcpOK    int
-	tcpBad   int
-	tcpBytes int64
-	tcpErr   error
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	pings   []string
+	pingBad int
+	udp     lab.UDPFlow
+	tcp     lab.Transfers
 }
 
 const (
@@ -153,50 +150,24 @@ func startTraffic(ctx context.Context, tp *Topology, cfg lab.Config, out io.Writ
 	}()
 	go func() {
 		defer tr.wg.Done()
-		tr.tcpLoop(ctx, tp, dst)
+		lab.TransferLoop(ctx, tp.A, tp.B, []netip.Addr{dst}, simTCPBytes, &tr.mu, &tr.tcp)
 	}()
 	return tr
-}
-
-func (tr *traffic) tcpLoop(ctx context.Context, tp *Topology, dst netip.Addr) {
-	for ctx.Err() == nil {
-		res, err := lab.TCPTransfer(ctx, tp.A, tp.B, dst, simTCPBytes, 30*time.Second)
-		if ctx.Err() != nil {
-			return // cut short by the end of the run: not a failure
-		}
-		tr.mu.Lock()
-		switch {
-		case err != nil:
-			tr.tcpBad++
-			tr.tcpErr = err
-		case res.OK(simTCPBytes):
-			tr.tcpOK++
-			tr.tcpBytes += res.Bytes
-		default:
-			tr.tcpBad++
-			tr.tcpErr = fmt.Errorf("checksum mismatch after %d bytes", res.Bytes)
-		}
-		tr.mu.Unlock()
-	}
 }
 
 func (tr *traffic) summary() string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	s := fmt.Sprintf("%s; udp %d sent %d received; tcp %d transfers of %d MiB ok, %d failed",
-		strings.Join(tr.pings, "; "), tr.udp.Sent.Load(), tr.udp.Received.Load(), tr.tcpOK, simTCPBytes>>20, tr.tcpBad)
-	if tr.tcpErr != nil {
-		s += fmt.Sprintf(" (last: %v)", tr.tcpErr)
-	}
-	return s
+	return fmt.Sprintf("%s; udp %d sent %d received; %s",
+		strings.Join(tr.pings, "; "), tr.udp.Sent.Load(), tr.udp.Received.Load(), tr.tcp.Summary("tcp", simTCPBytes))
 }
 
 // err fails the run when traffic that should cross the lab did not.
 func (tr *traffic) err() error {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if tr.pingBad > 0 || tr.tcpBad > 0 {
-		return fmt.Errorf("simlab: %d pings and %d TCP transfers failed", tr.pingBad, tr.tcpBad)
+	if tr.pingBad > 0 || tr.tcp.Bad > 0 {
+		return fmt.Errorf("simlab: %d pings and %d TCP transfers failed", tr.pingBad, tr.tcp.Bad)
 	}
 	return nil
 }
