@@ -28,7 +28,10 @@ import (
 const (
 	// serviceInterval is the control loop's period: neighbour learning and
 	// expiry, kernel mirroring and punt draining happen at this pace.
-	serviceInterval = 10 * time.Millisecond
+	serviceInterval = 50 * time.Millisecond
+	// tapServiceInterval replaces it when exception TAPs carry the host's
+	// traffic, whose frames wait in the punt rings between passes.
+	tapServiceInterval = 5 * time.Millisecond
 	// stopBudget bounds how long the workers and control loop get to stop;
 	// SIGTERM must end the process within 5 s with the ports released.
 	stopBudget = 3 * time.Second
@@ -278,7 +281,11 @@ func applianceRestartPart(a config.Appliance) config.Appliance {
 // controlLoop is the engine's periodic control-plane step.
 func (d *daemon) controlLoop() {
 	defer d.control.Done()
-	tk := time.NewTicker(serviceInterval)
+	interval := serviceInterval
+	if d.taps != nil {
+		interval = tapServiceInterval
+	}
+	tk := time.NewTicker(interval)
 	defer tk.Stop()
 	var evs []fwd.Event
 	var vpnEvs []vpn.Event
