@@ -129,6 +129,15 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlags parses a command that takes flags only.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	return wantArgs(fs, pos, 0, 0)
+}
+
 // wantArgs checks the positional count.
 func wantArgs(fs *flag.FlagSet, pos []string, min, max int) error {
 	if len(pos) < min || len(pos) > max {
@@ -141,11 +150,7 @@ func wantArgs(fs *flag.FlagSet, pos []string, min, max int) error {
 func runCmd(args []string) error {
 	fs := newFlags("run", "-c FILE")
 	path := fs.String("c", defaultConfig, "config file")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0, 0); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -197,11 +202,7 @@ func statusCmd(args []string) error {
 	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
 	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
 	asJSON := fs.Bool("json", false, "print the raw JSON snapshot")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0, 0); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *cfgFile != "" {
@@ -231,11 +232,7 @@ func labCmd(args []string) error {
 	clean := fs.Bool("clean", false, "remove a kept or crashed lab and exit")
 	noVPN := fs.Bool("no-vpn", false, "leave out the openvpn client")
 	driver := fs.String("driver", "afxdp", "appliance ports: afxdp (the daemon on AF_XDP) or mlx5-sim (the engine on the mlx5 device model)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0, 0); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
@@ -318,16 +315,12 @@ func benchCmd(args []string) error {
 		fs.DurationVar(&o.Duration, "duration", 0, "measured time per run (default 3s)")
 		fs.IntVar(&o.GenCPU, "gen-cpu", 0, "the generator's CPU")
 		fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "the forwarding CPU (default 1)")
-		pos, err := parse(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 0, 0); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		_, err = bench.Fwd(ctx, os.Stdout, o)
+		_, err := bench.Fwd(ctx, os.Stdout, o)
 		return err
 	case "mlx5":
 		fs := newFlags("bench mlx5", "[-packets N] [-runs N]")
@@ -335,11 +328,7 @@ func benchCmd(args []string) error {
 		fs.IntVar(&o.Packets, "packets", 0, "packets per run (default 65536)")
 		fs.IntVar(&o.Runs, "runs", 0, "alternated runs per variant (default 7)")
 		fs.IntVar(&o.Work, "work", 0, "extra per-packet work steps")
-		pos, err := parse(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 0, 0); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		return dpsim.Bench(os.Stdout, o)
@@ -357,18 +346,14 @@ func benchCmd(args []string) error {
 		fs.StringVar(&lo.OvfwdPoll, "poll", "", "ovfwd worker poll mode (busy or adaptive)")
 		fs.IntVar(&to.Rounds, "rounds", 2, "with -tcp: A B pairs")
 		fs.StringVar(&to.Cipher, "cipher", "AES-256-GCM", "with -tcp: data cipher of both servers")
-		pos, err := parse(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 0, 0); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		if *tcp {
 			to.Duration = *dur
-			_, err = vpnbench.Run(ctx, os.Stdout, to)
+			_, err := vpnbench.Run(ctx, os.Stdout, to)
 			return err
 		}
 		exe, err := os.Executable()
@@ -389,11 +374,7 @@ func benchCmd(args []string) error {
 func probeCmd(args []string) error {
 	fs := newFlags("probe", "[-pci ADDR]")
 	pci := fs.String("pci", "", "PCI function to bring up (default: every vfio-pci bound ConnectX)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0, 0); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	return mlx5.Probe(os.Stdout, *pci)
@@ -401,11 +382,7 @@ func probeCmd(args []string) error {
 
 func versionCmd(args []string) error {
 	fs := newFlags("version", "")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0, 0); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	fmt.Println("ovfwd", version.Version)
