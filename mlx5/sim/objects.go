@@ -472,15 +472,7 @@ func (d *Device) modifyRQ(in, out []byte) (uint8, uint32) {
 		return prm.StatusBadResource, synBadObject
 	}
 	info := o.data.(*RQInfo)
-	cur, next := prm.ModifyRQCurState.Get(in), prm.ModifyRQNextState.Get(in)
-	if cur != uint64(info.State) {
-		return prm.StatusBadResState, synBadState
-	}
-	if !legalTransition(cur, next) {
-		return prm.StatusBadParam, synBadState
-	}
-	info.State = uint8(next)
-	return 0, 0
+	return transition(&info.State, prm.ModifyRQCurState.Get(in), prm.ModifyRQNextState.Get(in))
 }
 
 func legalTransition(cur, next uint64) bool {
@@ -550,15 +542,7 @@ func (d *Device) modifySQ(in, out []byte) (uint8, uint32) {
 		return prm.StatusBadResource, synBadObject
 	}
 	info := o.data.(*SQInfo)
-	cur, next := prm.ModifySQCurState.Get(in), prm.ModifySQNextState.Get(in)
-	if cur != uint64(info.State) {
-		return prm.StatusBadResState, synBadState
-	}
-	if !legalTransition(cur, next) {
-		return prm.StatusBadParam, synBadState
-	}
-	info.State = uint8(next)
-	return 0, 0
+	return transition(&info.State, prm.ModifySQCurState.Get(in), prm.ModifySQNextState.Get(in))
 }
 
 func (d *Device) createTIS(in, out []byte) (uint8, uint32) {
@@ -1002,4 +986,17 @@ func (d *Device) SQ(sqn uint32) (SQInfo, bool) {
 		return SQInfo{}, false
 	}
 	return *o.data.(*SQInfo), true
+}
+
+// transition applies a MODIFY_RQ/MODIFY_SQ state change as firmware does:
+// the stated current state must be the object's, and the move must be legal.
+func transition(state *uint8, cur, next uint64) (uint8, uint32) {
+	if cur != uint64(*state) {
+		return prm.StatusBadResState, synBadState
+	}
+	if !legalTransition(cur, next) {
+		return prm.StatusBadParam, synBadState
+	}
+	*state = uint8(next)
+	return 0, 0
 }
