@@ -273,20 +273,7 @@ func TestDaemonNetns(t *testing.T) {
 	}
 
 	// SIGTERM: out within 5 s, no XDP program left, addresses given back.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("ovfwd exited with %v", err)
-		}
-		t.Logf("SIGTERM to exit: %v", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
-		t.Fatal("ovfwd still running 5 s after SIGTERM")
-	}
+	stopped = stopWithin5s(t, cmd, exited, "SIGTERM to exit")
 	for _, ifn := range []string{"p0", "p1"} {
 		if out := netns.Run(t, app, "ip", "-d", "link", "show", ifn); strings.Contains(out, "xdp") {
 			t.Errorf("%s still has an XDP program after exit:\n%s", ifn, out)
@@ -398,4 +385,25 @@ func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
 	}
 	t.Fatalf("metrics: no %s in\n%s", sample, body)
 	return 0
+}
+
+// stopWithin5s sends SIGTERM and fails the test unless ovfwd exits cleanly
+// within the 5 s the daemon promises; it reports whether ovfwd stopped.
+func stopWithin5s(t *testing.T, cmd *exec.Cmd, exited <-chan error, what string) bool {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("ovfwd exited with %v", err)
+		}
+		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+		return true
+	case <-time.After(5 * time.Second):
+		t.Fatal("ovfwd still running 5 s after SIGTERM")
+		return false
+	}
 }

@@ -241,20 +241,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	}
 
 	// SIGTERM: the client is told to restart, ovfwd exits within 5 s.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("ovfwd exited with %v", err)
-		}
-		t.Logf("SIGTERM to exit with a VPN client: %v", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
-		t.Fatal("ovfwd still running 5 s after SIGTERM")
-	}
+	stopped = stopWithin5s(t, cmd, exited, "SIGTERM to exit with a VPN client")
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		logText, _ = os.ReadFile(clientLog)
