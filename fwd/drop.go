@@ -19,13 +19,14 @@ const (
 	DropUnsupported              // protocol we do not forward
 	DropTunnel                   // the tunnel refused it (see the tunnel's own counters)
 	DropLinkDown                 // egress link down
+	DropUplinkFull               // the ring to a site-to-site uplink is full
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"none", "malformed", "not_for_us", "no_route", "ttl_exceeded", "too_big",
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
-	"loop", "unsupported", "tunnel", "link_down",
+	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
 }
 
 func (r DropReason) String() string {

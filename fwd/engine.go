@@ -87,11 +87,18 @@ func (c *Config) setDefaults() {
 
 // NextHop says where a route sends packets.
 type NextHop struct {
-	Port      int        // egress port (not used for Tunnel or Blackhole)
+	Port      int        // egress port (not used for Tunnel, Uplink or Blackhole)
 	Via       netip.Addr // gateway; invalid: the destination is on Port's link
 	Tunnel    bool       // into the tunnel, to Peer
 	Peer      uint32
 	Blackhole bool // drop silently
+	// Uplink hands the routed IP packets to the control plane, tagged
+	// UplinkID, through Engine.Uplinked (a site-to-site client tunnel the
+	// data plane does not run itself). Packets over UplinkMTU are
+	// fragmented (IPv4 without DF) or answered with ICMP "too big".
+	Uplink    bool
+	UplinkID  uint16
+	UplinkMTU int // 1280..MaxUplinkPacket
 }
 
 // PortVLAN is a port's VLAN membership. Bridge mode: untagged frames
@@ -248,6 +255,8 @@ func (e *Engine) adjFor(nh NextHop) adjacency {
 		return adjacency{kind: adjBlackhole}
 	case nh.Tunnel:
 		return adjacency{kind: adjTunnel, peer: nh.Peer}
+	case nh.Uplink:
+		return adjacency{kind: adjUplink, peer: uint32(nh.UplinkID), mtu: uint16(nh.UplinkMTU)}
 	case !nh.Via.IsValid():
 		return adjacency{kind: adjGlean, port: uint16(nh.Port)}
 	case nh.Via.Is4():
@@ -459,7 +468,10 @@ func (e *Engine) checkRoute(p netip.Prefix, nh NextHop) error {
 	if !p.IsValid() || p != p.Masked() {
 		return fmt.Errorf("fwd: bad route prefix %v (must be valid and masked)", p)
 	}
-	if !nh.Tunnel && !nh.Blackhole {
+	if nh.Uplink && (nh.UplinkMTU < ipv6MinMTU || nh.UplinkMTU > MaxUplinkPacket) {
+		return fmt.Errorf("fwd: route %v: uplink MTU %d out of range %d..%d", p, nh.UplinkMTU, ipv6MinMTU, MaxUplinkPacket)
+	}
+	if !nh.Tunnel && !nh.Blackhole && !nh.Uplink {
 		if err := e.checkPort(nh.Port); err != nil {
 			return err
 		}

@@ -89,17 +89,27 @@ func (e *Engine) SetHostCopies(port int, on bool) error {
 	})
 }
 
-// drainInject sends what the control plane injected; worker 0 only.
-func (w *Worker) drainInject() {
+// drainInject sends what the control plane injected (and routes what it
+// injected with InjectIP); worker 0 only.
+func (w *Worker) drainInject(t *tables) {
 	iq := w.inject
 	r := iq.ring
-	h, t := r.head.Load(), r.tail.Load()
-	if h == t {
+	h, end := r.head.Load(), r.tail.Load()
+	if h == end {
 		return
 	}
 	sent := uint64(0)
-	for i := h; i < t; i++ {
+	for i := h; i < end; i++ {
 		s := &r.slots[i&r.mask]
+		if s.port == injectRoute {
+			if w.routeInjected(t, s) {
+				sent++
+			} else {
+				iq.noBuf.Add(1)
+				w.cnt[cDrops+int(DropTxFull)]++
+			}
+			continue
+		}
 		p := w.alloc(int(s.port))
 		if p == nil || int(p.Off)+int(s.n) > len(p.Buf) {
 			if p != nil {
@@ -113,7 +123,7 @@ func (w *Worker) drainInject() {
 		sent++
 		w.send(p, int(s.port))
 	}
-	r.head.Store(t)
+	r.head.Store(end)
 	iq.sent.Add(sent)
 }
 

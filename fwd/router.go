@@ -96,8 +96,11 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.toEncap(t, p)
 		return
 	}
-	out := int(a.port)
-	if mtu := t.ports[out].mtu; int(p.Len)-int(p.L3Off) > mtu {
+	mtu := t.ports[a.port].mtu
+	if a.kind == adjUplink {
+		mtu = int(a.mtu)
+	}
+	if int(p.Len)-int(p.L3Off) > mtu {
 		if v4 && binary.BigEndian.Uint16(l3[6:])&ipv4FlagDF == 0 {
 			w.rewriteL3(p, how)
 			w.fragment4(t, p, a, mtu)
@@ -114,6 +117,10 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 // nextHop resolves the neighbour a packet for adjacency a goes to and
 // sends it, or holds it until the neighbour answers.
 func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
+	if a.kind == adjUplink {
+		w.toUplink(p, a)
+		return
+	}
 	l3 := p.Data()[p.L3Off:]
 	v4 := p.Flags&FlagIPv4 != 0
 	out := int(a.port)

@@ -17,6 +17,7 @@ type Stats struct {
 	Solicits      uint64 // ARP requests and neighbour solicitations sent
 	Replies       uint64 // ARP replies, neighbour adverts and echo replies sent
 	Punts         uint64 // frames handed to the control plane
+	Uplinked      uint64 // IP packets handed to site-to-site uplinks
 	Floods        uint64 // bridge frames flooded
 	Clamped       uint64 // TCP SYNs whose MSS was lowered
 	Fragmented    uint64 // IPv4 datagrams split to fit the egress MTU
@@ -40,6 +41,7 @@ const (
 	cLearnDropped
 	cMACTableFull
 	cFragments
+	cUplinked
 	cPorts // then 4 per port: rx packets, rx bytes, tx packets, tx bytes
 )
 
@@ -70,6 +72,7 @@ func (e *Engine) Stats() Stats {
 		s.LearnDropped += get(cLearnDropped)
 		s.MACTableFull += get(cMACTableFull)
 		s.Fragmented += get(cFragments)
+		s.Uplinked += get(cUplinked)
 		for p := range s.Ports {
 			b := cPorts + 4*p
 			s.Ports[p].RxPackets += get(b)

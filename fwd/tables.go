@@ -28,6 +28,7 @@ const (
 	adjLocal                        // one of our addresses
 	adjTunnel                       // into the tunnel, to peer
 	adjBlackhole                    // drop silently
+	adjUplink                       // to the control plane's uplink peer (its MTU in mtu)
 )
 
 type adjacency struct {
@@ -35,6 +36,7 @@ type adjacency struct {
 	port uint16
 	via  [16]byte // gateway as a neighbour key (key4 for IPv4)
 	peer uint32
+	mtu  uint16 // adjUplink only
 }
 
 // portConf is the per-port part of tables.

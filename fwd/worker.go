@@ -28,11 +28,12 @@ type Worker struct {
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
-	fib    fibBatch // routed packets of the batch being received, looked up together
-	hold   holdTable
-	learn  *spscRing[learnMsg]
-	punts  *spscRing[puntSlot]
-	inject *injectQueue // worker 0 only: frames from the control plane (inject.go)
+	fib     fibBatch // routed packets of the batch being received, looked up together
+	hold    holdTable
+	learn   *spscRing[learnMsg]
+	punts   *spscRing[puntSlot]
+	uplinks *spscRing[puntSlot] // IP packets routed to an uplink (uplink.go)
+	inject  *injectQueue        // worker 0 only: frames from the control plane (inject.go)
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag Packet
@@ -52,7 +53,8 @@ func newWorker(e *Engine, q int) *Worker {
 	w := &Worker{e: e, q: q, rx: NewBatch(e.cfg.Batch), decap: NewBatch(e.cfg.Batch),
 		encap: NewBatch(e.cfg.Batch), scratch: NewBatch(1),
 		learn: newSPSCRing[learnMsg](256), punts: newSPSCRing[puntSlot](PuntRingSlots),
-		cnt: make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
+		uplinks: newSPSCRing[puntSlot](UplinkRingSlots),
+		cnt:     make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
 	for range n {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
@@ -102,7 +104,8 @@ func (w *Worker) Poll() int {
 		w.runTunnel(t)
 	}
 	if w.inject != nil {
-		w.drainInject()
+		w.drainInject(t)
+		w.runTunnel(t) // injected packets routed into the tunnel
 	}
 	if w.hold.active > 0 {
 		w.serviceHold(t)
