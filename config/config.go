@@ -181,7 +181,22 @@ type VPN struct {
 	CompressStub  bool // accept clients configured with comp-lzo no / compress (framing only); default true
 
 	Clients []VPNClient
+	IRoutes []VPNIRoute
 }
+
+// VPNIRoute is one [[vpn.iroute]]: networks behind one client (a site-to-site
+// peer), as openvpn's iroute in a client-config-dir file. While a client
+// whose certificate carries CommonName is connected, Routes lead into its
+// tunnel and it may send from addresses in them.
+type VPNIRoute struct {
+	CommonName string
+	Routes     []netip.Prefix
+}
+
+// DefaultUplinkMTU is an uplink's inner MTU unless [[vpn.client]] mtu says
+// otherwise: a 1500-byte path minus the outer IPv6, UDP and P_DATA_V2
+// header and tag (40+8+8+16), rounded down as WireGuard's 1420 is.
+const DefaultUplinkMTU = 1420
 
 // VPNClient is one [[vpn.client]]: a site-to-site uplink where ovfwd is the
 // OpenVPN client. Uplinks run whether or not the server role is enabled.
@@ -193,6 +208,7 @@ type VPNClient struct {
 	Key      string
 	TLSCrypt string
 	Routes   []netip.Prefix // prefixes reached through this uplink
+	MTU      int            // largest inner IP packet, 1280..2048, default DefaultUplinkMTU
 }
 
 // Netlink is [netlink]: mirroring the kernel's view into the FIB.

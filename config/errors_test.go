@@ -48,6 +48,16 @@ addresses = ["198.18.1.1/24"]
 
 // TestBadConfigs feeds one mistake per config and checks that exactly one
 // error comes back naming the marked line, the key, and a fix.
+// vpnOn is a valid enabled [vpn] section.
+const vpnOn = `
+[vpn]
+enabled = true
+pool_v4 = "198.19.0.0/24"
+ca = "ca.crt"
+cert = "s.crt"
+key = "s.key"
+tls_crypt = "tc.key"`
+
 func TestBadConfigs(t *testing.T) {
 	cases := []struct {
 		name, key, msg, src string
@@ -159,6 +169,33 @@ ca = "ca.crt"
 cert = "c.crt"
 key = "c.key"
 tls_crypt = "tc.key"`},
+		{"uplink mtu too small", "vpn.client[0].mtu", "1000 is out of range", twoPorts + `
+[[vpn.client]]
+name = "b"
+remote = "198.18.1.9:1194"
+ca = "ca.crt"
+cert = "c.crt"
+key = "c.key"
+tls_crypt = "tc.key"
+mtu = 1000 #<`},
+		{"iroute common name twice", "vpn.iroute[1].common_name", `common_name "site-a" already has vpn.iroute[0]`, twoPorts + vpnOn + `
+[[vpn.iroute]]
+common_name = "site-a"
+routes = ["198.18.70.0/24"]
+[[vpn.iroute]]
+common_name = "site-a" #<
+routes = ["198.18.71.0/24"]`},
+		{"iroute overlaps pool", "vpn.iroute[0].routes[0]", `iroute of "site-a" 198.19.0.0/16 overlaps pool_v4`, twoPorts + vpnOn + `
+[[vpn.iroute]]
+common_name = "site-a"
+routes = ["198.19.0.0/16"] #<`},
+		{"iroute without routes", "vpn.iroute[0]", "iroute without routes", twoPorts + vpnOn + `
+[[vpn.iroute]] #<
+common_name = "site-a"`},
+		{"iroute without the server", "vpn.iroute", "iroutes need the VPN server", twoPorts + `
+[[vpn.iroute]] #<
+common_name = "site-a"
+routes = ["198.18.70.0/24"]`},
 		{"bad metrics address", "metrics.listen", `bad listen address "localhost:9469"`, twoPorts + `
 [metrics]
 listen = "localhost:9469" #<`},

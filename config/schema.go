@@ -340,9 +340,14 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.integer("tun_mtu", &v.TunMTU, 576, 9000)
 	t.boolean("compress_stub", &v.CompressStub)
 	for _, ct := range t.list("client") {
-		var c VPNClient
+		c := VPNClient{MTU: DefaultUplinkMTU}
 		d.vpnClient(ct, &c)
 		v.Clients = append(v.Clients, c)
+	}
+	for _, it := range t.list("iroute") {
+		var r VPNIRoute
+		d.vpnIRoute(it, &r)
+		v.IRoutes = append(v.IRoutes, r)
 	}
 	t.done()
 }
@@ -387,6 +392,13 @@ func (d *decoder) vpnClient(t *table, c *VPNClient) {
 	t.str("key", &c.Key)
 	t.str("tls_crypt", &c.TLSCrypt)
 	t.prefixes("routes", &c.Routes, false)
+	t.integer("mtu", &c.MTU, 1280, 2048)
+	t.done()
+}
+
+func (d *decoder) vpnIRoute(t *table, r *VPNIRoute) {
+	t.str("common_name", &r.CommonName)
+	t.prefixes("routes", &r.Routes, false)
 	t.done()
 }
 

@@ -245,6 +245,29 @@ func (d *decoder) validateVPN(c *Config) {
 			check(indexPath(ck("routes"), k), r, fmt.Sprintf("route of uplink %q", cl.Name))
 		}
 	}
+	cns := map[string]int{}
+	for i, ir := range v.IRoutes {
+		ik := func(k string) string { return joinPath(indexPath("vpn.iroute", i), k) }
+		switch j, dup := cns[ir.CommonName]; {
+		case ir.CommonName == "":
+			if !d.bad[ik("common_name")] {
+				d.errorf(indexPath("vpn.iroute", i), `add common_name = "site-a" (the client certificate's CN)`, "iroute without a common_name")
+			}
+		case dup:
+			d.errorf(ik("common_name"), "put all of one client's networks in one [[vpn.iroute]]", "common_name %q already has vpn.iroute[%d]", ir.CommonName, j)
+		default:
+			cns[ir.CommonName] = i
+		}
+		if len(ir.Routes) == 0 && !d.bad[ik("routes")] {
+			d.errorf(indexPath("vpn.iroute", i), `add routes = ["198.18.70.0/24"]`, "iroute without routes")
+		}
+		for k, r := range ir.Routes {
+			check(indexPath(ik("routes"), k), r, fmt.Sprintf("iroute of %q", ir.CommonName))
+		}
+	}
+	if len(v.IRoutes) > 0 && !v.Enabled {
+		d.errorf("vpn.iroute", "set enabled = true in [vpn], or remove the [[vpn.iroute]] sections", "iroutes need the VPN server")
+	}
 
 	if !v.Enabled {
 		return
