@@ -14,8 +14,9 @@ import (
 // of every port) drains once per poll into buffers of the egress port.
 
 // injectSlots bounds the inject ring: a host burst beyond it is refused
-// (ErrInjectFull) and counted rather than queued without limit.
-const injectSlots = 256
+// (ErrInjectFull) and counted rather than queued without limit. An
+// uplink's TCP receive burst overflowed 256 slots (2 MiB now).
+const injectSlots = 1024
 
 // ErrInjectFull is returned by Inject when worker 0 has not yet drained
 // the frames injected before.
@@ -137,4 +138,12 @@ func (w *Worker) puntCopy(p *Packet) {
 	s.port, s.n = p.InPort, uint16(copy(s.data[:], p.Data()))
 	w.punts.publish()
 	w.cnt[cPunts]++
+}
+
+// InjectPending reports whether the control plane has injected frames or
+// packets worker 0 has not drained yet (false on other workers). A worker
+// runner that sleeps between polls checks it after announcing that it is
+// about to sleep, so an inject racing with the sleep is not left waiting.
+func (w *Worker) InjectPending() bool {
+	return w.inject != nil && w.inject.ring.head.Load() != w.inject.ring.tail.Load()
 }

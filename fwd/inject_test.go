@@ -33,17 +33,17 @@ func TestInjectSendsFrameOutOfPort(t *testing.T) {
 // The ring is bounded: once full, Inject refuses and counts; what was
 // accepted is all sent by the next poll.
 func TestInjectFullRingRefusesAndCounts(t *testing.T) {
-	r := newRig(t, rigOpt{})
+	r := newRig(t, rigOpt{poolBufs: 4096})
 	frame := eth(macA, macR0, 0x0800, ipv4(r0v4.Addr(), aV4, 17, 64, true, udp(53, 5353, []byte("x"))))
 	accepted := 0
 	var err error
-	for range 1000 {
+	for range 4000 {
 		if err = r.e.Inject(0, frame); err != nil {
 			break
 		}
 		accepted++
 	}
-	if !errors.Is(err, fwd.ErrInjectFull) || accepted == 0 || accepted >= 1000 {
+	if !errors.Is(err, fwd.ErrInjectFull) || accepted == 0 || accepted >= 4000 {
 		t.Fatalf("accepted %d, then %v", accepted, err)
 	}
 	if s := r.e.InjectStats(); s.Refused != 1 {

@@ -23,8 +23,10 @@ import (
 const MaxUplinkPacket = len(puntSlot{}.data)
 
 // UplinkRingSlots is each worker's ring of packets for the uplinks
-// (1 MiB a worker).
-const UplinkRingSlots = 512
+// (4 MiB a worker): a TCP burst routed to an uplink arrives faster than
+// the pump, which sleeps between drains, takes it; 512 slots overflowed
+// in the site-to-site test.
+const UplinkRingSlots = 2048
 
 // injectRoute marks an inject slot that holds an IP packet to route, not
 // an Ethernet frame for a port.

@@ -59,6 +59,7 @@ type daemon struct {
 	metrics *metrics.Server
 	vpn     *vpnServer   // nil unless [vpn] enabled
 	uplinks *uplinks     // nil without [[vpn.client]]
+	wake    *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
 	taps    exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
 	cpus    []int        // cpus[q]: worker q's CPU, -1 when not pinned
 
@@ -163,7 +164,14 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 	}
 	if len(cfg.VPN.Clients) > 0 {
-		d.uplinks = startUplinks(cfg.VPN.Clients, d.log)
+		for _, c := range cfg.VPN.Clients {
+			d.fib.uplinkNames = append(d.fib.uplinkNames, c.Name)
+		}
+		d.fib.replace(srcUplink, uplinkRoutes(cfg.VPN.Clients))
+		if d.wake, err = newInjectWake(d.engine); err != nil {
+			return err
+		}
+		d.uplinks = startUplinks(cfg.VPN.Clients, d.wake, d.log)
 	}
 	if err := d.startExceptionTAPs(cfg); err != nil {
 		return err
@@ -445,6 +453,9 @@ func (d *daemon) shutdown() error {
 		return errors.New("daemon: workers did not stop in time")
 	}
 	d.closeExceptionTAPs()
+	if d.wake != nil {
+		d.wake.close()
+	}
 	if d.neigh != nil && d.mirror != nil {
 		d.neigh.mu.Lock()
 		for k := range d.neigh.mirrored {

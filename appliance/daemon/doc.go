@@ -43,8 +43,12 @@
 //
 // # Uplinks ([[vpn.client]])
 //
-// Each uplink is dialled and kept connected (uplinks.go), but carries no
-// forwarded traffic yet: see uplinks.go for what is missing.
+// Each uplink is dialled and kept connected on a kernel UDP socket, and
+// its routes lead into it: the workers hand routed packets over bounded
+// rings to a pump goroutine that seals and sends them, and the uplink's
+// decrypted packets come back through the engine's inject ring, waking
+// worker 0 from its idle poll (uplinks.go, wake.go). The VPN server's
+// [[vpn.iroute]] is the other end for a site whose uplink is an ovfwd.
 //
 // # Shutdown (SIGTERM)
 //

@@ -11,18 +11,20 @@ import (
 )
 
 // source is where a route comes from. When two sources have a route for
-// one prefix the lower source wins: a peer's tunnel address over the
-// config file's [[route]] over the kernel table.
+// one prefix the lower source wins: a peer's tunnel address or iroute over
+// an uplink's routes over the config file's [[route]] over the kernel
+// table.
 type source uint8
 
 const (
 	srcTunnel source = iota
+	srcUplink
 	srcStatic
 	srcKernel
 	numSources
 )
 
-var sourceNames = [numSources]string{"tunnel", "static", "kernel"}
+var sourceNames = [numSources]string{"tunnel", "uplink", "static", "kernel"}
 
 type route struct {
 	nh     fwd.NextHop
@@ -37,8 +39,9 @@ type route struct {
 type routeTable struct {
 	eng fibWriter
 	log *slog.Logger
-	// portNames name engine ports in status lines.
-	portNames []string
+	// portNames name engine ports in status lines, uplinkNames uplinks.
+	portNames   []string
+	uplinkNames []string
 
 	mu        sync.Mutex
 	want      [numSources]map[netip.Prefix]route
@@ -105,7 +108,7 @@ func (t *routeTable) setLink(port int, up bool) {
 	seen := map[netip.Prefix]bool{}
 	for _, m := range t.want {
 		for p, r := range m {
-			if !seen[p] && r.nh.Port == port && !r.nh.Tunnel && !r.nh.Blackhole {
+			if !seen[p] && r.nh.Port == port && leavesByPort(r.nh) {
 				seen[p] = true
 				t.sync(p)
 			}
@@ -145,8 +148,11 @@ func (t *routeTable) sync(p netip.Prefix) {
 }
 
 func (t *routeTable) egressDown(nh fwd.NextHop) bool {
-	return !nh.Tunnel && !nh.Blackhole && nh.Port >= 0 && nh.Port < len(t.linkDown) && t.linkDown[nh.Port]
+	return leavesByPort(nh) && nh.Port >= 0 && nh.Port < len(t.linkDown) && t.linkDown[nh.Port]
 }
+
+// leavesByPort says whether nh sends out of a port (and so depends on its link).
+func leavesByPort(nh fwd.NextHop) bool { return !nh.Tunnel && !nh.Blackhole && !nh.Uplink }
 
 func (t *routeTable) describe(nh fwd.NextHop) string {
 	switch {
@@ -154,6 +160,11 @@ func (t *routeTable) describe(nh fwd.NextHop) string {
 		return "blackhole"
 	case nh.Tunnel:
 		return fmt.Sprintf("tunnel peer %d", nh.Peer)
+	case nh.Uplink:
+		if int(nh.UplinkID) < len(t.uplinkNames) {
+			return fmt.Sprintf("uplink %s mtu %d", t.uplinkNames[nh.UplinkID], nh.UplinkMTU)
+		}
+		return fmt.Sprintf("uplink %d mtu %d", nh.UplinkID, nh.UplinkMTU)
 	case nh.Via.IsValid():
 		return fmt.Sprintf("via %v dev %s", nh.Via, t.portNames[nh.Port])
 	}

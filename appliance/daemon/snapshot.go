@@ -73,9 +73,13 @@ func (d *daemon) snapshot() status.Snapshot {
 	if d.vpn != nil {
 		s.VPN = d.vpn.snapshot()
 	}
+	if d.uplinks != nil {
+		s.Uplinks = d.uplinks.snapshot()
+	}
+	s.Engine["uplinked"] = st.Uplinked
 	by, lines, installed := d.fib.counts()
 	s.Routes = status.Routes{
-		Static: by[srcStatic], Kernel: by[srcKernel], Tunnel: by[srcTunnel], Prefixes: lines,
+		Static: by[srcStatic], Kernel: by[srcKernel], Tunnel: by[srcTunnel], Uplink: by[srcUplink], Prefixes: lines,
 	}
 	distinct := map[netip.Prefix]bool{}
 	if cfg.Appliance.Mode != config.ModeBridge {

@@ -5,69 +5,122 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/vpn/control"
 )
 
 // Site-to-site uplinks ([[vpn.client]]): ovfwd as the OpenVPN client of
 // another server.
 //
-// Done: each uplink is dialled (its remote resolved at every attempt, so
-// a DNS change is followed), redialled with backoff until shutdown when
-// the first connection fails, and kept connected by the client's own
-// ping-restart and reconnect logic; connection state and the pushed
-// addresses are logged.
+// Each uplink's routes are installed at start as engine routes with an
+// Uplink next hop: the workers copy routed packets onto their uplink rings
+// and the pump goroutine drains them, seals them with the uplink's current
+// data key and sends them from its kernel UDP socket in sendmmsg batches.
+// What the uplink decrypts goes back into the engine with InjectIP and is
+// routed like a packet out of the server's tunnel. The uplink is dialled
+// (its remote resolved at every attempt), redialled with backoff until the
+// first connection, then kept connected by the client's own ping-restart
+// and reconnect logic.
 //
-// Not done: the uplink carries no forwarded traffic yet. Installing the
-// pushed address as a local address and [[vpn.client]].routes as FIB
-// routes needs an engine next hop that hands packets to a Go-side client
-// (the engine's tunnel next hop only reaches server-role peers), and
-// decrypted packets would need a way back into a worker. Until then
-// received packets are counted and dropped, and the routes are not
-// installed (logged at start).
+// The routes stay while the uplink is down: its packets are dropped and
+// counted (tx_down) instead of following a less specific route in the
+// clear, which is what an operator of a site-to-site link expects (as
+// openvpn's persist-tun). Routes the server pushes are logged, not
+// installed: the config decides what crosses the uplink.
 
 const (
 	uplinkDialTimeout = 30 * time.Second
 	uplinkBackoffMin  = time.Second
 	uplinkBackoffMax  = 30 * time.Second
+
+	// The pump drains the rings back to back while packets flow and backs
+	// off to uplinkPumpIdle when they stop: the first packet after a pause
+	// waits at most that long.
+	uplinkPumpBusy = 50 * time.Microsecond
+	uplinkPumpIdle = time.Millisecond
+	// uplinkBatch packets are sealed and sent with one sendmmsg.
+	uplinkBatch = 32
+	// uplinkPending is how many drained packets one uplink buffers before
+	// a drain pass sends them (the rings hold fwd.UplinkRingSlots a worker).
+	uplinkPending = 256
 )
+
+// uplinkEngine is what uplinks need of *fwd.Engine.
+type uplinkEngine interface {
+	Uplinked(fn func(uplink uint16, ip []byte)) int
+	InjectIP(ip []byte) error
+}
 
 // uplink is one [[vpn.client]] and its connection.
 type uplink struct {
 	cfg  config.VPNClient
 	log  *slog.Logger
 	dial func(context.Context, control.ClientConfig) (*control.Client, error)
+	eng  uplinkEngine
 
-	mu       sync.Mutex
-	client   *control.Client // nil until the first successful dial
-	rxDrops  atomic.Uint64   // decrypted packets with nowhere to go (no data path yet)
-	attempts atomic.Uint64
+	mu     sync.Mutex
+	client *control.Client // nil until the first successful dial
+
+	// pump goroutine only
+	batcher    *control.Batcher
+	batcherFor *control.Client
+	pending    [][]byte // uplinkPending buffers of MaxUplinkPacket
+	npending   int
+
+	attempts  atomic.Uint64
+	txPackets atomic.Uint64 // sealed and accepted by the socket
+	txDown    atomic.Uint64 // routed here while not connected
+	txErrors  atomic.Uint64 // the socket refused them
+	rxPackets atomic.Uint64 // decrypted and handed to the engine
+	rxDrops   atomic.Uint64 // decrypted but refused by the engine (inject ring full, not IP)
 }
 
 // uplinks runs every configured uplink until stop is closed.
 type uplinks struct {
 	list []*uplink
+	eng  uplinkEngine
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
-func startUplinks(cfgs []config.VPNClient, log *slog.Logger) *uplinks {
-	u := &uplinks{stop: make(chan struct{})}
+// uplinkRoutes are the routes of every uplink, by prefix; uplink i is
+// UplinkID i.
+func uplinkRoutes(cfgs []config.VPNClient) map[netip.Prefix]route {
+	out := map[netip.Prefix]route{}
+	for i, c := range cfgs {
+		for _, p := range c.Routes {
+			out[p] = route{nh: fwd.NextHop{Uplink: true, UplinkID: uint16(i), UplinkMTU: c.MTU}}
+		}
+	}
+	return out
+}
+
+func startUplinks(cfgs []config.VPNClient, eng uplinkEngine, log *slog.Logger) *uplinks {
+	u := &uplinks{eng: eng, stop: make(chan struct{})}
 	for _, c := range cfgs {
-		up := &uplink{cfg: c, log: log.With("uplink", c.Name), dial: control.Dial}
-		up.log.Warn("uplink forwards no traffic yet: its routes are not installed", "routes", c.Routes)
+		up := &uplink{cfg: c, log: log.With("uplink", c.Name), dial: control.Dial, eng: eng,
+			pending: make([][]byte, uplinkPending)}
+		for i := range up.pending {
+			up.pending[i] = make([]byte, fwd.MaxUplinkPacket)
+		}
+		up.log.Info("uplink routes", "routes", c.Routes, "mtu", c.MTU)
 		u.list = append(u.list, up)
 		u.wg.Add(1)
 		go func() { defer u.wg.Done(); up.run(u.stop) }()
 	}
+	u.wg.Add(1)
+	go func() { defer u.wg.Done(); u.pump() }()
 	return u
 }
 
-// close stops the dial loops and closes the connected clients.
+// close stops the dial loops and the pump and closes the connected clients.
 func (u *uplinks) close() {
 	close(u.stop)
 	u.wg.Wait()
@@ -78,6 +131,85 @@ func (u *uplinks) close() {
 		}
 		up.mu.Unlock()
 	}
+}
+
+// pump moves packets from the workers' uplink rings to the uplinks.
+func (u *uplinks) pump() {
+	wait := uplinkPumpBusy
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		n := u.eng.Uplinked(u.take)
+		for _, up := range u.list {
+			up.flush()
+		}
+		if n > 0 {
+			wait = uplinkPumpBusy
+		} else {
+			wait = min(2*wait, uplinkPumpIdle)
+		}
+		t.Reset(wait)
+		select {
+		case <-u.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// take is the Uplinked callback: it copies one packet into its uplink's
+// pending buffers, sending them first when they are full.
+func (u *uplinks) take(id uint16, ip []byte) {
+	if int(id) >= len(u.list) {
+		return // a route of a removed uplink; cannot happen while routes are fixed at start
+	}
+	up := u.list[id]
+	if up.npending == len(up.pending) {
+		up.flush()
+	}
+	up.pending[up.npending] = up.pending[up.npending][:copy(up.pending[up.npending][:cap(up.pending[up.npending])], ip)]
+	up.npending++
+}
+
+// flush seals and sends the pending packets, or counts them dropped while
+// the uplink is down. Pump goroutine only.
+func (up *uplink) flush() {
+	if up.npending == 0 {
+		return
+	}
+	pkts := up.pending[:up.npending]
+	up.npending = 0
+	up.mu.Lock()
+	c := up.client
+	up.mu.Unlock()
+	if c == nil || !c.Connected() {
+		up.txDown.Add(uint64(len(pkts)))
+		return
+	}
+	if up.batcherFor != c {
+		up.batcher, up.batcherFor = c.NewBatcher(uplinkBatch, fwd.MaxUplinkPacket), c
+	}
+	for len(pkts) > 0 {
+		chunk := pkts[:min(len(pkts), uplinkBatch)]
+		pkts = pkts[len(chunk):]
+		n, err := up.batcher.Send(chunk)
+		up.txPackets.Add(uint64(n))
+		if n < len(chunk) {
+			up.txErrors.Add(uint64(len(chunk) - n))
+			if err != nil && up.txErrors.Load() == uint64(len(chunk)-n) {
+				up.log.Warn("uplink send failed (counted as tx_errors from now on)", "err", err)
+			}
+		}
+	}
+}
+
+// receive is the client's Receive: decrypted packets go to the engine.
+func (up *uplink) receive(ip []byte) {
+	if up.eng.InjectIP(ip) != nil {
+		up.rxDrops.Add(1)
+		return
+	}
+	up.rxPackets.Add(1)
 }
 
 // run dials until connected or stopped. Once connected the client
@@ -117,7 +249,7 @@ func (up *uplink) connect(stop <-chan struct{}) (*control.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc.Receive = func([]byte) { up.rxDrops.Add(1) }
+	cc.Receive = up.receive
 	cc.Logf = func(format string, args ...any) { up.log.Info(fmt.Sprintf(format, args...), "component", "vpn-client") }
 	ctx, cancel := context.WithTimeout(context.Background(), uplinkDialTimeout)
 	defer cancel()
@@ -133,7 +265,8 @@ func (up *uplink) connect(stop <-chan struct{}) (*control.Client, error) {
 		return nil, err
 	}
 	p := c.Pushed()
-	up.log.Info("uplink connected", "remote", ua.AddrPort(), "v4", p.IPv4, "v6", p.IPv6, "pushed_routes", p.Routes)
+	up.log.Info("uplink connected", "remote", ua.AddrPort(), "v4", p.IPv4, "v6", p.IPv6,
+		"pushed_routes_not_installed", p.Routes)
 	return c, nil
 }
 
@@ -147,4 +280,29 @@ func (up *uplink) connected() (*control.Pushed, bool) {
 		return nil, false
 	}
 	return c.Pushed(), true
+}
+
+// snapshot is the uplinks part of status.
+func (u *uplinks) snapshot() []status.Uplink {
+	var out []status.Uplink
+	for _, up := range u.list {
+		s := status.Uplink{Name: up.cfg.Name, Remote: up.cfg.Remote, State: "connecting", MTU: up.cfg.MTU,
+			Counters: status.Counters{
+				"attempts": up.attempts.Load(), "tx_packets": up.txPackets.Load(), "tx_down": up.txDown.Load(),
+				"tx_errors": up.txErrors.Load(), "rx_packets": up.rxPackets.Load(), "rx_drops": up.rxDrops.Load(),
+			}}
+		for _, p := range up.cfg.Routes {
+			s.Routes = append(s.Routes, p.String())
+		}
+		if p, ok := up.connected(); ok {
+			s.State = "connected"
+			for _, a := range []netip.Prefix{p.IPv4, p.IPv6} {
+				if a.IsValid() {
+					s.Addrs = append(s.Addrs, a.String())
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,8 +79,9 @@ func TestUplinkConnects(t *testing.T) {
 			Cert: filepath.Join(dir, "site-a.cert"), Key: filepath.Join(dir, "site-a.key"),
 			TLSCrypt: filepath.Join(dir, pki.TLSCryptFile), Routes: []netip.Prefix{netip.MustParsePrefix("198.18.75.0/24")}}
 	}
+	eng := &fakeUplinkEngine{}
 	u := startUplinks([]config.VPNClient{up("site-b", conn.LocalAddr().String()), up("nowhere", dead.LocalAddr().String())},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		eng, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	closed := false
 	defer func() {
 		if !closed {
@@ -106,6 +108,29 @@ func TestUplinkConnects(t *testing.T) {
 	if _, ok := u.list[1].connected(); ok || u.list[1].attempts.Load() == 0 {
 		t.Errorf("the uplink to a silent port connected (%v) or never tried (%d)", ok, u.list[1].attempts.Load())
 	}
+	// Packets the engine routes to each uplink: the connected one seals
+	// and sends them, the other counts them as dropped while down.
+	pkt := make([]byte, 100)
+	pkt[0] = 0x45
+	for i := range 40 {
+		eng.route(uint16(i%2), pkt)
+	}
+	for i := 0; i < 100 && (u.list[0].txPackets.Load() < 20 || u.list[1].txDown.Load() < 20); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tx, down := u.list[0].txPackets.Load(), u.list[1].txDown.Load(); tx != 20 || down != 20 || u.list[0].txDown.Load() != 0 {
+		t.Errorf("connected uplink sent %d (want 20), down uplink dropped %d (want 20)", tx, down)
+	}
+	// What the client decrypts goes to the engine.
+	u.list[0].receive(pkt)
+	if len(eng.injected) != 1 || u.list[0].rxPackets.Load() != 1 {
+		t.Errorf("injected %d, rx_packets %d; want 1, 1", len(eng.injected), u.list[0].rxPackets.Load())
+	}
+	snap := u.snapshot()
+	if len(snap) != 2 || snap[0].State != "connected" || snap[1].State != "connecting" || snap[0].Counters["tx_packets"] != 20 {
+		t.Errorf("status %+v", snap)
+	}
+
 	start := time.Now()
 	u.close()
 	closed = true
@@ -115,4 +140,40 @@ func TestUplinkConnects(t *testing.T) {
 	if _, ok := u.list[0].connected(); ok {
 		t.Error("uplink still connected after close")
 	}
+}
+
+// fakeUplinkEngine stands in for the engine's uplink rings.
+type fakeUplinkEngine struct {
+	mu       sync.Mutex
+	queued   []queuedPacket
+	injected [][]byte
+}
+
+type queuedPacket struct {
+	id uint16
+	ip []byte
+}
+
+func (f *fakeUplinkEngine) route(id uint16, ip []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queued = append(f.queued, queuedPacket{id, append([]byte(nil), ip...)})
+}
+
+func (f *fakeUplinkEngine) Uplinked(fn func(uint16, []byte)) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, q := range f.queued {
+		fn(q.id, q.ip)
+	}
+	n := len(f.queued)
+	f.queued = f.queued[:0]
+	return n
+}
+
+func (f *fakeUplinkEngine) InjectIP(ip []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.injected = append(f.injected, append([]byte(nil), ip...))
+	return nil
 }

@@ -35,8 +35,16 @@ type vpnServer struct {
 	// maxPeers is the size the tunnel table and pools were built for.
 	maxPeers int
 
+	// iroutes are the networks behind clients, by certificate common name
+	// ([[vpn.iroute]]); fixed at start.
+	iroutes map[string][]netip.Prefix
+
 	mu    sync.Mutex
 	peers map[uint32]control.Peer
+	// irouteOwner is the peer whose tunnel each iroute leads into: with
+	// two sessions of one common name the newest wins, and the older one
+	// going away must not take the route with it.
+	irouteOwner map[netip.Prefix]uint32
 }
 
 var _ control.DataPlane = (*vpnServer)(nil)
@@ -44,7 +52,11 @@ var _ control.DataPlane = (*vpnServer)(nil)
 // startVPN registers the tunnel with the engine and starts the control
 // server. Call it before the workers start.
 func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
-	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{}), maxPeers: c.MaxPeers}
+	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{}), maxPeers: c.MaxPeers,
+		iroutes: map[string][]netip.Prefix{}, irouteOwner: map[netip.Prefix]uint32{}}
+	for _, ir := range c.IRoutes {
+		v.iroutes[ir.CommonName] = ir.Routes
+	}
 	cc, err := controlConfig(c)
 	if err != nil {
 		return nil, err
@@ -229,7 +241,8 @@ func (v *vpnServer) close() error {
 }
 
 // AddPeer is control.DataPlane: a tunnel entry and host routes for the
-// peer's VPN addresses.
+// peer's VPN addresses, and routes for the networks behind it (iroutes),
+// from which it may then send.
 func (v *vpnServer) AddPeer(p control.Peer) error {
 	var allowed []netip.Prefix
 	for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
@@ -237,16 +250,22 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 			allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
+	iroutes := v.iroutes[p.CommonName]
+	allowed = append(allowed, iroutes...)
 	if err := v.tun.AddPeer(vpn.PeerConfig{ID: p.PeerID, Remote: p.Addr, Comp: p.Comp, AllowedSources: allowed}); err != nil {
 		return err
 	}
+	v.mu.Lock()
 	for _, pfx := range allowed {
 		v.d.fib.set(srcTunnel, pfx, route{nh: fwd.NextHop{Tunnel: true, Peer: p.PeerID}}, true)
 	}
-	v.mu.Lock()
+	for _, pfx := range iroutes {
+		v.irouteOwner[pfx] = p.PeerID
+	}
 	v.peers[p.PeerID] = p
 	v.mu.Unlock()
-	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6)
+	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
+		"iroutes", iroutes)
 	return nil
 }
 
@@ -262,13 +281,21 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Lock()
 	p, ok := v.peers[id]
 	delete(v.peers, id)
-	v.mu.Unlock()
 	if ok {
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
 				v.d.fib.set(srcTunnel, netip.PrefixFrom(a, a.BitLen()), route{}, false)
 			}
 		}
+		for _, pfx := range v.iroutes[p.CommonName] {
+			if owner, has := v.irouteOwner[pfx]; has && owner == id {
+				delete(v.irouteOwner, pfx)
+				v.d.fib.set(srcTunnel, pfx, route{}, false)
+			}
+		}
+	}
+	v.mu.Unlock()
+	if ok {
 		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
 	}
 	return v.tun.RemovePeer(id)

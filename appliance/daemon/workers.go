@@ -59,7 +59,13 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 			// Best effort: without CAP_SYS_NICE the worker keeps nice 0.
 			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
 			pinned <- nil
-			runWorker(w, d.rxFDs(q), d.stop, adaptive)
+			fds := d.rxFDs(q)
+			var wake *injectWake
+			if q == 0 && d.wake != nil && len(fds) > 0 {
+				wake = d.wake
+				fds = append(fds, unix.PollFd{Fd: int32(wake.fd)})
+			}
+			runWorker(w, fds, wake, d.stop, adaptive)
 		}()
 		if err := <-pinned; err != nil {
 			return fmt.Errorf("daemon: pinning worker %d to CPU %d: %w", q, cpu, err)
@@ -98,7 +104,9 @@ const (
 // once idle, sleep in poll(2) on their AF_XDP sockets, so a frame wakes
 // them at once and an idle appliance costs next to no CPU (fwd's
 // Worker.Run instead naps in ≤ 1 ms steps, about 6 % of a CPU idle here).
-func runWorker(w *fwd.Worker, fds []unix.PollFd, stop <-chan struct{}, adaptive bool) {
+// Worker 0 also wakes for injected packets when wake is set (its eventfd
+// is then the last of fds).
+func runWorker(w *fwd.Worker, fds []unix.PollFd, wake *injectWake, stop <-chan struct{}, adaptive bool) {
 	idle := 0
 	for {
 		select {
@@ -113,6 +121,8 @@ func runWorker(w *fwd.Worker, fds []unix.PollFd, stop <-chan struct{}, adaptive 
 		idle++
 		switch {
 		case idle < spinPolls:
+		case wake != nil:
+			wake.sleep(w, fds, int(idleWait/time.Millisecond))
 		case len(fds) > 0:
 			afxdp.WaitRx(fds, int(idleWait/time.Millisecond))
 		default:

@@ -36,6 +36,9 @@ var (
 	vpnPeerLastSeen  = desc("vpn_peer_last_seen_seconds", "Unix time a VPN client was last heard from.", "peer")
 	vpnDrops         = desc("vpn_drops_total", "VPN packets dropped, by reason.", "reason")
 
+	uplinkUp      = desc("uplink_up", "1 while a [[vpn.client]] uplink is connected.", "uplink")
+	uplinkCounter = desc("uplink_total", "An uplink's counters (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, attempts).", "uplink", "counter")
+
 	startTime = desc("start_time_seconds", "Unix time the appliance started.")
 	buildInfo = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")
 )
@@ -48,6 +51,7 @@ var allDescs = []*prometheus.Desc{
 	portRxPackets, portRxBytes, portTxPackets, portTxBytes, portBackend, portUp, queueInfo,
 	drops, engine, routes, prefixes, neighbours, reloads,
 	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops,
+	uplinkUp, uplinkCounter,
 	startTime, buildInfo,
 }
 
@@ -92,6 +96,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(routes, float64(r.Static), "static")
 	e.gauge(routes, float64(r.Kernel), "kernel")
 	e.gauge(routes, float64(r.Tunnel), "tunnel")
+	e.gauge(routes, float64(r.Uplink), "uplink")
 	e.gauge(prefixes, float64(r.Total))
 	e.gauge(neighbours, float64(s.Neighbours))
 	e.counter(reloads, uint64(s.Reload.Count), "ok")
@@ -109,6 +114,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		e.counters(vpnDrops, v.Drops)
+	}
+	for _, u := range s.Uplinks { // names are unique (config)
+		e.gauge(uplinkUp, boolValue(u.State == "connected"), u.Name)
+		for _, k := range sortedKeys(u.Counters) {
+			e.counter(uplinkCounter, u.Counters[k], u.Name, k)
+		}
 	}
 	e.gauge(startTime, float64(s.Started.Unix()))
 	e.gauge(buildInfo, 1, s.Version, runtime.Version(), s.Mode, s.Poll)

@@ -29,7 +29,7 @@ func sample() status.Snapshot {
 		},
 		Drops:      status.Counters{"no_route": 3, "malformed": 0},
 		Engine:     status.Counters{"copies": 4, "icmp_sent": 5, "punts": 6},
-		Routes:     status.Routes{Connected: 2, Static: 2, Kernel: 1, Tunnel: 3, Total: 7},
+		Routes:     status.Routes{Connected: 2, Static: 2, Kernel: 1, Tunnel: 3, Uplink: 1, Total: 8},
 		Neighbours: 9,
 		Reload:     status.Reload{Count: 2, Failed: 1},
 		VPN: &status.VPN{
@@ -38,6 +38,10 @@ func sample() status.Snapshot {
 				{Name: "bob", Rx: status.Traffic{Packets: 1, Bytes: 2}},
 			},
 			Drops: status.Counters{"replay": 8, "bad_hmac": 2},
+		},
+		Uplinks: []status.Uplink{
+			{Name: "site-b", State: "connected", Counters: status.Counters{"tx_packets": 12, "rx_packets": 13, "tx_down": 0}},
+			{Name: "site-c", State: "connecting", Counters: status.Counters{"attempts": 4}},
 		},
 	}
 }
@@ -131,6 +135,14 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	check(float64(s.Routes.Static), "ovfwd_routes", "source", "static")
 	check(float64(s.Routes.Kernel), "ovfwd_routes", "source", "kernel")
 	check(float64(s.Routes.Tunnel), "ovfwd_routes", "source", "tunnel")
+	check(float64(s.Routes.Uplink), "ovfwd_routes", "source", "uplink")
+	check(1, "ovfwd_uplink_up", "uplink", "site-b")
+	check(0, "ovfwd_uplink_up", "uplink", "site-c")
+	for _, u := range s.Uplinks {
+		for k, v := range u.Counters {
+			check(float64(v), "ovfwd_uplink_total", "uplink", u.Name, "counter", k)
+		}
+	}
 	check(float64(s.Routes.Total), "ovfwd_fib_prefixes")
 	check(float64(s.Neighbours), "ovfwd_neighbours")
 	check(float64(s.Reload.Count), "ovfwd_reloads_total", "result", "ok")

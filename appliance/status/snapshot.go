@@ -18,6 +18,7 @@ type Snapshot struct {
 	Routes     Routes    `json:"routes"`
 	Neighbours int       `json:"neighbours"` // entries in the engine's neighbour table
 	VPN        *VPN      `json:"vpn,omitempty"`
+	Uplinks    []Uplink  `json:"uplinks,omitempty"`
 	Reload     Reload    `json:"reload"`
 }
 
@@ -62,7 +63,8 @@ type Routes struct {
 	Connected int `json:"connected"` // port subnets
 	Static    int `json:"static"`    // [[route]] sections
 	Kernel    int `json:"kernel"`    // mirrored from the kernel table
-	Tunnel    int `json:"tunnel"`    // VPN peers' addresses
+	Tunnel    int `json:"tunnel"`    // VPN peers' addresses and iroutes
+	Uplink    int `json:"uplink"`    // [[vpn.client]] routes
 	Total     int `json:"total"`     // distinct prefixes in the FIB
 	// Prefixes lists every route the control plane installed, as
 	// "prefix via nexthop dev port (source)".
@@ -84,6 +86,17 @@ type VPNPeer struct {
 	Rx       Traffic   `json:"rx"`
 	Tx       Traffic   `json:"tx"`
 	LastSeen time.Time `json:"last_seen"`
+}
+
+// Uplink is one [[vpn.client]] site-to-site uplink.
+type Uplink struct {
+	Name     string   `json:"name"`
+	Remote   string   `json:"remote"`
+	State    string   `json:"state"`           // connecting or connected
+	Addrs    []string `json:"addrs,omitempty"` // pushed tunnel addresses
+	Routes   []string `json:"routes"`
+	MTU      int      `json:"mtu"`
+	Counters Counters `json:"counters"` // tx_packets, tx_down, tx_errors, rx_packets, rx_drops, attempts
 }
 
 // Reload is the SIGHUP history.

@@ -20,6 +20,8 @@ func sample() Snapshot {
 		Routes: Routes{Connected: 1, Static: 1, Total: 2, Prefixes: []string{"198.18.60.0/24 via 198.18.51.1 dev p1 (static)"}},
 		VPN: &VPN{Listen: []string{"0.0.0.0:1194"}, Peers: []VPNPeer{{Name: "alice", Real: "198.18.50.1:40000",
 			Addrs: []string{"198.19.0.2"}, Rx: Traffic{5, 500}, LastSeen: time.Unix(1059, 0)}}},
+		Uplinks: []Uplink{{Name: "site-b", Remote: "198.18.51.9:1194", State: "connected", Addrs: []string{"198.19.9.2/24"},
+			Routes: []string{"198.18.64.0/20"}, MTU: 1420, Counters: Counters{"tx_packets": 7, "tx_down": 0}}},
 		Reload: Reload{Count: 1, Failed: 1, LastError: "x.toml:3: appliance.mode: unknown mode"},
 	}
 }
@@ -72,6 +74,7 @@ func TestWriteText(t *testing.T) {
 		"rx 10 packets 1000 bytes", "backend: tx_full=2\n", "drops: no_route=3\n", "routes: 2 (connected 1, static 1",
 		"198.18.60.0/24 via 198.18.51.1 dev p1 (static)", "alice from 198.18.50.1:40000, 198.19.0.2: rx 500 B",
 		"reloads: 1 ok, 1 rejected; last rejected: x.toml:3",
+		"site-b to 198.18.51.9:1194: connected as 198.19.9.2/24, routes 198.18.64.0/20, mtu 1420\n    tx_packets=7\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)

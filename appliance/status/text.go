@@ -36,8 +36,8 @@ func WriteText(w io.Writer, s *Snapshot) error {
 	fmt.Fprintf(b, "\ndrops: %s\n", orNone(nonZero(s.Drops)))
 	fmt.Fprintf(b, "engine: %s\n", orNone(nonZero(s.Engine)))
 	r := s.Routes
-	fmt.Fprintf(b, "routes: %d (connected %d, static %d, kernel %d, tunnel %d), neighbours %d\n",
-		r.Total, r.Connected, r.Static, r.Kernel, r.Tunnel, s.Neighbours)
+	fmt.Fprintf(b, "routes: %d (connected %d, static %d, kernel %d, tunnel %d, uplink %d), neighbours %d\n",
+		r.Total, r.Connected, r.Static, r.Kernel, r.Tunnel, r.Uplink, s.Neighbours)
 	for _, p := range r.Prefixes {
 		fmt.Fprintf(b, "  %s\n", p)
 	}
@@ -49,6 +49,16 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		}
 		if line := nonZero(v.Drops); line != "" {
 			fmt.Fprintf(b, "  drops: %s\n", line)
+		}
+	}
+	if len(s.Uplinks) > 0 {
+		b.WriteString("\nuplinks:\n")
+		for _, u := range s.Uplinks {
+			fmt.Fprintf(b, "  %s to %s: %s", u.Name, u.Remote, u.State)
+			if len(u.Addrs) > 0 {
+				fmt.Fprintf(b, " as %s", strings.Join(u.Addrs, " "))
+			}
+			fmt.Fprintf(b, ", routes %s, mtu %d\n    %s\n", strings.Join(u.Routes, " "), u.MTU, orNone(nonZero(u.Counters)))
 		}
 	}
 	fmt.Fprintf(b, "\nreloads: %d ok, %d rejected", s.Reload.Count, s.Reload.Failed)

@@ -34,7 +34,7 @@ commands:
   check    validate a config file                     ovfwd check [-c] FILE
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
-  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT
+  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME
   bench    measure                                    ovfwd bench fwd|vpn|mlx5
   probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
   version  print the version
@@ -247,9 +247,14 @@ func labCmd(args []string) error {
 	return lab.Run(context.Background(), lab.Options{Duration: *d, Keep: *keep, NoVPN: *noVPN})
 }
 
+const pkiUsage = `usage: ovfwd pki init DIR
+       ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]   (an .ovpn profile)
+       ovfwd pki site DIR NAME      (certificate and key files for another ovfwd's [[vpn.client]])
+`
+
 func pkiCmd(args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, "usage: ovfwd pki init DIR\n       ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]\n")
+		fmt.Fprint(os.Stderr, pkiUsage)
 		return errUsage
 	}
 	switch args[0] {
@@ -288,11 +293,29 @@ func pkiCmd(args []string) error {
 		}
 		fmt.Println(path)
 		return nil
+	case "site":
+		// A certificate and key as files, for the [[vpn.client]] uplink of
+		// another ovfwd (a site-to-site peer) that connects to this CA's
+		// server; pair it with a [[vpn.iroute]] on the server.
+		fs := newFlags("pki site", "DIR NAME")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 2, 2); err != nil {
+			return err
+		}
+		cert, key, err := pki.ClientFiles(pos[0], pos[1])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\n%s\n", cert, key)
+		return nil
 	case "-h", "-help", "--help":
-		fmt.Print("usage: ovfwd pki init DIR\n       ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]\n")
+		fmt.Print(pkiUsage)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init or client)\n", args[0])
+	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client or site)\n", args[0])
 	return errUsage
 }
 

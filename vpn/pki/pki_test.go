@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -113,5 +114,39 @@ func TestInitAndClient(t *testing.T) {
 	}
 	if _, err := Client(t.TempDir(), "dave", "h:1"); err == nil {
 		t.Error("client issued without a CA")
+	}
+}
+
+// ClientFiles writes a client certificate and key that the CA verifies for
+// client authentication under the requested name.
+func TestClientFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath, err := ClientFiles(dir, "site-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatalf("cert and key do not pair: %v", err)
+	}
+	ld, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ld.ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("CA does not verify the client certificate: %v", err)
+	}
+	if leaf.Subject.CommonName != "site-a" {
+		t.Fatalf("CN %q", leaf.Subject.CommonName)
+	}
+	if _, _, err := ClientFiles(dir, "../escape"); err == nil {
+		t.Fatal("a name with a path was accepted")
 	}
 }

@@ -102,3 +102,33 @@ func ClientProfile(dir string, p Profile) (string, error) {
 	}
 	return path, nil
 }
+
+// ClientFiles issues a certificate for name and writes it and its key as
+// PEM files, dir/clients/NAME.crt and NAME.key, for a [[vpn.client]]
+// uplink of another ovfwd (which names files rather than a profile). It
+// returns both paths.
+func ClientFiles(dir, name string) (certPath, keyPath string, err error) {
+	if !validName.MatchString(name) {
+		return "", "", fmt.Errorf("pki: bad client name %q", name)
+	}
+	ca, caKey, _, err := loadCA(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("pki: %v (run pki init first)", err)
+	}
+	key, der, err := leaf(ca, caKey, name, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return "", "", err
+	}
+	out := filepath.Join(dir, ClientsDir)
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return "", "", err
+	}
+	certPath, keyPath = filepath.Join(out, name+".crt"), filepath.Join(out, name+".key")
+	if err := os.WriteFile(certPath, certPEM(der), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyPath, keyPEM(key), 0o600); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, nil
+}
