@@ -61,7 +61,21 @@ var (
 	errPingRestart  = errors.New("ping-restart: nothing received from the server")
 	errRestart      = errors.New("server sent RESTART")
 	errHandWindow   = errors.New("hand-window expired")
+	errHandSilent   = errors.New("handshake stalled: the server stopped answering")
 )
+
+// handshakeSilence ends a connection attempt the server has stopped
+// answering before its PUSH_REPLY, sooner than hand-window (60 s) or the
+// pre-pull ping-restart (120 s) would. A server that restarts in the middle
+// of our handshake (openvpn with explicit-exit-notify keeps answering for
+// two seconds while it exits, long enough for a reconnecting client's reset
+// and even its TLS handshake) has forgotten the session: its successor
+// drops our retransmissions and push requests without a word, and waiting
+// out those timers kept site-to-site uplinks down for minutes.
+// Retransmissions are 2, 4 and 8 s apart and push requests 5 s, so 10 s of
+// silence is at least two unanswered ones. A variable so tests can shorten
+// it.
+var handshakeSilence = 10 * time.Second
 
 // Client-side timers (openvpn.md §7.1, §9.3).
 const (

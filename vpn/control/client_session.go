@@ -527,9 +527,15 @@ func (s *clientSession) tick(now time.Time) {
 		now.Sub(primary.start) > pushRequestDelay && now.Sub(s.lastPush) > pushRequestInterval {
 		requestPush, s.lastPush = true, now
 	}
-	var handExpired bool
+	var handExpired, handSilent bool
 	if primary != nil && !primary.established && now.Sub(primary.start) > handWindow {
 		handExpired = true
+	}
+	// Until PUSH_REPLY completes the connection, silence means the server
+	// lost the session (it may have finished TLS and then restarted).
+	if primary != nil && primary.first && !(primary.established && complete) &&
+		time.Duration(c.since()-c.lastRecv.Load()) > handshakeSilence {
+		handSilent = true
 	}
 	// Renegotiate at reneg-sec, or before the packet id wraps (2.6 does
 	// at PACKET_ID_WRAP_TRIGGER, openvpn.md §8.2).
@@ -548,6 +554,10 @@ func (s *clientSession) tick(now time.Time) {
 	s.mu.Unlock()
 	if handExpired {
 		s.end(errHandWindow)
+		return
+	}
+	if handSilent {
+		s.end(errHandSilent)
 		return
 	}
 	if requestPush {
