@@ -16,6 +16,20 @@
 // blackhole, so it drops what it receives without answering; delivered
 // packets are sk0's receive counter.
 //
+// Generators (Options.Generator): "raw", the default, seals the
+// clients' packets into pre-addressed Ethernet frames and sends them from
+// packet sockets on lc0, several threads each owning a subset of the
+// clients (gen_raw.go); "socket" sends through each client's own UDP
+// socket, one goroutine per client (load.go). The output shows the
+// offered rate next to the delivered one, the generator process's CPU
+// share and cost per packet, and the server's CPU share: offered well
+// above delivered, with the server's core full, means the server was the
+// limit. Note that the veth delivers to the server's port in the
+// sender's softirq, so the server-side receive work (ovfwd: XDP redirect
+// and copy into the AF_XDP ring; openvpn: IP and UDP receive) runs on the
+// generator's CPU, about half of its time, and is not in the server's
+// CPU figure.
+//
 // Threading: Run owns everything it starts (namespaces, server processes,
 // clients) and tears it down before returning; it is not meant to be run
 // twice at once on one machine.

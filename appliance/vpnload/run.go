@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
@@ -32,6 +34,16 @@ type Options struct {
 	PerClientPPS int
 	// Parallel is how many handshakes are started at once, default 256.
 	Parallel int
+	// Generator is how the clients' traffic is put on the wire:
+	// GenRaw (the default) or GenSocket.
+	Generator string
+	// GenThreads is the raw generator's thread count, default 4.
+	GenThreads int
+	// GenPresealMB is how much memory the raw generator may fill with
+	// packets sealed before each unpaced measured window (sent first,
+	// then it seals on the fly); default 256, -1 seals everything on
+	// the fly.
+	GenPresealMB int
 
 	OvfwdBin    string // default $OVFWD_BIN, else built into a temp dir
 	OvfwdDriver string // port driver, default "afxdp-copy"
@@ -53,6 +65,14 @@ func (o *Options) defaults() error {
 	if o.Target == "" {
 		o.Target = "both"
 	}
+	if o.Generator == "" {
+		o.Generator = GenRaw
+	}
+	switch o.Generator {
+	case GenRaw, GenSocket:
+	default:
+		return fmt.Errorf("vpnload: unknown generator %q", o.Generator)
+	}
 	switch o.Target {
 	case "both", TargetOvfwd, TargetOpenVPN:
 	default:
@@ -67,6 +87,8 @@ func (o *Options) defaults() error {
 	def(&o.PayloadSize, 64)
 	def(&o.Runs, 3)
 	def(&o.Parallel, 256)
+	def(&o.GenThreads, 4)
+	def(&o.GenPresealMB, 256)
 	def(&o.ServerCPU, 1)
 	if o.Duration == 0 {
 		o.Duration = 5 * time.Second
@@ -91,6 +113,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("vpnload: %d clients; the pool holds 1 to 1021", o.Clients)
 	case o.PayloadSize < 0 || o.PayloadSize > 1400:
 		return fmt.Errorf("vpnload: payload %d bytes; 0 to 1400", o.PayloadSize)
+	case o.GenPresealMB < -1 || o.GenPresealMB > 4096:
+		return fmt.Errorf("vpnload: preseal %d MB; -1 (none) to 4096", o.GenPresealMB)
 	case o.Runs > 100 || o.Duration > 10*time.Minute:
 		return errors.New("vpnload: at most 100 runs of 10 minutes")
 	}
@@ -110,12 +134,21 @@ type Result struct {
 	HandshakesPerSec float64
 	HandshakeCPU     float64 // server CPU seconds spent while the clients connected
 
-	Seconds   float64 // traffic duration
-	Offered   uint64  // packets the clients sent
-	Delivered uint64  // packets the sink received
-	PPS       float64 // delivered per second
-	Gbps      float64 // delivered inner IP bits per second
-	Loss      float64 // 1 - delivered/offered
+	Generator  string  // GenRaw or GenSocket
+	Seconds    float64 // traffic duration
+	Offered    uint64  // packets the generator put on the wire (raw: tried to)
+	OfferedPPS float64 // offered per second: delivered well below it means the server was the limit
+	Refused    uint64  // raw generator: frames the link to the server refused (counted in Offered and Loss)
+	// GenCPUPerMpkt is the bench process's CPU seconds (the generator,
+	// and the link's receive work the kernel does in its context) per
+	// million offered packets; GenCPUSeconds/Seconds near 1 means the
+	// generator's core was full.
+	GenCPUSeconds float64
+	GenCPUPerMpkt float64
+	Delivered     uint64  // packets the sink received
+	PPS           float64 // delivered per second
+	Gbps          float64 // delivered inner IP bits per second
+	Loss          float64 // 1 - delivered/offered
 
 	ServerCPUSeconds float64 // server process user+system time during traffic
 	CPUPerMpkt       float64 // server CPU seconds per million delivered packets
@@ -178,9 +211,10 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 }
 
 func (r Result) line() string {
-	return fmt.Sprintf("%4d/%d clients in %5.2fs (%6.0f hs/s, cpu %5.2fs)  %9.0f pkt/s  %6.3f Gb/s  loss %5.1f%%  cpu %5.2fs  %7.2f cpu-s/Mpkt  rss/peer %6.0f B",
-		r.Connected, r.Clients, r.HandshakeSeconds, r.HandshakesPerSec, r.HandshakeCPU, r.PPS, r.Gbps, 100*r.Loss,
-		r.ServerCPUSeconds, r.CPUPerMpkt, r.IdleRSSPerPeer)
+	return fmt.Sprintf("%4d/%d clients in %5.2fs (%6.0f hs/s, cpu %5.2fs)  %s offered %9.0f pkt/s (refused %d, gen cpu %4.0f%%, %5.2f cpu-s/Mpkt)  delivered %9.0f pkt/s  %6.3f Gb/s  loss %5.1f%%  server cpu %5.2fs (%3.0f%%)  %7.2f cpu-s/Mpkt  rss/peer %6.0f B",
+		r.Connected, r.Clients, r.HandshakeSeconds, r.HandshakesPerSec, r.HandshakeCPU,
+		r.Generator, r.OfferedPPS, r.Refused, 100*r.GenCPUSeconds/r.Seconds, r.GenCPUPerMpkt,
+		r.PPS, r.Gbps, 100*r.Loss, r.ServerCPUSeconds, 100*r.ServerCPUSeconds/r.Seconds, r.CPUPerMpkt, r.IdleRSSPerPeer)
 }
 
 // runOnce starts the target, connects every client, offers traffic and
@@ -239,9 +273,39 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
+	var raw *rawGen
+	if o.Generator == GenRaw {
+		if raw, err = newRawGen(t, clients, o.PayloadSize, o.GenThreads); err != nil {
+			return r, err
+		}
+		defer raw.close()
+		if o.PerClientPPS == 0 && o.GenPresealMB > 0 {
+			raw.preseal(o.GenPresealMB << 20)
+		}
+	}
+	r.Generator = o.Generator
+	gcpu0 := selfCPUSeconds()
 	tStart := time.Now()
-	sent, _ := offer(clients, o.PayloadSize, o.PerClientPPS, o.Duration)
+	var sent uint64
+	if raw != nil {
+		var failed uint64
+		sent, r.Refused, failed, err = raw.offer(o.PerClientPPS, o.Duration)
+		if err != nil {
+			return r, err
+		}
+		if failed > 0 {
+			o.Logf("%s: raw generator: %d packets not sealed (a client was reconnecting)", target, failed)
+		}
+		sent += r.Refused
+	} else {
+		sent, _ = offer(clients, o.PayloadSize, o.PerClientPPS, o.Duration)
+	}
 	r.Seconds = time.Since(tStart).Seconds()
+	r.GenCPUSeconds = selfCPUSeconds() - gcpu0
+	r.OfferedPPS = float64(sent) / r.Seconds
+	if sent > 0 {
+		r.GenCPUPerMpkt = r.GenCPUSeconds / (float64(sent) / 1e6)
+	}
 	time.Sleep(300 * time.Millisecond) // drain queues
 	cpu1, err := srv.cpuSeconds()
 	if err != nil {
@@ -269,6 +333,7 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 
 func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 	med := map[string]Result{}
+	srvShare, genShare := map[string]float64{}, map[string]float64{} // of a core, during traffic
 	for _, target := range targets {
 		var m Result
 		m.Target = target
@@ -282,21 +347,26 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 			return median(v)
 		}
 		m.PPS = pick(func(r Result) float64 { return r.PPS })
+		m.OfferedPPS = pick(func(r Result) float64 { return r.OfferedPPS })
 		m.Gbps = pick(func(r Result) float64 { return r.Gbps })
 		m.CPUPerMpkt = pick(func(r Result) float64 { return r.CPUPerMpkt })
 		m.HandshakesPerSec = pick(func(r Result) float64 { return r.HandshakesPerSec })
 		m.Loss = pick(func(r Result) float64 { return r.Loss })
 		m.IdleRSSPerPeer = pick(func(r Result) float64 { return r.IdleRSSPerPeer })
 		med[target] = m
+		srvShare[target] = pick(func(r Result) float64 { return r.ServerCPUSeconds / r.Seconds })
+		genShare[target] = pick(func(r Result) float64 { return r.GenCPUSeconds / r.Seconds })
 	}
-	fmt.Fprintf(w, "\nmedians: %d clients, %d B UDP payload (%d B inner IP), %v per run, server on cpu %d\n",
-		o.Clients, o.PayloadSize, 28+o.PayloadSize, o.Duration, o.ServerCPU)
-	fmt.Fprintf(w, "%-8s %12s %9s %13s %14s %8s %12s\n", "target", "pkt/s", "Gb/s", "cpu-s/Mpkt", "handshakes/s", "loss", "rss/peer")
+	fmt.Fprintf(w, "\nmedians: %d clients, %d B UDP payload (%d B inner IP), %v per run, server on cpu %d, %s generator%s\n",
+		o.Clients, o.PayloadSize, 28+o.PayloadSize, o.Duration, o.ServerCPU, o.Generator, genThreads(o))
+	fmt.Fprintf(w, "%-8s %12s %12s %9s %13s %14s %8s %12s %8s %8s\n", "target", "offered/s", "pkt/s", "Gb/s", "cpu-s/Mpkt", "handshakes/s", "loss", "rss/peer", "gen-cpu", "srv-cpu")
 	for _, target := range targets {
 		m := med[target]
-		fmt.Fprintf(w, "%-8s %12.0f %9.3f %13.2f %14.0f %7.1f%% %10.0f B\n",
-			target, m.PPS, m.Gbps, m.CPUPerMpkt, m.HandshakesPerSec, 100*m.Loss, m.IdleRSSPerPeer)
+		fmt.Fprintf(w, "%-8s %12.0f %12.0f %9.3f %13.2f %14.0f %7.1f%% %10.0f B %7.0f%% %7.0f%%\n",
+			target, m.OfferedPPS, m.PPS, m.Gbps, m.CPUPerMpkt, m.HandshakesPerSec, 100*m.Loss, m.IdleRSSPerPeer,
+			100*genShare[target], 100*srvShare[target])
 	}
+	fmt.Fprintln(w, "(offered well above pkt/s with srv-cpu near 100%: the server was the limit; offered close to pkt/s with gen-cpu near 100%: the generator was)")
 	if len(targets) == 2 {
 		a, b := med[TargetOvfwd], med[TargetOpenVPN]
 		ratio := func(x, y float64) float64 {
@@ -308,6 +378,25 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 		fmt.Fprintf(w, "ovfwd/openvpn: %.2fx pkt/s, %.2fx CPU per packet, %.2fx handshakes/s\n",
 			ratio(a.PPS, b.PPS), ratio(a.CPUPerMpkt, b.CPUPerMpkt), ratio(a.HandshakesPerSec, b.HandshakesPerSec))
 	}
+}
+
+// selfCPUSeconds is this process's user+system time so far.
+func selfCPUSeconds() float64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func genThreads(o *Options) string {
+	if o.Generator == GenRaw && o.PerClientPPS == 0 {
+		return fmt.Sprintf(" (%d threads, up to %d MB sealed ahead)", o.GenThreads, max(0, o.GenPresealMB))
+	}
+	if o.Generator == GenRaw {
+		return fmt.Sprintf(" (%d threads, paced)", o.GenThreads)
+	}
+	return ""
 }
 
 func median(v []float64) float64 {

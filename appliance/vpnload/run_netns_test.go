@@ -35,5 +35,28 @@ func TestRunShort(t *testing.T) {
 		if r.ServerCPUSeconds <= 0 {
 			t.Errorf("%s: no server CPU time measured", r.Target)
 		}
+		if r.Generator != GenRaw || r.OfferedPPS <= 0 {
+			t.Errorf("%s: generator %q offered %.0f pkt/s; want the raw generator by default", r.Target, r.Generator, r.OfferedPPS)
+		}
+	}
+}
+
+// TestRunSocketGenerator runs the bench briefly against ovfwd with the
+// clients' own sockets as the generator: traffic must reach the sink.
+func TestRunSocketGenerator(t *testing.T) {
+	netns.RequireRoot(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, &out, Options{Target: TargetOvfwd, Generator: GenSocket, Clients: 4, Duration: time.Second, Runs: 1, PerClientPPS: 2000, Logf: t.Logf})
+	t.Logf("\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Generator != GenSocket {
+		t.Fatalf("results %+v, want one socket-generator run", res)
+	}
+	if r := res[0]; r.Delivered < r.Offered/2 || r.Offered < 4000 {
+		t.Errorf("delivered %d of %d offered packets", r.Delivered, r.Offered)
 	}
 }

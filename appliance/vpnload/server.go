@@ -23,6 +23,16 @@ const (
 	TargetOpenVPN = "openvpn"
 )
 
+// Generators (Options.Generator).
+const (
+	// GenRaw seals into pre-addressed frames and sends them from packet
+	// sockets on the client link, several threads (gen_raw.go).
+	GenRaw = "raw"
+	// GenSocket sends through each client's own UDP socket, one
+	// goroutine per client (load.go).
+	GenSocket = "socket"
+)
+
 // server is one running server under test.
 type server struct {
 	target  string

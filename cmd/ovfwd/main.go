@@ -367,6 +367,9 @@ func benchCmd(args []string) error {
 		fs.IntVar(&lo.Runs, "runs", 3, "runs per server")
 		fs.IntVar(&lo.PerClientPPS, "pps", 0, "offered packets/s per client (0: as fast as the generator can)")
 		fs.StringVar(&lo.OvfwdPoll, "poll", "", "ovfwd worker poll mode (busy or adaptive)")
+		fs.StringVar(&lo.Generator, "gen", "raw", "traffic generator: raw (packet sockets) or socket (each client's UDP socket)")
+		fs.IntVar(&lo.GenThreads, "gen-threads", 0, "raw generator threads (default 4)")
+		fs.IntVar(&lo.GenPresealMB, "gen-preseal", 0, "raw generator: MB of packets sealed before each unpaced run (default 256; -1: seal on the fly)")
 		fs.IntVar(&to.Rounds, "rounds", 2, "with -tcp: A B pairs")
 		fs.StringVar(&to.Cipher, "cipher", "AES-256-GCM", "with -tcp: data cipher of both servers")
 		if err := parseFlags(fs, args[1:]); err != nil {

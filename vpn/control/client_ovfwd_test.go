@@ -239,18 +239,32 @@ func newPKI(t *testing.T) string {
 // TestClientOvfwdServer connects the client role to the server role over
 // loopback UDP: it must get the pushed addresses, routes and peer-id, and
 // an ICMP echo must make the round trip through the tunnel.
-func TestClientOvfwdServer(t *testing.T) {
+// dialEcho starts an echo server on a fresh PKI and connects client name
+// to it (closed when the test ends).
+func dialEcho(t *testing.T, name string) (*echoServer, *control.Client) {
+	t.Helper()
 	dir := newPKI(t)
 	e := startEchoServer(t, dir, "127.0.0.1:0", nil)
-	cfg := clientProfile(t, dir, "alice", e.addr())
+	cfg := clientProfile(t, dir, name, e.addr())
 	cfg.Logf = newSyncLog(t).logf
+	return e, dial(t, cfg)
+}
+
+// dial connects cfg's client within 20 s (closed when the test ends).
+func dial(t *testing.T, cfg control.ClientConfig) *control.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := control.Dial(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestClientOvfwdServer(t *testing.T) {
+	e, c := dialEcho(t, "alice")
 	p := c.Pushed()
 	if p.IPv4 != netip.MustParsePrefix("198.18.71.2/24") || p.IPv6 != netip.MustParsePrefix("2001:db8:71::1000/64") ||
 		p.Gateway4 != netip.MustParseAddr("198.18.71.1") || p.Gateway6 != netip.MustParseAddr("2001:db8:71::1") {
@@ -297,13 +311,7 @@ func TestClientRenegotiation(t *testing.T) {
 			})
 			cfg := clientProfile(t, dir, "bob", e.addr())
 			cfg.RenegSec = tc.cli
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			c, err := control.Dial(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := dial(t, cfg)
 			gw := c.Pushed().Gateway4
 			deadline := time.Now().Add(15 * time.Second)
 			for c.Stats().Renegs < 2 && time.Now().Before(deadline) {
@@ -330,33 +338,57 @@ func TestClientRenegotiation(t *testing.T) {
 }
 
 // TestClientReconnects restarts the server on the same port: the client
-// sees RESTART, reconnects by itself and passes traffic again.
+// sees RESTART, reconnects by itself and passes traffic again. In the
+// stalled variant the new server answers the reconnecting client's reset
+// and then loses everything it sends (as when a server restarts between
+// its reset reply and the client's TLS data): the client must start over
+// with a new reset after handshakeSilence, not wait out the 60-second
+// hand-window.
 func TestClientReconnects(t *testing.T) {
-	dir := newPKI(t)
-	e := startEchoServer(t, dir, "127.0.0.1:0", nil)
-	addr := e.addr()
-	cfg := clientProfile(t, dir, "carol", addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := control.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	e.close()
-	if !waitFor(5*time.Second, func() bool { return !c.Connected() }) {
-		t.Fatal("client still connected after the server closed")
-	}
-	e2 := startEchoServer(t, dir, addr, nil)
-	if !waitFor(15*time.Second, func() bool { return c.Connected() }) {
-		t.Fatalf("client did not reconnect: %+v", c.Stats())
-	}
-	if n := c.Stats().Connects; n != 2 {
-		t.Errorf("client connected %d times, want 2", n)
-	}
-	ping(t, c, c.Pushed().Gateway4, 9)
-	if len(e2.dp.Peers()) != 1 {
-		t.Errorf("new server has peers %v", e2.dp.Peers())
+	for _, stalled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "stalled"}[stalled], func(t *testing.T) {
+			defer control.SetHandshakeSilence(2 * time.Second)()
+			dir := newPKI(t)
+			e := startEchoServer(t, dir, "127.0.0.1:0", nil)
+			addr := e.addr()
+			// Once armed: let the next hard reset through, then lose
+			// everything the client sends until its next hard reset.
+			var armed, resets atomic.Int32
+			relay := udpRelay(t, addr, func(pkt []byte) bool {
+				if armed.Load() == 0 {
+					return false
+				}
+				if pkt[0]>>3 == 7 { // P_CONTROL_HARD_RESET_CLIENT_V2
+					resets.Add(1)
+					return false
+				}
+				return resets.Load() == 1
+			})
+			c := dial(t, clientProfile(t, dir, "carol", relay))
+			if stalled {
+				armed.Store(1)
+			}
+			e.close()
+			if !waitFor(5*time.Second, func() bool { return !c.Connected() }) {
+				t.Fatal("client still connected after the server closed")
+			}
+			e2 := startEchoServer(t, dir, addr, nil)
+			start := time.Now()
+			if !waitFor(15*time.Second, func() bool { return c.Connected() }) {
+				t.Fatalf("client did not reconnect within 15 s: %+v, %d resets seen", c.Stats(), resets.Load())
+			}
+			if stalled && resets.Load() < 2 {
+				t.Fatalf("reconnected with %d hard resets; the stalled handshake was not what was tested", resets.Load())
+			}
+			t.Logf("reconnected %v after the restart", time.Since(start).Round(100*time.Millisecond))
+			if n := c.Stats().Connects; n != 2 {
+				t.Errorf("client connected %d times, want 2", n)
+			}
+			ping(t, c, c.Pushed().Gateway4, 9)
+			if len(e2.dp.Peers()) != 1 {
+				t.Errorf("new server has peers %v", e2.dp.Peers())
+			}
+		})
 	}
 }
 
@@ -520,16 +552,7 @@ func TestClientConfigFromFiles(t *testing.T) {
 // TestClientBatcher sends a batch of echo requests with one sendmmsg; the
 // server must open every one and answer each.
 func TestClientBatcher(t *testing.T) {
-	dir := newPKI(t)
-	e := startEchoServer(t, dir, "127.0.0.1:0", nil)
-	cfg := clientProfile(t, dir, "gina", e.addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	c, err := control.Dial(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	e, c := dialEcho(t, "gina")
 	p := c.Pushed()
 	const n = 16
 	var pkts [][]byte
@@ -541,7 +564,7 @@ func TestClientBatcher(t *testing.T) {
 		t.Fatalf("batch send: %d of %d, %v", sent, n, err)
 	}
 	got := map[uint16]bool{}
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer rcancel()
 	for len(got) < n {
 		r, err := c.Recv(rctx)
