@@ -1,8 +1,10 @@
 package afxdp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -25,13 +27,26 @@ type sinkCounts struct{ Packets, Bytes uint64 }
 const mapSink = "ovfwd_sink"
 
 // NewDropCounter loads the program; Attach puts it on a device.
-func NewDropCounter() (*DropCounter, error) {
+func NewDropCounter() (*DropCounter, error) { return newDropCounter(nil) }
+
+// NewDropCounterFor counts and drops only IPv4 packets to dst and passes
+// everything else to the kernel (ARP, pings to the host itself), for a
+// sink host that must still answer: its own receive work would otherwise
+// be charged to whoever transmits to it over a veth.
+func NewDropCounterFor(dst netip.Prefix) (*DropCounter, error) {
+	if !dst.Addr().Is4() {
+		return nil, fmt.Errorf("afxdp: drop counter filter %v: IPv4 prefixes only", dst)
+	}
+	return newDropCounter(ipv4DstFilter(dst.Masked()))
+}
+
+func newDropCounter(filter asm.Instructions) (*DropCounter, error) {
 	counts, err := ebpf.NewMap(&ebpf.MapSpec{Name: mapSink, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 16, MaxEntries: 1})
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: create map %s: %w", mapSink, err)
 	}
 	c := &DropCounter{counts: counts}
-	insns := dropCounterProgram()
+	insns := append(filter, dropCounterProgram()...)
 	if err := insns.AssociateMap(mapSink, counts); err != nil {
 		c.Close()
 		return nil, err
@@ -43,10 +58,40 @@ func NewDropCounter() (*DropCounter, error) {
 	return c, nil
 }
 
+// ipv4DstFilter passes (XDP_PASS) every frame that is not an untagged
+// IPv4 packet to dst and falls through to the counter for the rest. A
+// packet's bytes load in host order (little-endian: the only order this
+// appliance runs in), so the constants are the prefix's bytes read the
+// same way.
+func ipv4DstFilter(dst netip.Prefix) asm.Instructions {
+	a := dst.Addr().As4()
+	var m [4]byte
+	binary.BigEndian.PutUint32(m[:], ^uint32(0)<<(32-dst.Bits()))
+	if dst.Bits() == 0 {
+		m = [4]byte{}
+	}
+	net, mask := binary.LittleEndian.Uint32(a[:]), binary.LittleEndian.Uint32(m[:])
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, xdpMDData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R1, xdpMDDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, 34), // Ethernet + IPv4 header
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 12, asm.Half),
+		asm.JNE.Imm(asm.R4, 0x0008, "pass"), // EtherType 0x0800 read little-endian
+		asm.LoadMem(asm.R4, asm.R2, 30, asm.Word),
+		asm.And.Imm32(asm.R4, int32(mask)),
+		asm.JNE.Imm32(asm.R4, int32(net), "pass"),
+		asm.Ja.Label("count"),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+		asm.Return(),
+	}
+}
+
 // dropCounterProgram: counts[0].Packets++, counts[0].Bytes += len; XDP_DROP.
 func dropCounterProgram() asm.Instructions {
 	return asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.Mov.Reg(asm.R6, asm.R1).WithSymbol("count"),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.StoreMem(asm.R10, -4, asm.R2, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference(mapSink),

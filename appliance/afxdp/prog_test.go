@@ -4,10 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/ovfwd/ovfwd/appliance/netns"
 )
 
 // The steering program encodes for every shape (with and without a VPN
@@ -87,4 +91,50 @@ func TestSteeringLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// The filtered drop counter drops and counts only IPv4 packets to its
+// prefix; everything else goes to the kernel uncounted.
+func TestDropCounterFor(t *testing.T) {
+	netns.RequireRoot(t)
+	c, err := NewDropCounterFor(netip.MustParsePrefix("198.18.82.0/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := func(etype uint16, dst string) []byte {
+		f := make([]byte, 60)
+		binary.BigEndian.PutUint16(f[12:], etype)
+		f[14] = 0x45
+		d := netip.MustParseAddr(dst).As4()
+		copy(f[30:], d[:])
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  uint32
+	}{
+		{"ipv4 in prefix", frame(0x0800, "198.18.82.7"), xdpDrop},
+		{"ipv4 prefix edge", frame(0x0800, "198.18.82.255"), xdpDrop},
+		{"ipv4 next prefix", frame(0x0800, "198.18.83.1"), xdpPass},
+		{"ipv4 sink host", frame(0x0800, "198.18.81.2"), xdpPass},
+		{"arp", frame(0x0806, "198.18.82.7"), xdpPass},
+		{"ipv6", frame(0x86dd, "198.18.82.7"), xdpPass},
+		{"short", frame(0x0800, "198.18.82.7")[:30], xdpPass},
+	} {
+		v, err := c.prog.Run(&ebpf.RunOptions{Data: tc.frame})
+		if err != nil {
+			t.Fatalf("%s: test run: %v", tc.name, err)
+		}
+		if v != tc.want {
+			t.Errorf("%s: verdict %d, want %d", tc.name, v, tc.want)
+		}
+	}
+	if n, _, err := c.Count(); err != nil || n != 2 {
+		t.Fatalf("counted %d (err %v), want the 2 dropped", n, err)
+	}
+	if _, err := NewDropCounterFor(netip.MustParsePrefix("2001:db8::/32")); err == nil {
+		t.Error("an IPv6 prefix was accepted")
+	}
 }
