@@ -126,14 +126,17 @@ type PeerStats struct {
 	TxPacketID         uint64 // last packet-id sent with the primary key
 }
 
-// peerTable is the immutable peer-id → peer array the workers read.
+// peerTable is the peer-id → peer array the workers read, sized once to
+// MaxPeers. Each slot is published on its own (an atomic pointer), so
+// adding or removing a peer is O(1) however many peers there are, and a
+// worker's lookup is one load.
 type peerTable struct {
-	peers []*peer
+	peers []atomic.Pointer[peer]
 }
 
 func (t *peerTable) get(id uint32) *peer {
 	if id < uint32(len(t.peers)) {
-		return t.peers[id]
+		return t.peers[id].Load()
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func NewTunnel(cfg TunnelConfig) *Tunnel {
 		t.queues[i].punt.init(cfg.PuntRing)
 		t.queues[i].events.init(cfg.EventRing)
 	}
-	t.peers.Store(&peerTable{peers: make([]*peer, cfg.MaxPeers)})
+	t.peers.Store(&peerTable{peers: make([]atomic.Pointer[peer], cfg.MaxPeers)})
 	return t
 }
 
@@ -110,7 +110,7 @@ func (t *Tunnel) AddPeer(c PeerConfig) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.peers.Load()
-	if old.peers[c.ID] != nil {
+	if old.get(c.ID) != nil {
 		return ErrPeerExists
 	}
 	p := &peer{id: c.ID, comp: c.Comp, pingEvery: int64(c.PingEvery), timeout: int64(c.Timeout)}
@@ -139,12 +139,9 @@ func newEndpoint(remote, local netip.AddrPort) (*endpoint, error) {
 	return &endpoint{remote: remote, local: local}, nil
 }
 
-// publish copies the table with peers[id] = p. Caller holds t.mu.
-func (t *Tunnel) publish(old *peerTable, id uint32, p *peer) {
-	next := &peerTable{peers: make([]*peer, len(old.peers))}
-	copy(next.peers, old.peers)
-	next.peers[id] = p
-	t.peers.Store(next)
+// publish sets peers[id] = p. Caller holds t.mu.
+func (t *Tunnel) publish(tab *peerTable, id uint32, p *peer) {
+	tab.peers[id].Store(p)
 }
 
 // RemovePeer forgets a peer; its packets are dropped as unknown from now on.
@@ -341,7 +338,9 @@ func (t *Tunnel) Poll(now time.Time, dst []Event) []Event {
 		}
 	}
 	clock := t.clock.Load()
-	for _, p := range t.peers.Load().peers {
+	tab := t.peers.Load()
+	for i := range tab.peers {
+		p := tab.peers[i].Load()
 		if p == nil {
 			continue
 		}
@@ -398,8 +397,9 @@ func (t *Tunnel) Stats() TunnelStats {
 		s.PingsReceived += q.pings.Load()
 	}
 	s.EventsDropped = t.dropped.Load()
-	for _, p := range t.peers.Load().peers {
-		if p != nil {
+	tab := t.peers.Load()
+	for i := range tab.peers {
+		if tab.peers[i].Load() != nil {
 			s.Peers++
 		}
 	}
