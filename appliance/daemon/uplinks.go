@@ -67,6 +67,9 @@ type uplink struct {
 
 	mu     sync.Mutex
 	client *control.Client // nil until the first successful dial
+	// live is client for the receive path, which runs on the client's
+	// reader goroutine and may start before run stores client.
+	live atomic.Pointer[control.Client]
 
 	// pump goroutine only
 	batcher    *control.Batcher
@@ -74,12 +77,14 @@ type uplink struct {
 	pending    [][]byte // uplinkPending buffers of MaxUplinkPacket
 	npending   int
 
-	attempts  atomic.Uint64
-	txPackets atomic.Uint64 // sealed and accepted by the socket
-	txDown    atomic.Uint64 // routed here while not connected
-	txErrors  atomic.Uint64 // the socket refused them
-	rxPackets atomic.Uint64 // decrypted and handed to the engine
-	rxDrops   atomic.Uint64 // decrypted but refused by the engine (inject ring full, not IP)
+	attempts    atomic.Uint64
+	txPackets   atomic.Uint64 // sealed and accepted by the socket
+	txDown      atomic.Uint64 // routed here while not connected
+	txErrors    atomic.Uint64 // the socket refused them
+	rxPackets   atomic.Uint64 // decrypted and handed to the engine
+	rxDrops     atomic.Uint64 // decrypted but refused by the engine (inject ring full, not IP)
+	rxSpoofed   atomic.Uint64 // decrypted, but from a source outside the uplink's routes and tunnel subnet
+	rxLinkLocal atomic.Uint64 // decrypted link-scope packets (link-local or multicast), not routed
 }
 
 // uplinks runs every configured uplink until stop is closed.
@@ -203,13 +208,64 @@ func (up *uplink) flush() {
 	}
 }
 
-// receive is the client's Receive: decrypted packets go to the engine.
+// receive is the client's Receive: decrypted packets go to the engine if
+// their source is one the far site may use, its routes or the tunnel
+// subnet the server pushed (a strict reverse-path check, as rp_filter=1
+// on a tun device); the rest are counted as rx_spoofed.
 func (up *uplink) receive(ip []byte) {
+	if linkScope(ip) {
+		up.rxLinkLocal.Add(1) // the far end's own link traffic (IPv6 RS, MLD): not for routing
+		return
+	}
+	if src, ok := up.sourceAllowed(ip); !ok {
+		if n := up.rxSpoofed.Add(1); n&(n-1) == 0 { // 1st, 2nd, 4th, 8th, …: enough to see what it is
+			up.log.Warn("uplink dropped a packet from outside its routes and tunnel subnet", "src", src, "count", n)
+		}
+		return
+	}
 	if up.eng.InjectIP(ip) != nil {
 		up.rxDrops.Add(1)
 		return
 	}
 	up.rxPackets.Add(1)
+}
+
+// linkScope reports packets a router must not forward: from or to a
+// link-local address, or to a multicast group.
+func linkScope(ip []byte) bool {
+	var src, dst netip.Addr
+	switch {
+	case len(ip) >= 20 && ip[0]>>4 == 4:
+		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	case len(ip) >= 40 && ip[0]>>4 == 6:
+		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+	default:
+		return false
+	}
+	return src.IsLinkLocalUnicast() || dst.IsLinkLocalUnicast() || dst.IsMulticast()
+}
+
+func (up *uplink) sourceAllowed(ip []byte) (netip.Addr, bool) {
+	var src netip.Addr
+	switch {
+	case len(ip) >= 20 && ip[0]>>4 == 4:
+		src = netip.AddrFrom4([4]byte(ip[12:16]))
+	case len(ip) >= 40 && ip[0]>>4 == 6:
+		src = netip.AddrFrom16([16]byte(ip[8:24]))
+	default:
+		return src, false
+	}
+	for _, p := range up.cfg.Routes {
+		if p.Contains(src) {
+			return src, true
+		}
+	}
+	if c := up.live.Load(); c != nil {
+		if p := c.Pushed(); p != nil && (p.IPv4.Masked().Contains(src) || p.IPv6.Masked().Contains(src)) {
+			return src, true
+		}
+	}
+	return src, false
 }
 
 // run dials until connected or stopped. Once connected the client
@@ -264,6 +320,7 @@ func (up *uplink) connect(stop <-chan struct{}) (*control.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	up.live.Store(c)
 	p := c.Pushed()
 	up.log.Info("uplink connected", "remote", ua.AddrPort(), "v4", p.IPv4, "v6", p.IPv6,
 		"pushed_routes_not_installed", p.Routes)
@@ -290,6 +347,7 @@ func (u *uplinks) snapshot() []status.Uplink {
 			Counters: status.Counters{
 				"attempts": up.attempts.Load(), "tx_packets": up.txPackets.Load(), "tx_down": up.txDown.Load(),
 				"tx_errors": up.txErrors.Load(), "rx_packets": up.rxPackets.Load(), "rx_drops": up.rxDrops.Load(),
+				"rx_spoofed": up.rxSpoofed.Load(), "rx_link_local": up.rxLinkLocal.Load(),
 			}}
 		for _, p := range up.cfg.Routes {
 			s.Routes = append(s.Routes, p.String())

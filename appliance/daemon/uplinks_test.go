@@ -121,10 +121,23 @@ func TestUplinkConnects(t *testing.T) {
 	if tx, down := u.list[0].txPackets.Load(), u.list[1].txDown.Load(); tx != 20 || down != 20 || u.list[0].txDown.Load() != 0 {
 		t.Errorf("connected uplink sent %d (want 20), down uplink dropped %d (want 20)", tx, down)
 	}
-	// What the client decrypts goes to the engine.
-	u.list[0].receive(pkt)
-	if len(eng.injected) != 1 || u.list[0].rxPackets.Load() != 1 {
-		t.Errorf("injected %d, rx_packets %d; want 1, 1", len(eng.injected), u.list[0].rxPackets.Load())
+	// What the client decrypts goes to the engine when it comes from the
+	// far site's routes or the tunnel subnet, and is counted otherwise.
+	from := func(src string) []byte {
+		b := append([]byte(nil), pkt...)
+		a := netip.MustParseAddr(src).As4()
+		copy(b[12:16], a[:])
+		return b
+	}
+	for _, src := range []string{"198.18.75.9", "198.18.74.1", "198.18.76.1", "198.19.0.1"} {
+		u.list[0].receive(from(src))
+	}
+	mcast := from("198.18.75.9")
+	copy(mcast[16:20], []byte{224, 0, 0, 5})
+	u.list[0].receive(mcast) // not routed, not spoofed either
+	if len(eng.injected) != 2 || u.list[0].rxPackets.Load() != 2 || u.list[0].rxSpoofed.Load() != 2 || u.list[0].rxLinkLocal.Load() != 1 {
+		t.Errorf("injected %d, rx_packets %d, rx_spoofed %d, rx_link_local %d; want 2, 2, 2, 1", len(eng.injected),
+			u.list[0].rxPackets.Load(), u.list[0].rxSpoofed.Load(), u.list[0].rxLinkLocal.Load())
 	}
 	snap := u.snapshot()
 	if len(snap) != 2 || snap[0].State != "connected" || snap[1].State != "connecting" || snap[0].Counters["tx_packets"] != 20 {

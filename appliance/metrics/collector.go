@@ -37,7 +37,7 @@ var (
 	vpnDrops         = desc("vpn_drops_total", "VPN packets dropped, by reason.", "reason")
 
 	uplinkUp      = desc("uplink_up", "1 while a [[vpn.client]] uplink is connected.", "uplink")
-	uplinkCounter = desc("uplink_total", "An uplink's counters (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, attempts).", "uplink", "counter")
+	uplinkCounter = desc("uplink_total", "An uplink's counters (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, rx_spoofed, rx_link_local, attempts).", "uplink", "counter")
 
 	startTime = desc("start_time_seconds", "Unix time the appliance started.")
 	buildInfo = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")

@@ -96,7 +96,7 @@ type Uplink struct {
 	Addrs    []string `json:"addrs,omitempty"` // pushed tunnel addresses
 	Routes   []string `json:"routes"`
 	MTU      int      `json:"mtu"`
-	Counters Counters `json:"counters"` // tx_packets, tx_down, tx_errors, rx_packets, rx_drops, attempts
+	Counters Counters `json:"counters"` // tx_packets, tx_down, tx_errors, rx_packets, rx_drops, rx_spoofed, rx_link_local, attempts
 }
 
 // Reload is the SIGHUP history.

@@ -335,8 +335,8 @@ func (l *siteLab) exercise() {
 	}
 	u := s.Uplinks[0]
 	t.Logf("site A uplink: %s as %v, counters %v; engine drops %v", u.State, u.Addrs, u.Counters, nonZeroCounters(s.Drops))
-	if u.Counters["tx_packets"] < 1000 || u.Counters["rx_packets"] < 1000 || u.Counters["tx_down"] != 0 {
-		t.Errorf("uplink counters %v: want ≥ 1000 packets each way and none dropped while down", u.Counters)
+	if u.Counters["tx_packets"] < 1000 || u.Counters["rx_packets"] < 1000 || u.Counters["tx_down"] != 0 || u.Counters["rx_spoofed"] != 0 {
+		t.Errorf("uplink counters %v: want ≥ 1000 packets each way, none dropped while down or as spoofed", u.Counters)
 	}
 	if s.Routes.Uplink != 2 {
 		t.Errorf("site A has %d uplink routes, want 2: %v", s.Routes.Uplink, s.Routes.Prefixes)
@@ -363,6 +363,18 @@ func TestSiteToSiteOpenVPNServer(t *testing.T) {
 	l.startSiteA()
 	l.exercise()
 
+	// Site B sends from an address outside its routes and the tunnel
+	// subnet: site A's uplink drops it as spoofed.
+	l.run(l.srv, "ip", "addr", "add", "198.18.99.1/32", "dev", "lo")
+	_, _ = l.srv.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", "198.18.99.1", hostA4.String())
+	s, err := status.Fetch(l.statusA, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Uplinks[0].Counters["rx_spoofed"]; n != 3 {
+		t.Errorf("rx_spoofed %d after 3 echoes from outside site B's networks, want 3", n)
+	}
+
 	l.server.stop(syscall.SIGTERM, 5*time.Second)
 	// Traffic for site B while it is down stays on site A.
 	_, _ = l.hostA.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", hostB4.String())
@@ -375,8 +387,7 @@ func TestSiteToSiteOpenVPNServer(t *testing.T) {
 	})
 	l.ping(l.hostA, hostB4)
 	l.ping(l.hostB, hostA6)
-	s, err := status.Fetch(l.statusA, 2*time.Second)
-	if err != nil {
+	if s, err = status.Fetch(l.statusA, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("after the server restart: %v", s.Uplinks[0].Counters)
