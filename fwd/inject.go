@@ -49,7 +49,12 @@ func (e *Engine) Inject(port int, frame []byte) error {
 	if len(frame) < ethHdrLen || len(frame) > ethHdrLen+vlanTagLen+mtu || len(frame) > len(puntSlot{}.data) {
 		return fmt.Errorf("fwd: inject on port %d: bad frame length %d (MTU %d)", port, len(frame), mtu)
 	}
-	iq := e.workers[0].inject
+	return e.workers[0].inject.put(uint16(port), frame)
+}
+
+// put copies data into the next slot, tagged port, or refuses and counts
+// when the ring is full.
+func (iq *injectQueue) put(port uint16, data []byte) error {
 	iq.mu.Lock()
 	defer iq.mu.Unlock()
 	s := iq.ring.slot()
@@ -57,7 +62,7 @@ func (e *Engine) Inject(port int, frame []byte) error {
 		iq.refused.Add(1)
 		return ErrInjectFull
 	}
-	s.port, s.n = uint16(port), uint16(copy(s.data[:], frame))
+	s.port, s.n = port, uint16(copy(s.data[:], data))
 	iq.ring.publish()
 	return nil
 }

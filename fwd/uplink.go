@@ -70,17 +70,7 @@ func (e *Engine) InjectIP(ip []byte) error {
 	if len(ip) < ipv4MinHdrLen || len(ip) > MaxUplinkPacket || ip[0]>>4 != 4 && ip[0]>>4 != 6 {
 		return fmt.Errorf("%w (got %d bytes, version %d)", ErrUplinkPacket, len(ip), ipVersion(ip))
 	}
-	iq := e.workers[0].inject
-	iq.mu.Lock()
-	defer iq.mu.Unlock()
-	s := iq.ring.slot()
-	if s == nil {
-		iq.refused.Add(1)
-		return ErrInjectFull
-	}
-	s.port, s.n = injectRoute, uint16(copy(s.data[:], ip))
-	iq.ring.publish()
-	return nil
+	return e.workers[0].inject.put(injectRoute, ip)
 }
 
 func ipVersion(ip []byte) int {

@@ -65,11 +65,10 @@ type uplink struct {
 	dial func(context.Context, control.ClientConfig) (*control.Client, error)
 	eng  uplinkEngine
 
-	mu     sync.Mutex
-	client *control.Client // nil until the first successful dial
-	// live is client for the receive path, which runs on the client's
-	// reader goroutine and may start before run stores client.
-	live atomic.Pointer[control.Client]
+	// client is nil until the first successful dial; the client then
+	// reconnects by itself. Stored as soon as Dial returns: the receive
+	// path (on the client's reader goroutine) may already need it.
+	client atomic.Pointer[control.Client]
 
 	// pump goroutine only
 	batcher    *control.Batcher
@@ -130,11 +129,9 @@ func (u *uplinks) close() {
 	close(u.stop)
 	u.wg.Wait()
 	for _, up := range u.list {
-		up.mu.Lock()
-		if up.client != nil {
-			_ = up.client.Close()
+		if c := up.client.Load(); c != nil {
+			_ = c.Close()
 		}
-		up.mu.Unlock()
 	}
 }
 
@@ -172,7 +169,8 @@ func (u *uplinks) take(id uint16, ip []byte) {
 	if up.npending == len(up.pending) {
 		up.flush()
 	}
-	up.pending[up.npending] = up.pending[up.npending][:copy(up.pending[up.npending][:cap(up.pending[up.npending])], ip)]
+	b := up.pending[up.npending][:cap(up.pending[up.npending])]
+	up.pending[up.npending] = b[:copy(b, ip)]
 	up.npending++
 }
 
@@ -184,9 +182,7 @@ func (up *uplink) flush() {
 	}
 	pkts := up.pending[:up.npending]
 	up.npending = 0
-	up.mu.Lock()
-	c := up.client
-	up.mu.Unlock()
+	c := up.client.Load()
 	if c == nil || !c.Connected() {
 		up.txDown.Add(uint64(len(pkts)))
 		return
@@ -213,11 +209,16 @@ func (up *uplink) flush() {
 // subnet the server pushed (a strict reverse-path check, as rp_filter=1
 // on a tun device); the rest are counted as rx_spoofed.
 func (up *uplink) receive(ip []byte) {
-	if linkScope(ip) {
+	src, dst, ok := ipAddrs(ip)
+	if !ok {
+		up.rxDrops.Add(1) // not IP: the engine would refuse it too
+		return
+	}
+	if linkScope(src, dst) {
 		up.rxLinkLocal.Add(1) // the far end's own link traffic (IPv6 RS, MLD): not for routing
 		return
 	}
-	if src, ok := up.sourceAllowed(ip); !ok {
+	if !up.sourceAllowed(src) {
 		if n := up.rxSpoofed.Add(1); n&(n-1) == 0 { // 1st, 2nd, 4th, 8th, …: enough to see what it is
 			up.log.Warn("uplink dropped a packet from outside its routes and tunnel subnet", "src", src, "count", n)
 		}
@@ -230,59 +231,47 @@ func (up *uplink) receive(ip []byte) {
 	up.rxPackets.Add(1)
 }
 
-// linkScope reports packets a router must not forward: from or to a
-// link-local address, or to a multicast group.
-func linkScope(ip []byte) bool {
-	var src, dst netip.Addr
+// ipAddrs is an IPv4 or IPv6 packet's source and destination.
+func ipAddrs(ip []byte) (src, dst netip.Addr, ok bool) {
 	switch {
 	case len(ip) >= 20 && ip[0]>>4 == 4:
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+		return netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), true
 	case len(ip) >= 40 && ip[0]>>4 == 6:
-		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-	default:
-		return false
+		return netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])), true
 	}
+	return src, dst, false
+}
+
+// linkScope reports packets a router must not forward: from or to a
+// link-local address, or to a multicast group.
+func linkScope(src, dst netip.Addr) bool {
 	return src.IsLinkLocalUnicast() || dst.IsLinkLocalUnicast() || dst.IsMulticast()
 }
 
-func (up *uplink) sourceAllowed(ip []byte) (netip.Addr, bool) {
-	var src netip.Addr
-	switch {
-	case len(ip) >= 20 && ip[0]>>4 == 4:
-		src = netip.AddrFrom4([4]byte(ip[12:16]))
-	case len(ip) >= 40 && ip[0]>>4 == 6:
-		src = netip.AddrFrom16([16]byte(ip[8:24]))
-	default:
-		return src, false
-	}
+// sourceAllowed: the far site may send from its routes and the tunnel
+// subnet the server pushed.
+func (up *uplink) sourceAllowed(src netip.Addr) bool {
 	for _, p := range up.cfg.Routes {
 		if p.Contains(src) {
-			return src, true
+			return true
 		}
 	}
-	if c := up.live.Load(); c != nil {
+	if c := up.client.Load(); c != nil {
 		if p := c.Pushed(); p != nil && (p.IPv4.Masked().Contains(src) || p.IPv6.Masked().Contains(src)) {
-			return src, true
+			return true
 		}
 	}
-	return src, false
+	return false
 }
 
 // run dials until connected or stopped. Once connected the client
-// reconnects by itself; run returns.
+// reconnects by itself; run returns (close closes the client connect
+// stored, also when shutdown raced the dial).
 func (up *uplink) run(stop <-chan struct{}) {
 	backoff := uplinkBackoffMin
 	for {
-		c, err := up.connect(stop)
+		err := up.connect(stop)
 		if err == nil {
-			up.mu.Lock()
-			select {
-			case <-stop:
-				_ = c.Close() // shutdown raced the dial
-			default:
-				up.client = c
-			}
-			up.mu.Unlock()
 			return
 		}
 		up.log.Warn("uplink not connected; retrying", "remote", up.cfg.Remote, "err", err, "in", backoff)
@@ -295,15 +284,15 @@ func (up *uplink) run(stop <-chan struct{}) {
 	}
 }
 
-func (up *uplink) connect(stop <-chan struct{}) (*control.Client, error) {
+func (up *uplink) connect(stop <-chan struct{}) error {
 	up.attempts.Add(1)
 	ua, err := net.ResolveUDPAddr("udp", up.cfg.Remote)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cc, err := control.ClientConfigFromFiles(ua.AddrPort(), up.cfg.CA, up.cfg.Cert, up.cfg.Key, up.cfg.TLSCrypt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cc.Receive = up.receive
 	cc.Logf = func(format string, args ...any) { up.log.Info(fmt.Sprintf(format, args...), "component", "vpn-client") }
@@ -318,21 +307,19 @@ func (up *uplink) connect(stop <-chan struct{}) (*control.Client, error) {
 	}()
 	c, err := up.dial(ctx, cc)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	up.live.Store(c)
+	up.client.Store(c)
 	p := c.Pushed()
 	up.log.Info("uplink connected", "remote", ua.AddrPort(), "v4", p.IPv4, "v6", p.IPv6,
 		"pushed_routes_not_installed", p.Routes)
-	return c, nil
+	return nil
 }
 
 // connected reports whether the uplink has a live tunnel, and what the
 // server pushed.
 func (up *uplink) connected() (*control.Pushed, bool) {
-	up.mu.Lock()
-	c := up.client
-	up.mu.Unlock()
+	c := up.client.Load()
 	if c == nil || !c.Connected() {
 		return nil, false
 	}

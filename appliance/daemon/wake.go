@@ -3,6 +3,7 @@ package daemon
 import (
 	"sync/atomic"
 
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
@@ -51,10 +52,7 @@ func (k *injectWake) Uplinked(fn func(uint16, []byte)) int { return k.eng.Uplink
 func (k *injectWake) sleep(w *fwd.Worker, fds []unix.PollFd, timeoutMs int) {
 	k.sleeping.Store(true)
 	if !w.InjectPending() {
-		for i := range fds {
-			fds[i].Events, fds[i].Revents = unix.POLLIN, 0
-		}
-		_, _ = unix.Poll(fds, timeoutMs)
+		afxdp.WaitRx(fds, timeoutMs)
 	}
 	k.sleeping.Store(false)
 	var buf [8]byte
