@@ -68,19 +68,6 @@ prefix = "198.18.53.0/24"
 via = "198.18.51.1"
 `
 
-// ovfwdBinary is the binary under test: $OVFWD_BIN (make build) or a fresh build.
-func ovfwdBinary(t *testing.T) string {
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "ovfwd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // syncBuffer is a bytes.Buffer the test reads while the process writes.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -101,7 +88,7 @@ func (s *syncBuffer) String() string {
 
 func TestDaemonNetns(t *testing.T) {
 	netns.RequireRoot(t)
-	bin := ovfwdBinary(t)
+	bin := netns.BuildOvfwd(t)
 	a, app, b := netns.New(t, "dmn"), netns.New(t, "dmn"), netns.New(t, "dmn")
 	netns.Link(t, a, "a0", app, "p0")
 	netns.Link(t, app, "p1", b, "b0")

@@ -48,7 +48,7 @@ func TestDaemonTwoQueues(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs")
 	}
-	bin := ovfwdBinary(t)
+	bin := netns.BuildOvfwd(t)
 	a, app, b := netns.New(t, "dmq"), netns.New(t, "dmq"), netns.New(t, "dmq")
 	veth2 := func(x *netns.NS, ifx string, y *netns.NS, ify string) {
 		netns.Run(t, x, "ip", "link", "add", ifx, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",

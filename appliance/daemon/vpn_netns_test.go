@@ -71,7 +71,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
-	bin := ovfwdBinary(t)
+	bin := netns.BuildOvfwd(t)
 	a, app, b := netns.New(t, "dmv"), netns.New(t, "dmv"), netns.New(t, "dmv")
 	netns.Link(t, a, "a0", app, "p0")
 	netns.Link(t, app, "p1", b, "b0")

@@ -36,19 +36,14 @@ func TestMain(m *testing.M) {
 // ovfwdBin builds (once) the ovfwd binary the lab runs as its appliance,
 // or takes OVFWD_BIN (make test sets it).
 var ovfwdBin = sync.OnceValues(func() (string, error) {
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin, nil
+	if os.Getenv("OVFWD_BIN") == "" {
+		dir, err := os.MkdirTemp("", "ovfwd-lab-bin-")
+		if err != nil {
+			return "", err
+		}
+		binDir = dir
 	}
-	dir, err := os.MkdirTemp("", "ovfwd-lab-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "ovfwd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
+	return netns.OvfwdBinary(binDir)
 })
 
 func testBinary(t *testing.T) string {

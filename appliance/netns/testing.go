@@ -1,7 +1,10 @@
 package netns
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -48,4 +51,28 @@ func Link(t testing.TB, a *NS, ifA string, b *NS, ifB string) {
 	if err := Veth(a, ifA, b, ifB); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OvfwdBinary is the ovfwd binary the namespace tests and benches run:
+// $OVFWD_BIN (`make test` sets it), else a fresh build of cmd/ovfwd in dir.
+func OvfwdBinary(dir string) (string, error) {
+	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "ovfwd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// BuildOvfwd is OvfwdBinary for one test: a build goes into the test's
+// temporary directory, and a failed build fails the test.
+func BuildOvfwd(t testing.TB) string {
+	t.Helper()
+	bin, err := OvfwdBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

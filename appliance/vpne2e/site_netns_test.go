@@ -63,7 +63,7 @@ func newSiteLab(t *testing.T) *siteLab {
 		}
 	}
 	dir := t.TempDir()
-	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "pki"), bin: siteBinary(t),
+	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "pki"), bin: netns.BuildOvfwd(t),
 		statusA: filepath.Join(dir, "a.sock"), statusSrv: filepath.Join(dir, "srv.sock")}
 	t.Cleanup(func() {
 		for _, p := range l.procs {
@@ -130,18 +130,6 @@ func (l *siteLab) run(ns *netns.NS, args ...string) {
 	if _, err := ns.Run(args...); err != nil {
 		l.t.Fatal(err)
 	}
-}
-
-// siteBinary is $OVFWD_BIN (make test) or a fresh build.
-func siteBinary(t *testing.T) string {
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "ovfwd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func (l *siteLab) start(ns *netns.NS, log string, args ...string) *proc {

@@ -23,20 +23,6 @@ import (
 // tag names this package's namespaces.
 const tag = "v2e"
 
-// ovfwdBinary is the binary under test: $OVFWD_BIN (make test) or a fresh build.
-func ovfwdBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "ovfwd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // setup builds a lab for n clients with ovfwd serving o, and iperf3
 // servers for each client (two per client: one per direction when a test
 // runs both at once).
@@ -48,7 +34,7 @@ func setup(t *testing.T, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Se
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
 		}
 	}
-	bin := ovfwdBinary(t)
+	bin := netns.BuildOvfwd(t)
 	dir := t.TempDir()
 	l, err := vpne2e.NewLab(tag, dir, n)
 	if err != nil {

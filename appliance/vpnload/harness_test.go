@@ -51,7 +51,7 @@ func newLab(t *testing.T, clients int, o Options) *lab {
 			if buildDir, err = os.MkdirTemp("", "vpnload-test"); err != nil {
 				t.Fatal(err)
 			}
-			if builtOvfwd, err = ovfwdBinary(buildDir); err != nil {
+			if builtOvfwd, err = netns.OvfwdBinary(buildDir); err != nil {
 				t.Fatal(err)
 			}
 		}

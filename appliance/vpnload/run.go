@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ovfwd/ovfwd/appliance/netns"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
@@ -173,7 +173,7 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 	}
 	defer os.RemoveAll(dir)
 	if slices.Contains(targets, TargetOvfwd) && o.OvfwdBin == "" {
-		if o.OvfwdBin, err = ovfwdBinary(dir); err != nil {
+		if o.OvfwdBin, err = netns.OvfwdBinary(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -408,19 +408,6 @@ func median(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-// ovfwdBinary is $OVFWD_BIN or a fresh build of cmd/ovfwd in dir.
-func ovfwdBinary(dir string) (string, error) {
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin, nil
-	}
-	bin := filepath.Join(dir, "ovfwd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("vpnload: go build: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // ovfwdCounters summarises the daemon's non-zero counters.
