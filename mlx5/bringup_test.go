@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 	"github.com/ovfwd/ovfwd/mlx5/prm"
-	"github.com/ovfwd/ovfwd/mlx5/sim"
 )
 
 // fastOptions uses virtual time: Sleep does nothing and timeouts become

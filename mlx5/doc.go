@@ -1,7 +1,7 @@
 // Package mlx5 is ovfwd's userspace driver for NVIDIA/Mellanox ConnectX-4 Lx
 // and later NICs over VFIO: the VFIO layer, the command interface, function
 // bring-up and teardown, capability discovery, and creation of the objects
-// the data path (mlx5/dp) runs on. The device model in mlx5/sim stands
+// the data path (mlx5/dp) runs on. The device model in mlx5/model/sim stands
 // behind the same seams (MMIO, DMA, Config in seams.go), so the code here is
 // exercised byte for byte in tests.
 //

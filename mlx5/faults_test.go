@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 	"github.com/ovfwd/ovfwd/mlx5/prm"
-	"github.com/ovfwd/ovfwd/mlx5/sim"
 )
 
 // Every command of bring-up and of port creation, failed by the firmware

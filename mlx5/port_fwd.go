@@ -10,7 +10,7 @@ import (
 )
 
 // This file joins object creation (OpenPort) and the data path (mlx5/dp):
-// it is what driver = "vfio" runs, and what mlx5/fullsim runs on the model.
+// it is what driver = "vfio" runs, and what mlx5/model/fullsim runs on the model.
 
 // FwdPortConfig describes a forwarding port: its queues, ring sizes and data
 // path options. Zero values pick defaults that fit the device's caps.

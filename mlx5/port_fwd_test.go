@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 	"github.com/ovfwd/ovfwd/mlx5/prm"
-	"github.com/ovfwd/ovfwd/mlx5/sim"
 )
 
 // TestNewFwdPortObjectsAndTeardown: NewFwdPort on the command model creates

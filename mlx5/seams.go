@@ -1,7 +1,7 @@
 package mlx5
 
 // The driver touches the device only through these three seams. The VFIO
-// layer implements them over a real function (vfio_linux.go); mlx5/sim
+// layer implements them over a real function (vfio_linux.go); mlx5/model/sim
 // implements them over the device model, so every byte the driver produces
 // is checked by the same code paths in tests.
 

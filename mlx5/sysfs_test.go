@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/mlx5"
-	"github.com/ovfwd/ovfwd/mlx5/sim"
+	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 )
 
 const addr = "0000:3b:00.0"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 // testVersion is what the test stamps into the binary and the packages.

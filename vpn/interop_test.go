@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 // topo is host A ⇄ [a1 appliance b1] ⇄ host B on one /24, for bridging.

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )

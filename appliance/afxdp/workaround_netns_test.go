@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )

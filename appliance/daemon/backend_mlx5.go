@@ -9,7 +9,7 @@ import (
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5"
-	"github.com/ovfwd/ovfwd/mlx5/fullsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/fullsim"
 )
 
 // mlx5PortConfig maps [[port]] and [port.mlx5] onto the userspace driver's
@@ -66,7 +66,7 @@ func openVFIO(p *config.Port, pc mlx5.FwdPortConfig) (fp *mlx5.FwdPort, closeAll
 	return fp, func() error { return errors.Join(fp.Close(), h.Close(), v.Close()) }, nil
 }
 
-// openSim brings up the mlx5 device model (mlx5/fullsim: the command model
+// openSim brings up the mlx5 device model (mlx5/model/fullsim: the command model
 // and the data-path engines) with the whole userspace driver on top: the
 // same bring-up, objects and data path as vfio, on modelled hardware. The
 // modelled port has no cable: frames it sends are dropped by the model and

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
 	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 // Topology (namespace tag "dmn", addresses 198.18.50-53.0/24):

@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"golang.org/x/sys/unix"
 )
 

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/lab"
-	"github.com/ovfwd/ovfwd/appliance/netns"
 	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 

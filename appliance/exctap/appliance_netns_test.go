@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/exctap"
-	"github.com/ovfwd/ovfwd/appliance/lab"
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
-	"github.com/ovfwd/ovfwd/mlx5/fullsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/fullsim"
 )
 
 // The lab: host A ⇄ veth ⇄ [appliance namespace: model port 0 | engine |

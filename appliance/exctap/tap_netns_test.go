@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/exctap"
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 var (

@@ -13,17 +13,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/bench"
 	"github.com/ovfwd/ovfwd/appliance/daemon"
-	"github.com/ovfwd/ovfwd/appliance/lab"
-	"github.com/ovfwd/ovfwd/appliance/simlab"
 	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/appliance/vpnbench"
-	"github.com/ovfwd/ovfwd/appliance/vpnload"
+	"github.com/ovfwd/ovfwd/appliance/testbed/bench"
+	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
+	"github.com/ovfwd/ovfwd/appliance/testbed/simlab"
+	"github.com/ovfwd/ovfwd/appliance/testbed/vpnbench"
+	"github.com/ovfwd/ovfwd/appliance/testbed/vpnload"
 	"github.com/ovfwd/ovfwd/cmd/ovfwd/version"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/mlx5"
-	"github.com/ovfwd/ovfwd/mlx5/dpsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5/dp"
-	"github.com/ovfwd/ovfwd/mlx5/dpsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
 )
 
 // TestZeroAllocs pins 0 allocations per burst on the RX path, the TX path

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5/dp"
-	"github.com/ovfwd/ovfwd/mlx5/dpsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
 )
 
 // frame builds an Ethernet/IPv4/UDP frame of n bytes whose payload encodes

@@ -6,7 +6,7 @@
 // Queues are built from plain memory and numbers (rings, doorbell records,
 // queue numbers, lkey, a doorbell writer), exactly what object creation in
 // package mlx5 hands out (mlx5/queues.go), so the same code runs on VFIO
-// hugepages and on the device model in mlx5/dpsim.
+// hugepages and on the device model in mlx5/model/dpsim.
 //
 // # Threading contract
 //

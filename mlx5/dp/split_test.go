@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/fwd"
-	"github.com/ovfwd/ovfwd/mlx5/dpsim"
+	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
 )
 
 // TestCompressedSessionAcrossSmallBatches: a compressed session longer than

@@ -1,5 +1,5 @@
 // Package prm holds the mlx5 programming-reference constants and layouts the
-// driver (mlx5) and the device model (mlx5/sim) share: opcodes, status codes,
+// driver (mlx5) and the device model (mlx5/model/sim) share: opcodes, status codes,
 // the initialization segment, command-queue structures and every command
 // field either side reads or writes.
 //

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"

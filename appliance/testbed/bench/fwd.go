@@ -1,0 +1,376 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+)
+
+// FwdOptions tune Fwd. Zero values take the defaults in brackets.
+type FwdOptions struct {
+	Rounds     int           // A B pairs [3]
+	Duration   time.Duration // measured time per run [3s], after Warmup [500ms]
+	Warmup     time.Duration
+	MaxPackets uint64 // generator budget per run [40M]
+	GenThreads int    // generator threads [2], all pinned to GenCPU
+	GenCPU     int    // [0]
+	FwdCPU     int    // the appliance's CPU: ovfwd's worker and, with IngressOnFwdCPU, the ingress softirq [1]
+	// IngressOnGenCPU leaves the appliance's receive softirq where veth
+	// puts it — on the generator's CPU — instead of moving it to FwdCPU
+	// (RPS for Linux, threaded NAPI for ovfwd). The default moves it, so
+	// both sides forward on the same one core.
+	IngressOnGenCPU bool
+	Attach          afxdp.AttachMode // ovfwd ports' XDP mode [native, then generic]
+	Boost           bool             // run ovfwd's worker and NAPI threads at nice boostNice (see there)
+}
+
+func (o *FwdOptions) defaults() {
+	if o.Rounds == 0 {
+		o.Rounds = 3
+	}
+	if o.Duration == 0 {
+		o.Duration = 3 * time.Second
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 500 * time.Millisecond
+	}
+	if o.MaxPackets == 0 {
+		o.MaxPackets = 40_000_000
+	}
+	if o.GenThreads == 0 {
+		o.GenThreads = 2
+	}
+	if o.FwdCPU == 0 && o.GenCPU == 0 {
+		o.FwdCPU = min(1, runtime.NumCPU()-1)
+	}
+}
+
+// Run is one measured run.
+type Run struct {
+	Side      string // "ovfwd" or "linux"
+	Sent      uint64 // generator frames during the measured window
+	Forwarded uint64 // frames the sink counted during the window
+	Seconds   float64
+	CPUBusy   []float64 // per CPU, percent
+	WorkerCPU []float64 // ovfwd: each worker thread's share of a CPU, percent, then the ingress NAPI thread's (if threaded)
+	// CPUns is the appliance CPU's work per forwarded packet, in ns: its
+	// softirq time, plus ovfwd's worker and NAPI threads. Unlike pps it
+	// does not depend on how much of the CPU other tenants took.
+	CPUns     float64
+	Softirq   float64 // softirq share of the appliance CPU, percent
+	RingDrops uint64  // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
+	Note      string  // side-specific counters (ovfwd drops, queue modes)
+}
+
+func (r Run) SentPPS() float64 { return float64(r.Sent) / r.Seconds }
+func (r Run) PPS() float64     { return float64(r.Forwarded) / r.Seconds }
+
+// FwdResult is what Fwd measured.
+type FwdResult struct {
+	Runs       []Run
+	OvfwdPPS   float64 // median
+	LinuxPPS   float64 // median
+	Ratio      float64 // OvfwdPPS / LinuxPPS
+	OvfwdNs    float64 // median appliance-CPU ns per forwarded packet
+	LinuxNs    float64
+	CostRatio  float64 // LinuxNs / OvfwdNs: above 1, ovfwd needs less CPU per packet
+	QueueModes []string
+	OvfwdLimit string
+	LinuxLimit string
+}
+
+// Fwd builds the topology, alternates Linux and ovfwd forwarding of 64-byte
+// UDP frames Rounds times, writes a report to w and returns the numbers.
+// Needs root. Everything it creates is removed before it returns.
+func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
+	o.defaults()
+	if runtime.NumCPU() < 2 {
+		return nil, errors.New("bench: needs 2 CPUs (generator and appliance apart)")
+	}
+	// The generator threads spin in Go between sendmmsg calls and hold a P
+	// each; without spare Ps the worker goroutine (and the timers that wake
+	// it) would wait for one, and the benchmark would measure the Go
+	// scheduler. Ps are not CPUs: pinning decides where threads run.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.GenThreads + 4))
+	if stale := netns.Sweep(); len(stale) > 0 {
+		fmt.Fprintf(w, "removed stale namespaces: %s\n", strings.Join(stale, " "))
+	}
+	t, err := buildTopology()
+	if err != nil {
+		return nil, err
+	}
+	defer t.destroy()
+	sink, err := newSink(t)
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+
+	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s through the appliance namespace; generator: %d AF_PACKET sendmmsg threads on CPU %d; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
+		genIP, sinkIP, o.GenThreads, o.GenCPU, o.FwdCPU)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(w, "load average before: %s (other work on these CPUs skews every number)\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
+	if o.IngressOnGenCPU {
+		fmt.Fprintf(w, "ingress softirq: on the generator's CPU (veth default)\n")
+	} else {
+		fmt.Fprintf(w, "ingress softirq: moved to CPU %d (Linux and generic XDP: RPS; native XDP: threaded NAPI, pinned)\n", o.FwdCPU)
+	}
+	if o.Boost {
+		fmt.Fprintf(w, "ovfwd worker and NAPI threads at nice %d (Linux forwards in softirq, above every task)\n", boostNice)
+	}
+	res := &FwdResult{}
+	for round := 0; round < o.Rounds; round++ {
+		for _, side := range []string{"linux", "ovfwd"} {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			var r Run
+			if side == "linux" {
+				r, err = runLinux(ctx, t, sink, o)
+			} else {
+				r, err = runOvfwd(ctx, t, sink, o, res)
+			}
+			if err != nil {
+				return res, fmt.Errorf("bench: %s run %d: %w", side, round+1, err)
+			}
+			res.Runs = append(res.Runs, r)
+			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s softirq%d %3.0f%%%s%s\n",
+				round+1, side, r.SentPPS(), r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU), noteSuffix(r.Note))
+		}
+	}
+	res.LinuxPPS, res.LinuxLimit = summarize(res.Runs, "linux", o)
+	res.OvfwdPPS, res.OvfwdLimit = summarize(res.Runs, "ovfwd", o)
+	if res.LinuxPPS > 0 {
+		res.Ratio = res.OvfwdPPS / res.LinuxPPS
+	}
+	res.OvfwdNs, res.LinuxNs = medianNs(res.Runs, "ovfwd"), medianNs(res.Runs, "linux")
+	if res.OvfwdNs > 0 {
+		res.CostRatio = res.LinuxNs / res.OvfwdNs
+	}
+	fmt.Fprintf(w, "ovfwd queues: %s\n", strings.Join(res.QueueModes, "; "))
+	fmt.Fprintf(w, "median forwarded: ovfwd %.0f pps, linux %.0f pps, ratio %.2f\n", res.OvfwdPPS, res.LinuxPPS, res.Ratio)
+	if o.IngressOnGenCPU {
+		// Linux's whole forwarding then runs on the generator's CPU, which
+		// the cost accounting (appliance CPU only) does not see.
+		res.OvfwdNs, res.LinuxNs, res.CostRatio = 0, 0, 0
+		fmt.Fprintf(w, "appliance-CPU cost: not comparable with the ingress on the generator's CPU\n")
+	} else {
+		fmt.Fprintf(w, "median appliance-CPU cost: ovfwd %.0f ns/packet, linux %.0f ns/packet (linux/ovfwd %.2f; counts work on frames later dropped)\n", res.OvfwdNs, res.LinuxNs, res.CostRatio)
+	}
+	fmt.Fprintf(w, "ovfwd limited by: %s\nlinux limited by: %s\n", res.OvfwdLimit, res.LinuxLimit)
+	return res, nil
+}
+
+func noteSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + s
+}
+
+func fmtWorkers(w []float64) string {
+	var s string
+	for i, v := range w {
+		name := fmt.Sprintf("worker%d", i)
+		if i == len(w)-1 && i > 0 {
+			name = "napi"
+		}
+		s += fmt.Sprintf(" %s %3.0f%%", name, v)
+	}
+	return s
+}
+
+func fmtCPU(b []float64) string {
+	var parts []string
+	for i, v := range b {
+		parts = append(parts, fmt.Sprintf("cpu%d %3.0f%%", i, v))
+	}
+	return strings.Join(parts, " ")
+}
+
+// summarize gives the median forwarded rate of one side and what limited
+// it, judged from the median run.
+func summarize(runs []Run, side string, o FwdOptions) (float64, string) {
+	var mine []Run
+	for _, r := range runs {
+		if r.Side == side {
+			mine = append(mine, r)
+		}
+	}
+	if len(mine) == 0 {
+		return 0, "no runs"
+	}
+	slices.SortFunc(mine, func(a, b Run) int {
+		switch {
+		case a.PPS() < b.PPS():
+			return -1
+		case a.PPS() > b.PPS():
+			return 1
+		}
+		return 0
+	})
+	m := mine[len(mine)/2]
+	var fwdBusy, genBusy float64
+	if o.FwdCPU < len(m.CPUBusy) {
+		fwdBusy = m.CPUBusy[o.FwdCPU]
+	}
+	if o.GenCPU < len(m.CPUBusy) {
+		genBusy = m.CPUBusy[o.GenCPU]
+	}
+	got := 100 * float64(m.Forwarded) / float64(max(m.Sent, 1))
+	var why string
+	switch {
+	case m.Forwarded >= m.Sent*95/100:
+		why = fmt.Sprintf("the generator (forwarded %.0f%% of %.0f pps offered)", got, m.SentPPS())
+	case m.RingDrops > 0 && len(m.WorkerCPU) > 0:
+		ours := m.Softirq
+		for _, v := range m.WorkerCPU {
+			ours += v
+		}
+		why = fmt.Sprintf("the ovfwd threads' share of CPU %d: %.0f%% of %.0f pps offered got through, the kernel dropped %.0f/s at the full XSK RX ring; the CPU was %.0f%% busy, of which ovfwd's worker+NAPI threads and softirq %.0f%% and other processes the rest",
+			o.FwdCPU, got, m.SentPPS(), float64(m.RingDrops)/m.Seconds, fwdBusy, ours)
+	case fwdBusy >= 90:
+		why = fmt.Sprintf("the appliance CPU %d (%.0f%% busy; %.0f%% of %.0f pps offered got through)", o.FwdCPU, fwdBusy, got, m.SentPPS())
+	case genBusy >= 90:
+		why = fmt.Sprintf("the generator CPU %d (%.0f%% busy), which also runs the ingress softirq; %.0f%% of %.0f pps offered got through", o.GenCPU, genBusy, got, m.SentPPS())
+	default:
+		why = fmt.Sprintf("neither CPU saturated (%.0f%%/%.0f%%): drops in rings or queues; %.0f%% of %.0f pps offered got through", genBusy, fwdBusy, got, m.SentPPS())
+	}
+	return m.PPS(), why
+}
+
+// measure runs the generator for warmup+duration and counts the window.
+// workers are the ovfwd worker threads (empty for Linux); ringDrops reads
+// the ingress port's kernel-side drop counters (nil for Linux).
+func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions, side string, threads []string, ringDrops func() uint64) (Run, error) {
+	if ringDrops == nil {
+		ringDrops = func() uint64 { return 0 }
+	}
+	var stop atomic.Bool
+	var sent atomic.Uint64
+	deadline := time.Now().Add(o.Warmup + o.Duration + time.Second)
+	budget := o.MaxPackets / uint64(o.GenThreads)
+	var wg sync.WaitGroup
+	errc := make(chan error, o.GenThreads)
+	for range o.GenThreads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- t.gen.Do(func() error {
+				if err := pinThread(o.GenCPU); err != nil {
+					return err
+				}
+				g, err := newGenThread(t.genIf, t.frame)
+				if err != nil {
+					return err
+				}
+				defer g.close()
+				if errno := g.run(budget, deadline, &stop, &sent); errno != 0 {
+					return fmt.Errorf("sendmmsg: %w", errno)
+				}
+				return nil
+			})
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	select {
+	case <-time.After(o.Warmup):
+	case <-ctx.Done():
+		return Run{}, ctx.Err()
+	}
+	c0, _, err := sink.Count()
+	if err != nil {
+		return Run{}, err
+	}
+	s0, cpu0, t0, r0, w0 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	select {
+	case <-time.After(o.Duration):
+	case <-ctx.Done():
+		return Run{}, ctx.Err()
+	}
+	c1, _, err := sink.Count()
+	if err != nil {
+		return Run{}, err
+	}
+	s1, cpu1, t1, r1, w1 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	stop.Store(true)
+	wg.Wait()
+	close(errc)
+	for e := range errc {
+		if e != nil {
+			return Run{}, fmt.Errorf("generator: %w", e)
+		}
+	}
+	r := Run{Side: side, Sent: s1 - s0, Forwarded: c1 - c0, Seconds: t1.Sub(t0).Seconds(), CPUBusy: busyPercent(cpu0, cpu1), RingDrops: r1 - r0}
+	work := softirqSeconds(cpu0, cpu1, o.FwdCPU)
+	r.Softirq = 100 * work / r.Seconds
+	for i := range w1 {
+		r.WorkerCPU = append(r.WorkerCPU, 100*(w1[i]-w0[i])/r.Seconds)
+		work += w1[i] - w0[i]
+	}
+	if r.Forwarded > 0 {
+		r.CPUns = work * 1e9 / float64(r.Forwarded)
+	}
+	return r, nil
+}
+
+func newSink(t *topology) (*afxdp.DropCounter, error) {
+	var c *afxdp.DropCounter
+	err := t.sink.Do(func() (err error) {
+		if c, err = afxdp.NewDropCounter(); err != nil {
+			return err
+		}
+		if _, err = c.Attach(t.sinkIf, afxdp.ModeNative); err != nil {
+			c.Close()
+		}
+		return err
+	})
+	return c, err
+}
+
+func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions) (Run, error) {
+	if err := nsWrite(t.app, "/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
+		return Run{}, err
+	}
+	defer nsWrite(t.app, "/proc/sys/net/ipv4/ip_forward", "0")
+	if !o.IngressOnGenCPU {
+		if err := steerRPS(t, o); err != nil {
+			return Run{}, err
+		}
+		defer unsteerRPS(t)
+	}
+	return measure(ctx, t, sink, o, "linux", nil, nil)
+}
+
+// steerRPS moves bnA1's receive softirq to the appliance CPU.
+func steerRPS(t *topology, o FwdOptions) error {
+	return nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<o.FwdCPU))
+}
+
+func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
+
+func medianNs(runs []Run, side string) float64 {
+	var v []float64
+	for _, r := range runs {
+		if r.Side == side && r.CPUns > 0 {
+			v = append(v, r.CPUns)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}

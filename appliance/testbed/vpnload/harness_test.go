@@ -1,0 +1,157 @@
+package vpnload
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/pki"
+)
+
+// lab is the bench topology with a PKI and n client configs, for tests.
+type lab struct {
+	t    *testing.T
+	topo *topology
+	dir  string
+	cfgs []control.ClientConfig
+	o    Options
+}
+
+// builtOvfwd is one build of the daemon per test binary, in buildDir.
+var builtOvfwd, buildDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func newLab(t *testing.T, clients int, o Options) *lab {
+	t.Helper()
+	netns.RequireRoot(t)
+	o.Clients = clients
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.OvfwdBin == "" {
+		if builtOvfwd == "" {
+			var err error
+			if buildDir, err = os.MkdirTemp("", "vpnload-test"); err != nil {
+				t.Fatal(err)
+			}
+			if builtOvfwd, err = netns.OvfwdBinary(buildDir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.OvfwdBin = builtOvfwd
+	}
+	l := &lab{t: t, dir: filepath.Join(t.TempDir(), "pki"), o: o}
+	if err := pki.Init(l.dir); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if l.cfgs, err = clientConfigs(l.dir, clients); err != nil {
+		t.Fatal(err)
+	}
+	if l.topo, err = buildTopology(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.topo.destroy)
+	return l
+}
+
+func (l *lab) startOvfwd() *server {
+	l.t.Helper()
+	s, err := startOvfwd(l.topo, l.dir, &l.o)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() {
+		s.stop()
+		if l.t.Failed() {
+			l.t.Logf("ovfwd log:\n%s", tail(s.log(), 4000))
+		}
+	})
+	return s
+}
+
+func (l *lab) dial(cfgs []control.ClientConfig) []*control.Client {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.HandshakeTimeout)
+	defer cancel()
+	start := time.Now()
+	clients, err := dialAll(ctx, l.topo.cli, cfgs, l.o.Parallel)
+	l.t.Cleanup(func() { closeAll(clients) })
+	if err != nil {
+		l.t.Fatalf("dial: %v", err)
+	}
+	l.t.Logf("%d clients connected in %v", len(clients), time.Since(start).Round(time.Millisecond))
+	return clients
+}
+
+// peers is the number of VPN peers ovfwd reports.
+func peers(t *testing.T, s *server) int {
+	st, err := status.Fetch(s.status, time.Second)
+	if err != nil || st.VPN == nil {
+		t.Fatalf("status: %v", err)
+	}
+	return len(st.VPN.Peers)
+}
+
+// echoSink pings the sink host through c and reports whether a reply came
+// back within timeout (tries 3 times).
+func echoSink(c *control.Client, seq uint16, timeout time.Duration) bool {
+	p := c.Pushed()
+	if p == nil {
+		return false
+	}
+	sink := netip.MustParseAddr(sinkIP)
+	req := icmpEcho(p.IPv4.Addr(), sink, 0x4849, seq)
+	for try := 0; try < 3; try++ {
+		if c.Send(req) != nil {
+			time.Sleep(timeout / 3)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout/3)
+		for {
+			got, err := c.Recv(ctx)
+			if err != nil {
+				break
+			}
+			if len(got) >= 28 && got[9] == 1 && got[20] == 0 && binary.BigEndian.Uint16(got[26:]) == seq &&
+				netip.AddrFrom4([4]byte(got[12:16])) == sink {
+				cancel()
+				return true
+			}
+		}
+		cancel()
+	}
+	return false
+}
+
+func icmpEcho(src, dst netip.Addr, id, seq uint16) []byte {
+	p := make([]byte, 28+16)
+	p[0], p[8], p[9] = 0x45, 64, 1
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	s4, d4 := src.As4(), dst.As4()
+	copy(p[12:], s4[:])
+	copy(p[16:], d4[:])
+	binary.BigEndian.PutUint16(p[10:], ^ipChecksum(p[:20]))
+	p[20] = 8
+	binary.BigEndian.PutUint16(p[24:], id)
+	binary.BigEndian.PutUint16(p[26:], seq)
+	binary.BigEndian.PutUint16(p[22:], ^ipChecksum(p[20:]))
+	return p
+}

@@ -1,0 +1,69 @@
+package dpsim
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkForward: one op = one packet through RX → MAC swap → TX on the
+// model with flushed DMA. ns/op includes the model; driver-ns/pkt excludes it.
+func BenchmarkForward(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		v    variant
+	}{
+		{"warm/contiguous/64/D0", variant{size: 64, warm: true}},
+		{"contiguous/64/D0", variant{size: 64}},
+		{"contiguous/64/D4", variant{size: 64, dist: 4}},
+		{"scattered/64/D0", variant{layout: Scattered, size: 64}},
+		{"scattered/64/D4", variant{layout: Scattered, size: 64, dist: 4}},
+		{"scattered/512/D0", variant{layout: Scattered, size: 512}},
+		{"scattered/512/D4", variant{layout: Scattered, size: 512, dist: 4}},
+		{"scattered/512/D4/cqe", variant{layout: Scattered, size: 512, dist: 4, pfCQE: true}},
+		{"scattered/512/D4/fresh", variant{layout: Scattered, size: 512, dist: 4, fresh: true}},
+		{"contiguous/512/D4/pad", variant{size: 512, dist: 4, pad: true}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			r, err := newRig(v.v, 64, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.port.Close()
+			r.run(4096)
+			b.ReportAllocs()
+			b.ResetTimer()
+			res := r.run(b.N)
+			b.ReportMetric(res.burstDriver, "driver-ns/pkt")
+			b.ReportMetric(float64(res.nops)/float64(res.packets), "NOPs/pkt")
+		})
+	}
+}
+
+// TestBenchSmoke runs Bench briefly so its plumbing cannot rot; it asserts
+// nothing about speed.
+func TestBenchSmoke(t *testing.T) {
+	var w io.Writer = io.Discard
+	if testing.Verbose() {
+		w = os.Stdout
+	}
+	if err := Bench(w, BenchOptions{Packets: 2048, Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBenchReport prints the full tables when OVFWD_BENCH_MLX5 is set (the
+// value is the number of alternated runs), e.g.
+//
+//	OVFWD_BENCH_MLX5=9 go test -run TestBenchReport -v ./mlx5/model/dpsim/
+func TestBenchReport(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("OVFWD_BENCH_MLX5"))
+	if runs == 0 {
+		t.Skip("set OVFWD_BENCH_MLX5=<runs> to print the data-path tables")
+	}
+	work, _ := strconv.Atoi(os.Getenv("OVFWD_BENCH_WORK"))
+	if err := Bench(os.Stdout, BenchOptions{Runs: runs, Work: work}); err != nil {
+		t.Fatal(err)
+	}
+}
