@@ -39,6 +39,11 @@ type Caps struct {
 	EswitchManager     bool
 	VportGroupManager  bool
 	DeviceFrequencyKHz uint32
+
+	// DisableLocalLBUC/MC: the vport's local loopback can be turned off.
+	DisableLocalLBUC, DisableLocalLBMC bool
+	// RQTSFormat / SQTSFormat: timestamp formats queues may use (prm.TSCap*).
+	RQTSFormat, SQTSFormat uint8
 }
 
 // parseCaps reads the general, Ethernet and flow-table capabilities.
@@ -65,6 +70,10 @@ func parseCaps(gen, eth, ft []byte) Caps {
 		EswitchManager:         prm.CapEswitchManager.Get(gen) == 1,
 		VportGroupManager:      prm.CapVportGroupManager.Get(gen) == 1,
 		DeviceFrequencyKHz:     uint32(prm.CapDeviceFrequencyKHz.Get(gen)),
+		DisableLocalLBUC:       prm.CapDisableLocalLBUC.Get(gen) == 1,
+		DisableLocalLBMC:       prm.CapDisableLocalLBMC.Get(gen) == 1,
+		RQTSFormat:             uint8(prm.CapRQTSFormat.Get(gen)),
+		SQTSFormat:             uint8(prm.CapSQTSFormat.Get(gen)),
 	}
 	if c.StridingRQ {
 		// log2(strides) 9..16 always, 3..8 with ext_stride_num_range;

@@ -67,14 +67,19 @@ type cmdq struct {
 	page      []byte
 	pageIOVA  uint64
 	logStride uint8
-	slots     []slot // slot 0 ordinary commands, last slot page supply
+	slots     []slot // cur: ordinary commands (0 until one is lost), last slot page supply
+	cur       int
 	pageSlot  int
 	token     uint8
 	busy      []bool
+	lost      []bool // slots a failed wait left owned by the device
 	// onWait is called while a command is outstanding, to service page
 	// requests (set once the async EQ exists).
 	onWait func() error
 	health func() error
+	// eventErr is an event-servicing failure met while a command waited
+	// that then completed; Service reports it.
+	eventErr error
 }
 
 func newCmdq(bus Bus, opt *Options, logSz, logStride uint8) (*cmdq, error) {
@@ -90,6 +95,7 @@ func newCmdq(bus Bus, opt *Options, logSz, logStride uint8) (*cmdq, error) {
 	c.pageSlot = n - 1
 	c.slots = make([]slot, n)
 	c.busy = make([]bool, n)
+	c.lost = make([]bool, n)
 	for _, i := range []int{0, c.pageSlot} {
 		for _, ch := range []*chain{&c.slots[i].in, &c.slots[i].out} {
 			ch.mem, ch.iova, err = bus.DMA.Alloc(chainBlocks*prm.MailboxAlign, prm.MailboxAlign)
@@ -103,14 +109,21 @@ func newCmdq(bus Bus, opt *Options, logSz, logStride uint8) (*cmdq, error) {
 }
 
 func (c *cmdq) free() {
-	for _, s := range c.slots {
+	lost := false
+	for i, s := range c.slots {
+		if c.lost[i] {
+			// The device may still write this slot's output: leak its
+			// mailboxes and the queue page rather than free live DMA.
+			lost = true
+			continue
+		}
 		for _, ch := range []chain{s.in, s.out} {
 			if ch.mem != nil {
 				c.bus.DMA.Free(ch.iova)
 			}
 		}
 	}
-	if c.page != nil {
+	if c.page != nil && !lost {
 		c.bus.DMA.Free(c.pageIOVA)
 		c.page = nil
 	}
@@ -141,17 +154,54 @@ func prepareChain(ch *chain, n int, token uint8, zero bool) {
 // outLen the expected output length. It returns the output message after
 // checking delivery and command status.
 func (c *cmdq) exec(in []byte, outLen int) ([]byte, error) {
-	return c.execSlot(0, in, outLen)
+	return c.execSlot(ordinarySlot, in, outLen)
+}
+
+// ordinarySlot asks execSlot for the slot of ordinary commands.
+const ordinarySlot = -1
+
+// nextSlot moves ordinary commands off a slot the device kept (a command
+// that timed out) to the next unused one, with mailboxes of its own.
+func (c *cmdq) nextSlot() error {
+	for i := c.cur + 1; i < c.pageSlot; i++ {
+		if c.lost[i] {
+			continue
+		}
+		for _, ch := range []*chain{&c.slots[i].in, &c.slots[i].out} {
+			if ch.mem != nil {
+				continue
+			}
+			var err error
+			if ch.mem, ch.iova, err = c.bus.DMA.Alloc(chainBlocks*prm.MailboxAlign, prm.MailboxAlign); err != nil {
+				ch.mem = nil
+				return fmt.Errorf("mlx5: mailboxes for command slot %d: %w", i, err)
+			}
+		}
+		c.cur = i
+		return nil
+	}
+	return errors.New("mlx5: every command slot is held by a command the device never completed; reset the function")
 }
 
 func (c *cmdq) execSlot(idx int, in []byte, outLen int) ([]byte, error) {
+	if idx == ordinarySlot {
+		if c.lost[c.cur] {
+			if err := c.nextSlot(); err != nil {
+				return nil, err
+			}
+		}
+		idx = c.cur
+	}
 	op := uint16(prm.InOpcode.Get(in))
 	opMod := uint16(prm.InOpMod.Get(in))
-	if len(in) > maxMessage || outLen > maxMessage || outLen < prm.CmdHeaderLen || len(in) < prm.CmdHeaderLen {
+	if len(in) > maxMessage || outLen > maxMessage || outLen < prm.CmdOutMinLen || len(in) < prm.CmdHeaderLen {
 		return nil, fmt.Errorf("mlx5: %s: message of %d/%d bytes does not fit the mailboxes", prm.OpcodeName(op), len(in), outLen)
 	}
 	if c.busy[idx] {
 		return nil, fmt.Errorf("mlx5: %s: command slot %d busy (recursive page request?)", prm.OpcodeName(op), idx)
+	}
+	if c.lost[idx] {
+		return nil, fmt.Errorf("mlx5: %s: command slot %d is still owned by the device from a command that never completed; reset the function", prm.OpcodeName(op), idx)
 	}
 	c.busy[idx] = true
 	defer func() { c.busy[idx] = false }()
@@ -192,6 +242,11 @@ func (c *cmdq) execSlot(idx int, in []byte, outLen int) ([]byte, error) {
 	c.bus.MMIO.Write32(prm.InitCmdDoorbell, 1<<idx)
 
 	if err := c.wait(e, op, idx); err != nil {
+		if loadByte(&e[prm.CmdEntryStatusOwn])&prm.CmdOwnerHW != 0 {
+			// The device may still read this entry and write its
+			// output: never hand the slot (or its mailboxes) out again.
+			c.lost[idx] = true
+		}
 		return nil, err
 	}
 	return decodeOutput(op, opMod, e, s.out.mem, outLen)
@@ -202,7 +257,7 @@ func (c *cmdq) execSlot(idx int, in []byte, outLen int) ([]byte, error) {
 // delivery status, the chain's block numbers and the command status. The
 // bytes come from the device, so nothing in them is trusted.
 func decodeOutput(op, opMod uint16, e, chain []byte, outLen int) ([]byte, error) {
-	if len(e) < prm.CmdEntrySize || outLen < prm.CmdHeaderLen {
+	if len(e) < prm.CmdEntrySize || outLen < prm.CmdOutMinLen {
 		return nil, fmt.Errorf("mlx5: %s: malformed completion", prm.OpcodeName(op))
 	}
 	if d := e[prm.CmdEntryStatusOwn] >> prm.CmdDeliveryShift; d != prm.DeliveryOK {
@@ -229,7 +284,7 @@ func decodeOutput(op, opMod uint16, e, chain []byte, outLen int) ([]byte, error)
 
 // checkStatus decodes mbox_out status and syndrome.
 func checkStatus(op, opMod uint16, out []byte) error {
-	if len(out) < prm.CmdHeaderLen {
+	if len(out) < prm.CmdOutMinLen {
 		return fmt.Errorf("mlx5: %s: output of %d bytes is shorter than its header", prm.OpcodeName(op), len(out))
 	}
 	if st := uint8(prm.OutStatus.Get(out)); st != prm.StatusOK {
@@ -238,20 +293,29 @@ func checkStatus(op, opMod uint16, out []byte) error {
 	return nil
 }
 
-// wait polls the ownership bit. While waiting it services the async EQ
-// (page requests, mlx5.md §2.6 dead-lock rule) and watches health.
+// wait polls the ownership bit. While waiting it services the async EQ:
+// the firmware may hold a command until the pages it asked for arrive
+// (kernel cmd.c runs page requests from their own work queue for the same
+// reason). A failure while servicing events does not end the wait — the
+// entry is still the device's — it is reported with the command's outcome.
 func (c *cmdq) wait(e []byte, op uint16, idx int) error {
 	var waited time.Duration
+	var evErr error
 	for polls := 0; ; polls++ {
 		if loadByte(&e[prm.CmdEntryStatusOwn])&prm.CmdOwnerHW == 0 {
+			if evErr != nil && c.eventErr == nil {
+				// The command's own outcome stands (its object may
+				// exist); the event failure surfaces at the next Service.
+				c.eventErr = fmt.Errorf("while %s waited: %w", prm.OpcodeName(op), evErr)
+			}
 			return nil
 		}
 		if c.onWait != nil && idx != c.pageSlot {
-			if err := c.onWait(); err != nil {
-				return fmt.Errorf("mlx5: %s: servicing events while waiting: %w", prm.OpcodeName(op), err)
+			if err := c.onWait(); err != nil && evErr == nil {
+				evErr = err
 			}
 			if loadByte(&e[prm.CmdEntryStatusOwn])&prm.CmdOwnerHW == 0 {
-				return nil
+				continue
 			}
 		}
 		if c.health != nil && polls%16 == 15 {
@@ -264,6 +328,9 @@ func (c *cmdq) wait(e []byte, op uint16, idx int) error {
 				if err := c.health(); err != nil {
 					return fmt.Errorf("mlx5: %s: %w", prm.OpcodeName(op), err)
 				}
+			}
+			if evErr != nil {
+				return errors.Join(&TimeoutError{Opcode: op, After: waited}, fmt.Errorf("servicing events while waiting: %w", evErr))
 			}
 			return &TimeoutError{Opcode: op, After: waited}
 		}

@@ -2,7 +2,10 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/ovfwd/ovfwd/mlx5/prm"
 )
@@ -39,6 +42,10 @@ func (h *HCA) createAsyncEQ() error {
 	prm.EQCUARPage.Set(in, uint64(h.uar))
 	prm.EQCIntr.Set(in, 0)
 	prm.EQCLogPageSize.Set(in, uint64(log2(size)-prm.AdapterPageShift))
+	// Overrun ignore: if the control plane stalls, the device drops
+	// events rather than failing the function (Snabb connectx.lua sets oi
+	// on its EQ); Service drains the EQ long before that in normal running.
+	prm.EQCOI.Set(in, 1)
 	// Page requests and port changes; command completions are polled
 	// through the ownership bit, so no CMD events.
 	prm.SetEventBit(in, prm.EventPageRequest)
@@ -63,7 +70,7 @@ func (h *HCA) eqDoorbell() {
 
 // PollEvents consumes the async EQ: page requests are served at once (on
 // the page slot), port changes counted. It is called while any command
-// waits, and should be called periodically by the control plane.
+// waits, and by Service.
 func (h *HCA) PollEvents() error {
 	eq := h.eq
 	if eq == nil {
@@ -87,10 +94,12 @@ func (h *HCA) PollEvents() error {
 		}
 		switch typ {
 		case prm.EventPageRequest:
+			// struct mlx5_eqe_page_req: ec_function, func_id, num_pages.
+			fn := binary.BigEndian.Uint16(data[2:])
 			n := int32(binary.BigEndian.Uint32(data[4:]))
 			var err error
 			if n > 0 {
-				err = h.givePages(int(n), h.cmd.pageSlot)
+				err = h.givePages(int(n), h.cmd.pageSlot, fn)
 			} else if n < 0 {
 				err = h.takePages(int(min(-n, 50000)), h.cmd.pageSlot)
 			}
@@ -113,4 +122,52 @@ func log2(n int) int {
 		l++
 	}
 	return l
+}
+
+// Service is the control plane's periodic duty, at least once a second (the
+// kernel's health poll runs every 2 s, its EQ is interrupt driven): drain
+// the async EQ, so page requests are answered and port changes seen
+// without waiting for the next command, and check the health buffer and
+// counter. An error means the function is dead or out of memory for the
+// firmware; the port should be taken down.
+func (h *HCA) Service() error {
+	if h.closed || h.cmd == nil {
+		return errors.New("mlx5: service on a closed function")
+	}
+	if err := h.cmd.eventErr; err != nil {
+		h.cmd.eventErr = nil
+		return err
+	}
+	if err := h.PollEvents(); err != nil {
+		return err
+	}
+	return h.CheckHealth()
+}
+
+// RunService calls Service every interval on its own goroutine and hands
+// each error to report (which may be nil). stop ends the goroutine and
+// waits for it; call it before closing ports or the HCA, which must not
+// run commands concurrently with Service.
+func (h *HCA) RunService(interval time.Duration, report func(error)) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if err := h.Service(); err != nil && report != nil {
+				report(err)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done); <-exited })
+	}
 }

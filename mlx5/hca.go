@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ovfwd/ovfwd/mlx5/prm"
@@ -87,6 +88,20 @@ func (h *HCA) bringUp() (err error) {
 	}
 	fw := bus.MMIO.Read32(prm.InitFWRev)
 	h.FW = FWVersion{Major: uint16(fw), Minor: uint16(fw >> 16), Sub: uint16(rev)}
+	if err := h.refuseVF(); err != nil {
+		return err
+	}
+	// Bus mastering first: the kernel (mlx5_pci_init: pci_set_master),
+	// rdma-core (mlx5_vfio_init_cmd_interface) and Snabb's connectx.lua all
+	// enable it before waiting for the firmware, which may DMA the command
+	// queue as soon as its address is set.
+	cmdReg, err := bus.Config.ReadConfig16(prm.PCICommand)
+	if err != nil {
+		return fmt.Errorf("mlx5: reading PCI command register: %w", err)
+	}
+	if err := bus.Config.WriteConfig16(prm.PCICommand, cmdReg|prm.PCICommandMemory|prm.PCICommandBusMaster); err != nil {
+		return fmt.Errorf("mlx5: enabling bus mastering: %w", err)
+	}
 	if err := h.waitInitializing("before the command queue is set"); err != nil {
 		return err
 	}
@@ -99,13 +114,6 @@ func (h *HCA) bringUp() (err error) {
 	bus.MMIO.Write32(prm.InitCmdqAddrLSz, uint32(h.cmd.pageIOVA))
 	if err := h.waitInitializing("after the command queue was set"); err != nil {
 		return err
-	}
-	cmdReg, err := bus.Config.ReadConfig16(prm.PCICommand)
-	if err != nil {
-		return fmt.Errorf("mlx5: reading PCI command register: %w", err)
-	}
-	if err := bus.Config.WriteConfig16(prm.PCICommand, cmdReg|prm.PCICommandMemory|prm.PCICommandBusMaster); err != nil {
-		return fmt.Errorf("mlx5: enabling bus mastering: %w", err)
 	}
 	if err := h.enable(); err != nil {
 		return err
@@ -195,7 +203,7 @@ func (h *HCA) shutdown() error {
 				errs = append(errs, err)
 			}
 		}
-		if _, err := h.simple(prm.OpDisableHCA, 0); err != nil {
+		if _, err := h.simpleOut(prm.OpDisableHCA, prm.DisableHCAOutLen); err != nil {
 			errs = append(errs, err)
 		}
 		h.enabled = false
@@ -217,16 +225,16 @@ func (h *HCA) shutdown() error {
 // BAD_SYS_STATE: tear it down, disable it and enable again, once. Pages the
 // firmware held for the dead owner are lost with its IOMMU mappings.
 func (h *HCA) enable() error {
-	_, err := h.simple(prm.OpEnableHCA, 0)
+	_, err := h.simpleOut(prm.OpEnableHCA, prm.EnableHCAOutLen)
 	var ce *CmdError
 	if errors.As(err, &ce) && ce.Delivery == prm.DeliveryOK && ce.Status == prm.StatusBadSysState {
 		in := make([]byte, 16)
 		prm.InOpcode.Set(in, prm.OpTeardownHCA)
 		h.cmd.exec(in, 16) // fails harmlessly if only enabled, not initialized
-		if _, derr := h.simple(prm.OpDisableHCA, 0); derr != nil {
+		if _, derr := h.simpleOut(prm.OpDisableHCA, prm.DisableHCAOutLen); derr != nil {
 			return fmt.Errorf("%w; recovering a function left enabled: %w", err, derr)
 		}
-		_, err = h.simple(prm.OpEnableHCA, 0)
+		_, err = h.simpleOut(prm.OpEnableHCA, prm.EnableHCAOutLen)
 	}
 	if err != nil {
 		return err
@@ -253,6 +261,29 @@ func (h *HCA) simple(op, opMod uint16) ([]byte, error) {
 	prm.InOpcode.Set(in, uint64(op))
 	prm.InOpMod.Set(in, uint64(opMod))
 	return h.cmd.exec(in, 16)
+}
+
+// simpleOut runs a header-only command whose output structure is outLen
+// bytes: the kernel sends exactly MLX5_ST_SZ_BYTES of the *_out struct.
+func (h *HCA) simpleOut(op uint16, outLen int) ([]byte, error) {
+	in := make([]byte, 16)
+	prm.InOpcode.Set(in, uint64(op))
+	return h.cmd.exec(in, outLen)
+}
+
+// refuseVF stops bring-up on a virtual function before any command. The
+// kernel treats VFs differently in several places (no host-endianness
+// register, PAOS may be refused, the MAC comes from the eswitch, multicast
+// needs the vport's list) and none of that is implemented here.
+func (h *HCA) refuseVF() error {
+	id, err := h.bus.Config.ReadConfig16(prm.PCIDeviceID)
+	if err != nil {
+		return fmt.Errorf("mlx5: reading PCI device ID: %w", err)
+	}
+	if name, ok := connectXDevices[id]; ok && strings.HasSuffix(name, " VF") {
+		return fmt.Errorf("mlx5: %s [%04x] is a virtual function; ovfwd drives physical functions only (VFs need the kernel's VF handling: eswitch-assigned MAC, multicast list, PAOS refusal, no host-endianness register). Use the PF, or a kernel interface with driver = \"afxdp\"", name, id)
+	}
+	return nil
 }
 
 func (h *HCA) setISSI() error {

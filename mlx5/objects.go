@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 
@@ -86,15 +87,42 @@ type ring struct {
 	iova, dbrIOVA uint64
 }
 
+// maxRingPage is the largest page a queue buffer is described with: the
+// DMA seam aligns at most to its 2 MiB hugepages.
+const maxRingPage = 2 << 20
+
+// pageLog is the log_page_size (in 4 KiB units) the ring is described
+// with: the largest power of two up to 2 MiB that divides both its size
+// and its IOVA, so every pas entry is aligned to the page it names.
+func (r ring) pageLog() int {
+	page := min(len(r.buf), maxRingPage)
+	for page > prm.AdapterPageSize && (r.iova%uint64(page) != 0 || len(r.buf)%page != 0) {
+		page >>= 1
+	}
+	return log2(page) - prm.AdapterPageShift
+}
+
+// pas writes the ring's page list at prm.PASOffset of in, which must have
+// room for pasLen bytes from there.
+func (r ring) pas(in []byte) {
+	page := prm.AdapterPageSize << r.pageLog()
+	for i := 0; i*page < len(r.buf); i++ {
+		binary.BigEndian.PutUint64(in[prm.PASOffset+8*i:], r.iova+uint64(i*page))
+	}
+}
+
+func (r ring) pasLen() int { return 8 * (len(r.buf) / (prm.AdapterPageSize << r.pageLog())) }
+
 func (h *HCA) allocRing(size int) (ring, error) {
 	var r ring
 	var err error
 	size = max(size, prm.AdapterPageSize)
-	// Aligned to its own size so one pas entry with log_page_size =
-	// log2(size) − 12 describes the whole buffer (rdma-core's EQ layout).
-	if r.buf, r.iova, err = h.bus.DMA.Alloc(size, size); err != nil {
+	// Aligned to its own size up to 2 MiB: one pas entry describes a ring
+	// up to 2 MiB, larger ones take one entry per 2 MiB page (pageLog).
+	if r.buf, r.iova, err = h.bus.DMA.Alloc(size, min(size, maxRingPage)); err != nil {
 		return r, fmt.Errorf("mlx5: queue memory: %w", err)
 	}
+	r.buf = r.buf[:size]
 	if r.dbr, r.dbrIOVA, err = h.bus.DMA.Alloc(64, 64); err != nil {
 		h.bus.DMA.Free(r.iova)
 		return r, fmt.Errorf("mlx5: doorbell record: %w", err)
@@ -139,7 +167,7 @@ func (h *HCA) CreateCQ(cfg CQConfig) (*CompletionQueue, error) {
 		cqe[63] = prm.CQEOpOwnInit
 		cqe[62] = prm.CQEValidityInit
 	}
-	in := make([]byte, prm.PASOffset+8)
+	in := make([]byte, prm.PASOffset+r.pasLen())
 	prm.InOpcode.Set(in, prm.OpCreateCQ)
 	prm.CQCCQESz.Set(in, 0)
 	if cfg.Compression.Enabled {
@@ -150,9 +178,9 @@ func (h *HCA) CreateCQ(cfg CQConfig) (*CompletionQueue, error) {
 	prm.CQCLogSize.Set(in, uint64(cfg.LogSize))
 	prm.CQCUARPage.Set(in, uint64(h.uar))
 	prm.CQCEQN.Set(in, uint64(h.eq.eqn))
-	prm.CQCLogPageSize.Set(in, uint64(log2(len(r.buf))-prm.AdapterPageShift))
+	prm.CQCLogPageSize.Set(in, uint64(r.pageLog()))
 	prm.CQCDBRAddr.Set(in, r.dbrIOVA)
-	prm.CQPAS.Set(in, r.iova)
+	r.pas(in)
 	out, err := h.cmd.exec(in, 16)
 	if err != nil {
 		h.freeRing(r)
@@ -213,9 +241,10 @@ func (h *HCA) CreateRQ(cfg RQConfig, cq *CompletionQueue, pd, lkey uint32) (*Rec
 	if cfg.LinkedList {
 		wqType = prm.WQTypeLinkedListStridingRQ
 	}
-	in := make([]byte, prm.PASOffset+8)
+	in := make([]byte, prm.PASOffset+r.pasLen())
 	prm.InOpcode.Set(in, prm.OpCreateRQ)
 	prm.RQCVSD.Set(in, 1) // keep VLAN tags in the packet
+	prm.RQCTSFormat.Set(in, uint64(tsFormat(h.Caps.RQTSFormat)))
 	prm.RQCState.Set(in, prm.QueueStateRST)
 	prm.RQCFlushInError.Set(in, 1)
 	prm.RQCCQN.Set(in, uint64(cq.CQN))
@@ -223,14 +252,14 @@ func (h *HCA) CreateRQ(cfg RQConfig, cq *CompletionQueue, pd, lkey uint32) (*Rec
 	prm.RQWQPD.Set(in, uint64(pd))
 	prm.RQWQDBRAddr.Set(in, r.dbrIOVA)
 	prm.RQWQLogStride.Set(in, 5) // 32-byte WQEs: next + one data segment
-	prm.RQWQLogPgSz.Set(in, uint64(log2(len(r.buf))-prm.AdapterPageShift))
+	prm.RQWQLogPgSz.Set(in, uint64(r.pageLog()))
 	prm.RQWQLogSz.Set(in, uint64(cfg.LogWQEs))
 	prm.RQWQLogNumStrides.Set(in, uint64(int(cfg.LogStrides)-prm.MPWQELogStridesBase)&0xF)
 	if cfg.TwoByteShift {
 		prm.RQWQTwoByteShift.Set(in, 1)
 	}
 	prm.RQWQLogStrideSize.Set(in, uint64(cfg.LogStrideSize-prm.MPWQELogStrideSzBase))
-	prm.RQPAS.Set(in, r.iova)
+	r.pas(in)
 	out, err := h.cmd.exec(in, 16)
 	if err != nil {
 		h.freeRing(r)
@@ -284,12 +313,17 @@ func (h *HCA) CreateSQ(cfg SQConfig, cq *CompletionQueue, pd, tis, uar, lkey uin
 	if err != nil {
 		return nil, err
 	}
-	in := make([]byte, prm.PASOffset+8)
+	in := make([]byte, prm.PASOffset+r.pasLen())
 	prm.InOpcode.Set(in, prm.OpCreateSQ)
 	prm.SQCFlushInError.Set(in, 1)
-	if h.Caps.EnhancedMPW {
-		prm.SQCAllowMultiPkt.Set(in, 1) // harmless, DPDK sets it (mlx5.md U5)
+	// DPDK (mlx5_devx.c, from the MPW support rdma-core derives from cap
+	// multi_pkt_send_wqe) sets allow_multi_pkt_send_wqe only when the device
+	// allows multi-packet WQEs at all; the kernel never sets it.
+	allowMPW := h.Caps.MultiPktSendWQE != 0
+	if allowMPW {
+		prm.SQCAllowMultiPkt.Set(in, 1)
 	}
+	prm.SQCTSFormat.Set(in, uint64(tsFormat(h.Caps.SQTSFormat)))
 	if h.Caps.WQEInlineMode == prm.CapInlineVport {
 		prm.SQCMinInline.Set(in, uint64(h.Caps.MinInline))
 	}
@@ -302,9 +336,9 @@ func (h *HCA) CreateSQ(cfg SQConfig, cq *CompletionQueue, pd, tis, uar, lkey uin
 	prm.SQWQUARPage.Set(in, uint64(uar))
 	prm.SQWQDBRAddr.Set(in, r.dbrIOVA)
 	prm.SQWQLogStride.Set(in, 6)
-	prm.SQWQLogPgSz.Set(in, uint64(log2(len(r.buf))-prm.AdapterPageShift))
+	prm.SQWQLogPgSz.Set(in, uint64(r.pageLog()))
 	prm.SQWQLogSz.Set(in, uint64(cfg.LogWQEBBs))
-	prm.SQPAS.Set(in, r.iova)
+	r.pas(in)
 	out, err := h.cmd.exec(in, 16)
 	if err != nil {
 		h.freeRing(r)
@@ -314,7 +348,7 @@ func (h *HCA) CreateSQ(cfg SQConfig, cq *CompletionQueue, pd, tis, uar, lkey uin
 		SQN: uint32(prm.OutObjID.Get(out)), CQN: cq.CQN, TISN: tis, Ring: r.buf[:size], IOVA: r.iova,
 		LogWQEBBs: cfg.LogWQEBBs, DBRec: r.dbr, DBRecIOVA: r.dbrIOVA,
 		Doorbell: uar*prm.UARPageSize + prm.UARBlueFlameOffset, LKey: lkey,
-		MinInline: h.Caps.MinInline, EnhancedMPW: h.Caps.EnhancedMPW,
+		MinInline: h.Caps.MinInline, EnhancedMPW: h.Caps.EnhancedMPW && allowMPW,
 		MaxWQEBBs: min(16, max(h.Caps.MaxWQESzSQ/prm.SendWQEBB, 1)),
 	}
 	if err := h.ModifySQState(sq.SQN, prm.QueueStateRST, prm.QueueStateRDY); err != nil {
@@ -588,6 +622,51 @@ func (h *HCA) SetVport(l3MTU int, uc []net.HardwareAddr, promiscUC, promiscMC, p
 	return err
 }
 
+// SetPortMTU sets the port's admin MTU (PMTU register, HW bytes: L3 MTU +
+// 22), after checking it against the port's max_mtu (kernel port.c
+// mlx5_set_port_mtu / mlx5_query_port_max_mtu).
+func (h *HCA) SetPortMTU(hwMTU int) error {
+	in := make([]byte, prm.AccessRegDataOff+16)
+	prm.InOpcode.Set(in, prm.OpAccessReg)
+	prm.InOpMod.Set(in, prm.AccessRegRead)
+	prm.AccessRegID.Set(in, prm.RegPMTU)
+	prm.PMTULocalPort.Set(in[prm.AccessRegDataOff:], 1)
+	out, err := h.cmd.exec(in, prm.AccessRegDataOff+16)
+	if err != nil {
+		return err
+	}
+	if max := int(prm.PMTUMaxMTU.Get(out[prm.AccessRegDataOff:])); hwMTU > max {
+		return fmt.Errorf("mlx5: MTU %d is above the port's maximum %d (max_mtu %d includes %d bytes of L2)",
+			hwMTU-prm.HWMTUOverhead, max-prm.HWMTUOverhead, max, prm.HWMTUOverhead)
+	}
+	prm.InOpMod.Set(in, prm.AccessRegWrite)
+	prm.PMTUAdminMTU.Set(in[prm.AccessRegDataOff:], uint64(hwMTU))
+	_, err = h.cmd.exec(in, prm.AccessRegDataOff+16)
+	return err
+}
+
+// DisableLocalLoopback sets disable_uc_local_lb and disable_mc_local_lb
+// where the device offers them (kernel vport.c
+// mlx5_nic_vport_update_local_lb: a device without either cap has nothing
+// to turn off).
+func (h *HCA) DisableLocalLoopback() error {
+	if !h.Caps.DisableLocalLBUC && !h.Caps.DisableLocalLBMC {
+		return nil
+	}
+	in := make([]byte, prm.ModifyNICVportInLen)
+	prm.InOpcode.Set(in, prm.OpModifyNICVportContext)
+	if h.Caps.DisableLocalLBUC {
+		prm.MVportSelDisableUCLB.Set(in, 1)
+		prm.MVportDisableUCLB.Set(in, 1)
+	}
+	if h.Caps.DisableLocalLBMC {
+		prm.MVportSelDisableMCLB.Set(in, 1)
+		prm.MVportDisableMCLB.Set(in, 1)
+	}
+	_, err := h.cmd.exec(in, 16)
+	return err
+}
+
 // SetPortAdminUp sets the port's administrative state (PAOS register,
 // mlx5.md §3.14); the kernel does this when the interface is opened.
 func (h *HCA) SetPortAdminUp(up bool) error {
@@ -617,4 +696,16 @@ func (h *HCA) QueryLink() (LinkState, error) {
 		return LinkState{}, err
 	}
 	return LinkState{AdminUp: prm.VportStateAdmin.Get(out) == 1, Up: prm.VportStateOper.Get(out) == 1}, nil
+}
+
+// tsFormat picks a queue's ts_format from its cap as the kernel does
+// (include/linux/mlx5/driver.h mlx5_get_rq_default_ts /
+// mlx5_get_sq_default_ts): real time only where the device offers nothing
+// else (the kernel also takes it when both are offered and the clock can be
+// steered, which ovfwd never does), free running otherwise.
+func tsFormat(capv uint8) uint8 {
+	if capv == prm.TSCapRealTime {
+		return prm.TSRealTime
+	}
+	return prm.TSFreeRunning
 }

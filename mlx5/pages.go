@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/ovfwd/ovfwd/mlx5/prm"
@@ -16,19 +17,57 @@ func (h *HCA) supplyPages(stage uint16) error {
 	}
 	n := int32(prm.QueryPagesOutNumPages.Get(out))
 	if n < 0 {
-		return h.takePages(int(-n), 0)
+		return h.takePages(int(-n), ordinarySlot)
 	}
-	return h.givePages(int(n), 0)
+	if err := h.givePages(int(n), ordinarySlot, 0); err != nil {
+		var pb *PageBudgetError
+		if errors.As(err, &pb) {
+			pb.Stage, pb.Asked = stageName(stage), int(n)+len(h.pages)
+		}
+		return err
+	}
+	return nil
 }
 
+func stageName(stage uint16) string {
+	switch stage {
+	case prm.PagesBoot:
+		return "boot"
+	case prm.PagesInit:
+		return "init"
+	}
+	return "run time"
+}
+
+// PageBudgetError is a firmware page request the DMA budget could not
+// meet. Asked is the total the firmware wants to hold, so a caller can size
+// the budget from it and try again.
+type PageBudgetError struct {
+	Stage string
+	Asked int // pages (4 KiB) the firmware asked to hold in total
+	Err   error
+}
+
+func (e *PageBudgetError) Error() string {
+	return fmt.Sprintf("mlx5: firmware asks for %d pages (%d KiB) at %s and the DMA budget is short: %v; reserve more 2 MiB hugepages",
+		e.Asked, e.Asked*4, e.Stage, e.Err)
+}
+
+func (e *PageBudgetError) Unwrap() error { return e.Err }
+
 // givePages allocates n 4 KiB pages and hands them to the firmware on the
-// given command slot (0, or the page slot while another command waits).
-func (h *HCA) givePages(n int, slot int) error {
+// given command slot (ordinarySlot, or the page slot while another command waits) for
+// function fn (0: this function). When memory runs out it says so to the
+// firmware with MANAGE_PAGES CANT_GIVE, as the kernel's give_pages does,
+// so a command the firmware holds for the pages can complete (with an
+// error) instead of waiting forever.
+func (h *HCA) givePages(n int, slot int, fn uint16) error {
 	for n > 0 {
 		batch := min(n, maxPagesPerCommand)
 		in := make([]byte, 16+8*batch)
 		prm.InOpcode.Set(in, prm.OpManagePages)
 		prm.InOpMod.Set(in, prm.ManagePagesGive)
+		prm.ManagePagesFunctionID.Set(in, uint64(fn))
 		prm.ManagePagesInNum.Set(in, uint64(batch))
 		var given []uint64
 		for i := 0; i < batch; i++ {
@@ -38,7 +77,17 @@ func (h *HCA) givePages(n int, slot int) error {
 					h.bus.DMA.Free(g)
 					delete(h.pages, g)
 				}
-				return fmt.Errorf("mlx5: firmware pages: %w", err)
+				var cerr error
+				if slot == h.cmd.pageSlot {
+					// Only requests from an event: at boot and init the
+					// caller fails bring-up itself (kernel: notify_fail).
+					cant := make([]byte, 16)
+					prm.InOpcode.Set(cant, prm.OpManagePages)
+					prm.InOpMod.Set(cant, prm.ManagePagesCantGive)
+					prm.ManagePagesFunctionID.Set(cant, uint64(fn))
+					_, cerr = h.cmd.execSlot(slot, cant, 16)
+				}
+				return errors.Join(&PageBudgetError{Stage: "run time", Asked: n + len(h.pages), Err: err}, cerr)
 			}
 			h.pages[iova] = buf
 			given = append(given, iova)
@@ -95,7 +144,7 @@ func (h *HCA) takePages(n int, slot int) error {
 func (h *HCA) reclaimPages() error {
 	for tries := 0; len(h.pages) > 0 && tries < 1+len(h.pages)/maxPagesPerCommand+1; tries++ {
 		before := len(h.pages)
-		if err := h.takePages(len(h.pages), 0); err != nil {
+		if err := h.takePages(len(h.pages), ordinarySlot); err != nil {
 			return err
 		}
 		if len(h.pages) == before {

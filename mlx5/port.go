@@ -149,7 +149,18 @@ func (h *HCA) OpenPort(cfg PortConfig) (p *Port, err error) {
 	if mtu == 0 {
 		mtu = 1500
 	}
+	// The port MTU first, then the vport's (kernel mlx5e_set_mtu): the
+	// port keeps whatever its previous owner set until PMTU is written.
+	if err = h.SetPortMTU(mtu + prm.HWMTUOverhead); err != nil {
+		return p, err
+	}
 	if err = h.SetVport(mtu, []net.HardwareAddr{v.MAC}, cfg.Promiscuous, cfg.Promiscuous, cfg.Promiscuous); err != nil {
+		return p, err
+	}
+	// Local loopback off, as the kernel leaves it (mlx5e's
+	// mlx5_nic_vport_update_local_lb(mdev, false) path): otherwise the
+	// port's own broadcasts and multicasts come back to it.
+	if err = h.DisableLocalLoopback(); err != nil {
 		return p, err
 	}
 	return p, nil

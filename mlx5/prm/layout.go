@@ -358,3 +358,52 @@ var (
 	FTEEthertype     = def("set_fte_in.flow_context.match_value.outer_headers.ethertype", F(0x84, 15, 0))
 	FTEIPProtocol    = def("set_fte_in.flow_context.match_value.outer_headers.ip_protocol", F(0x90, 31, 24))
 )
+
+// Fields the bring-up and port set-up added after comparing them with the
+// kernel's mlx5_core/mlx5e, rdma-core's mlx5_vfio.c and Snabb's connectx.lua.
+var (
+	// EQCOI: overrun ignore. With it the device drops events into a full EQ
+	// instead of declaring the EQ (and, for the async EQ, the function) in
+	// error; Snabb's connectx.lua sets it on its only EQ.
+	EQCOI = def("create_eq_in.eq_context_entry.oi", F(0x10, 17, 17))
+
+	CapDisableLocalLBUC = def("cmd_hca_cap.disable_local_lb_uc", F(0x7C, 30, 30))
+	CapDisableLocalLBMC = def("cmd_hca_cap.disable_local_lb_mc", F(0x7C, 29, 29))
+	CapSQTSFormat       = def("cmd_hca_cap.sq_ts_format", F(0x88, 31, 30))
+	CapRQTSFormat       = def("cmd_hca_cap.rq_ts_format", F(0x88, 29, 28))
+	RQCTSFormat         = def("create_rq_in.ctx.ts_format", F(0x20, 5, 4))
+	SQCTSFormat         = def("create_sq_in.ctx.ts_format", F(0x20, 5, 4))
+
+	MVportSelDisableUCLB = def("modify_nic_vport_context_in.field_select.disable_uc_local_lb", F(0x0C, 11, 11))
+	MVportSelDisableMCLB = def("modify_nic_vport_context_in.field_select.disable_mc_local_lb", F(0x0C, 10, 10))
+	MVportDisableMCLB    = def("modify_nic_vport_context_in.nic_vport_context.disable_mc_local_lb", F(0x100, 2, 2))
+	MVportDisableUCLB    = def("modify_nic_vport_context_in.nic_vport_context.disable_uc_local_lb", F(0x100, 1, 1))
+	QVportDisableMCLB    = def("query_nic_vport_context_out.nic_vport_context.disable_mc_local_lb", F(0x10, 2, 2))
+	QVportDisableUCLB    = def("query_nic_vport_context_out.nic_vport_context.disable_uc_local_lb", F(0x10, 1, 1))
+
+	// PMTU register (ACCESS_REG 0x5003), offsets inside register_data.
+	PMTULocalPort = def("pmtu_reg.local_port", F(0x00, 23, 16))
+	PMTUMaxMTU    = def("pmtu_reg.max_mtu", F(0x04, 31, 16))
+	PMTUAdminMTU  = def("pmtu_reg.admin_mtu", F(0x08, 31, 16))
+	PMTUOperMTU   = def("pmtu_reg.oper_mtu", F(0x0C, 31, 16))
+)
+
+// Output lengths the kernel sends (MLX5_ST_SZ_BYTES of the *_out struct)
+// for commands whose output is not the generic 16 bytes:
+// mlx5_ifc_enable_hca_out_bits and mlx5_ifc_disable_hca_out_bits are
+// status, syndrome and one reserved dword (0x60 bits).
+const (
+	EnableHCAOutLen  = 12
+	DisableHCAOutLen = 12
+)
+
+// Timestamp formats: the cap values (MLX5_TIMESTAMP_FORMAT_CAP_*) and the
+// rqc/sqc ts_format values (MLX5_TIMESTAMP_FORMAT_*), mlx5_ifc.h.
+const (
+	TSCapFreeRunning = 0
+	TSCapRealTime    = 1
+	TSCapBoth        = 2
+	TSFreeRunning    = 0
+	TSDefault        = 1
+	TSRealTime       = 2
+)

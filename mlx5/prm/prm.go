@@ -49,6 +49,7 @@ const (
 	EQEOwnerInit         = 1
 	EQESize              = 64
 	EQEOwnerOffset       = 63
+	PCIDeviceID          = 0x2
 	PCICommand           = 0x4
 	PCICommandMemory     = 1 << 1
 	PCICommandBusMaster  = 1 << 2
@@ -94,7 +95,8 @@ const (
 	MailboxAlign       = 1024
 	CmdOwnerHW         = 1
 	CmdDeliveryShift   = 1
-	CmdHeaderLen       = 16 // every command input/output starts with a 16-byte header
+	CmdHeaderLen       = 16 // every command input starts with a 16-byte header
+	CmdOutMinLen       = 8  // every output starts with status and syndrome (ENABLE_HCA's is 12 bytes)
 	CapabilitySize     = 4096
 	CapabilityOffset   = 0x10
 	PASOffset          = 0x110 // pas[] of CQ/EQ/RQ/SQ/mkey create commands

@@ -43,6 +43,10 @@ func (d *Device) capability(capType, mode uint16) []byte {
 		prm.CapMiniCQERespStrideIndex.Set(c, b(cfg.MiniCQEStrideIndex))
 		prm.CapCQECompression.Set(c, b(cfg.CQECompression))
 		prm.CapCQECompressionMaxNum.Set(c, uint64(cfg.CQECompressionMaxNum))
+		prm.CapDisableLocalLBUC.Set(c, b(cfg.DisableLocalLB))
+		prm.CapDisableLocalLBMC.Set(c, b(cfg.DisableLocalLB))
+		prm.CapRQTSFormat.Set(c, uint64(cfg.RQTSFormat))
+		prm.CapSQTSFormat.Set(c, uint64(cfg.SQTSFormat))
 	case prm.CapEthernetOffload:
 		prm.CapEthCsum.Set(c, 1)
 		prm.CapEthMultiPktSendWQE.Set(c, uint64(cfg.MultiPktSendWQE))

@@ -51,8 +51,8 @@ var handlers map[uint16]handler
 
 func init() {
 	handlers = map[uint16]handler{
-		prm.OpEnableHCA:              {16, 16, anyPhase, nil, (*Device).enableHCA},
-		prm.OpDisableHCA:             {16, 16, enabled, nil, (*Device).disableHCA},
+		prm.OpEnableHCA:              {16, prm.EnableHCAOutLen, anyPhase, nil, (*Device).enableHCA},
+		prm.OpDisableHCA:             {16, prm.DisableHCAOutLen, enabled, nil, (*Device).disableHCA},
 		prm.OpQueryISSI:              {16, prm.QueryISSIOutLen, enabled, nil, (*Device).queryISSI},
 		prm.OpSetISSI:                {16, 16, enabled, nil, (*Device).setISSI},
 		prm.OpQueryPages:             {16, 16, enabled, []uint16{prm.PagesBoot, prm.PagesInit, prm.PagesRegular}, (*Device).queryPages},
@@ -136,6 +136,12 @@ func (d *Device) dispatch(op, opMod uint16, in, out []byte) (uint8, uint32) {
 		return prm.StatusBadInputLen, synShortInput
 	}
 	if len(out) < h.minOut {
+		return prm.StatusBadOutputLen, synShortOutput
+	}
+	if (op == prm.OpEnableHCA || op == prm.OpDisableHCA) && len(out) != h.minOut {
+		// The model takes exactly the size the kernel sends
+		// (MLX5_ST_SZ_BYTES of the 12-byte *_out struct); whether firmware
+		// tolerates more is unknown, so a driver must not rely on it.
 		return prm.StatusBadOutputLen, synShortOutput
 	}
 	switch {
@@ -228,6 +234,7 @@ func (d *Device) managePages(in, out []byte) (uint8, uint32) {
 	switch prm.InOpMod.Get(in) {
 	case prm.ManagePagesCantGive:
 		d.runtimeOwed = 0
+		d.stats.CantGive++
 		return 0, 0
 	case prm.ManagePagesGive:
 		if len(in) < 16+8*n {
@@ -278,6 +285,27 @@ func (d *Device) accessReg(in, out []byte) (uint8, uint32) {
 	odata := out[prm.AccessRegDataOff:]
 	switch reg {
 	case prm.HostEndiannessReg:
+		if d.isVF() {
+			// The kernel writes it on PFs only (set_hca_ctrl).
+			return prm.StatusBadParam, synBadField
+		}
+		return 0, 0
+	case prm.RegPMTU:
+		if len(data) < 16 || len(odata) < 16 || prm.PMTULocalPort.Get(data) != 1 {
+			return prm.StatusBadParam, synBadField
+		}
+		if write {
+			mtu := int(prm.PMTUAdminMTU.Get(data))
+			if mtu < 68+prm.HWMTUOverhead || mtu > d.cfg.MaxMTU {
+				return prm.StatusBadParam, synBadSize
+			}
+			d.pmtu = mtu
+			return 0, 0
+		}
+		prm.PMTULocalPort.Set(odata, 1)
+		prm.PMTUMaxMTU.Set(odata, uint64(d.cfg.MaxMTU))
+		prm.PMTUAdminMTU.Set(odata, uint64(d.pmtu))
+		prm.PMTUOperMTU.Set(odata, uint64(d.pmtu))
 		return 0, 0
 	case prm.RegPAOS:
 		if len(data) < 16 || len(odata) < 16 {

@@ -58,7 +58,21 @@ type Config struct {
 	CheckEntrySignature bool
 
 	MAC    [6]byte
-	MaxMTU int // port max MTU (PMTU), HW bytes
+	MaxMTU int // port max MTU (PMTU max_mtu), HW bytes
+	// PortMTU is the PMTU admin/oper MTU the function starts with: what the
+	// previous owner left (the kernel's default 1500 + 22). Frames longer
+	// than min(PortMTU, vport MTU) are dropped on both sides of the wire.
+	PortMTU int
+	// DeviceID is the PCI device ID (config offset 2); a VF ID makes the
+	// function a virtual function.
+	DeviceID uint16
+	// DisableLocalLB is the disable_local_lb_uc/mc caps. The vport starts
+	// with local loopback on: the port's own multicast and broadcast come
+	// back to it until the driver sets disable_mc_local_lb.
+	DisableLocalLB bool
+	// RQTSFormat / SQTSFormat are the rq_ts_format / sq_ts_format caps
+	// (prm.TSCap*): which ts_format CREATE_RQ/CREATE_SQ accept.
+	RQTSFormat, SQTSFormat uint8
 	// LinkUp is the physical link; the vport is up after INIT_HCA when set.
 	LinkUp  bool
 	NumUARs int
@@ -80,10 +94,16 @@ func DefaultConfig() Config {
 		MaxWQESzSQ:           1024,
 		LogMaxCQSz:           22, LogMaxWQSz: 16, LogMaxRQTSize: 8,
 		MaxCmdIfChecksum: 3, CheckEntrySignature: true,
-		MAC:     [6]byte{0x02, 0x00, 0x5e, 0x10, 0x00, 0x01},
-		MaxMTU:  9978,
-		LinkUp:  true,
-		NumUARs: 64,
+		MAC:             [6]byte{0x02, 0x00, 0x5e, 0x10, 0x00, 0x01},
+		MaxMTU:          9978,
+		PortMTU:         1500 + prm.HWMTUOverhead,
+		LinkUp:          true,
+		DeviceID:        0x101d,
+		DisableLocalLB:  true,
+		RQTSFormat:      prm.TSCapBoth,
+		SQTSFormat:      prm.TSCapBoth,
+		MultiPktSendWQE: 1,
+		NumUARs:         64,
 	}
 }
 
@@ -115,6 +135,18 @@ type Faults struct {
 	StuckOpcode uint16
 }
 
+// Violations are driver mistakes the model saw that real firmware would
+// not report through a command status: each would corrupt state silently
+// or fail the function.
+type Violations struct {
+	// SlotReused: a doorbell rang for a command slot whose previous
+	// command the device still owned (the driver overwrote a live entry).
+	SlotReused int
+	// EQOverrun: an event arrived at a full EQ created without oi; the
+	// device declared the function in error (health syndrome 0xC).
+	EQOverrun int
+}
+
 // Device is one modelled PCI function.
 type Device struct {
 	mu     sync.Mutex
@@ -136,6 +168,9 @@ type Device struct {
 	capsSet     bool
 	curGeneral  []byte // current general capability (4096 bytes)
 
+	inflight    []bool // command slots the device still owns
+	violations  Violations
+	pmtu        int             // PMTU admin (= oper) MTU, HW bytes
 	pages       map[uint64]bool // firmware pages the driver gave
 	runtimeOwed int             // pages requested by PAGE_REQUEST EQEs not yet given
 	pending     *pendingCmd     // command held by a page request
@@ -144,6 +179,7 @@ type Device struct {
 	objs      objects
 	eqs       map[uint32]*eqState
 	vport     vportState
+	fatal     uint8 // health syndrome raised by the model itself
 	stats     Stats
 	onUAR     func(off uint32, v uint64)
 	leakLog   []string
@@ -156,6 +192,7 @@ type Stats struct {
 	DeliveryErrors   int
 	PagesReclaimed   int
 	PagesLeaked      int // pages still held by firmware at DISABLE_HCA
+	CantGive         int // MANAGE_PAGES CANT_GIVE answers
 	EQOverruns       int
 	DoorbellsIgnored int // doorbells for slots not owned by hardware
 }
@@ -166,11 +203,17 @@ type vportState struct {
 	promiscAll           bool
 	ucList               [][6]byte
 	adminUp              bool
+	disableUCLB          bool
+	disableMCLB          bool
 }
 
 // New returns a device in its post-reset state, using mem as host memory.
 func New(cfg Config, mem *Memory) *Device {
-	d := &Device{cfg: cfg, mem: mem, initReads: cfg.InitializingReads}
+	d := &Device{cfg: cfg, mem: mem, initReads: cfg.InitializingReads, pmtu: cfg.PortMTU,
+		inflight: make([]bool, 1<<cfg.LogCmdqSize)}
+	if d.pmtu == 0 {
+		d.pmtu = 1500 + prm.HWMTUOverhead
+	}
 	d.reset()
 	d.stats.Commands = map[uint16]int{}
 	return d
@@ -203,11 +246,42 @@ func (d *Device) SetFaults(f Faults) {
 	d.failSeen = 0
 }
 
-// SetLink changes the physical link state.
+// SetLink changes the physical link state and, like the firmware, posts a
+// PORT_CHANGE event (subtype 4 active, 1 down) to an EQ subscribed to it.
 func (d *Device) SetLink(up bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cfg.LinkUp = up
+	for _, eq := range d.eqs {
+		if eq.subscribed(prm.EventPortChange) {
+			var data [8]byte
+			data[4] = 1 << 4 // port 1 in [7:4] of the port event's byte 4
+			d.postEQE(eq, prm.EventPortChange, uint8(boolTo(up, 4, 1)), data[:])
+			break
+		}
+	}
+}
+
+// Violations returns the driver mistakes the model saw.
+func (d *Device) Violations() Violations {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.violations
+}
+
+// PortMTU is the PMTU oper MTU (HW bytes).
+func (d *Device) PortMTU() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pmtu
+}
+
+// LocalLoopback reports whether the vport reflects the port's own unicast
+// and multicast traffic back to it (disable_*_local_lb clear).
+func (d *Device) LocalLoopback() (uc, mc bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.vport.disableUCLB, !d.vport.disableMCLB
 }
 
 // OnUARWrite registers the handler for UAR writes the command model does
@@ -260,6 +334,8 @@ func (d *Device) ReadConfig16(off uint32) (uint16, error) {
 	switch off {
 	case 0:
 		return prm.PCIVendorMellanox, nil
+	case prm.PCIDeviceID:
+		return d.cfg.DeviceID, nil
 	case prm.PCICommand:
 		return d.pciCommand, nil
 	}
@@ -292,6 +368,13 @@ func (d *Device) Read32(off uint32) uint32 {
 	case prm.InitCmdqAddrLSz:
 		return d.cmdqL&^0xFFF | uint32(d.cfg.LogCmdqSize)<<4 | uint32(d.cfg.LogCmdqStride)
 	case prm.InitInitializing:
+		if d.cmdqSet && d.pciCommand&prm.PCICommandBusMaster == 0 {
+			// The firmware cannot reach the command queue it was just
+			// given without bus mastering; drivers that work on real
+			// cards enable it before this wait (kernel mlx5_pci_init,
+			// rdma-core mlx5_vfio_init_cmd_interface, Snabb connectx.lua).
+			return prm.InitializingBit
+		}
 		if d.faults.InitTimeout || d.initReads > 0 {
 			d.initReads--
 			return prm.InitializingBit
@@ -300,14 +383,14 @@ func (d *Device) Read32(off uint32) uint32 {
 	case prm.InitHealthFWVer:
 		return uint32(d.cfg.FWMajor)
 	case prm.InitHealthRFRSev:
-		if d.faults.HealthSyndrome != 0 {
+		if d.syndrome() != 0 {
 			return 1 << 31
 		}
 		return 0
 	case prm.InitHealthSynd:
-		return uint32(d.faults.HealthSyndrome) << 16
+		return uint32(d.syndrome()) << 16
 	case prm.InitHealthCounter:
-		if !d.faults.FreezeHealthCounter && d.faults.HealthSyndrome == 0 {
+		if !d.faults.FreezeHealthCounter && d.syndrome() == 0 {
 			d.healthCount = (d.healthCount + 1) & prm.HealthCounterMask
 		}
 		return d.healthCount
@@ -361,3 +444,20 @@ func (d *Device) Write64(off uint32, v uint64) {
 }
 
 func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
+
+// isVF reports whether the configured device ID is a virtual function's.
+func (d *Device) isVF() bool {
+	switch d.cfg.DeviceID {
+	case 0x1016, 0x1018, 0x101a, 0x101c, 0x101e:
+		return true
+	}
+	return false
+}
+
+// syndrome is the health syndrome in force: injected or raised by the model.
+func (d *Device) syndrome() uint8 {
+	if d.faults.HealthSyndrome != 0 {
+		return d.faults.HealthSyndrome
+	}
+	return d.fatal
+}

@@ -28,8 +28,15 @@ const firstIOVA = 0x10000
 // NewMemory returns an empty DMA space.
 func NewMemory() *Memory { return &Memory{next: firstIOVA} }
 
-// Alloc maps size bytes at an IOVA aligned to align (at least 4096).
+// MaxAlign is the largest IOVA alignment Alloc honours: the VFIO layer's
+// 2 MiB hugepages, so a driver that assumes a larger buffer is aligned to
+// its own size fails here as it would on a card.
+const MaxAlign = 2 << 20
+
+// Alloc maps size bytes at an IOVA aligned to min(align, MaxAlign) (at
+// least 4096).
 func (m *Memory) Alloc(size, align int) ([]byte, uint64, error) {
+	align = min(align, MaxAlign)
 	if size <= 0 {
 		return nil, 0, fmt.Errorf("sim: Alloc of %d bytes", size)
 	}

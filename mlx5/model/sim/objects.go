@@ -190,9 +190,15 @@ func (d *Device) LKeyValid(lkey uint32) bool {
 }
 
 // checkBuffer validates a queue buffer given by pas[] at prm.PASOffset: the
-// buffer of size bytes in pages of 4 KiB << logPage must be fully mapped and
-// the input must carry every pas entry.
+// buffer of size bytes in pages of 4 KiB << logPage must be fully mapped,
+// the input must carry every pas entry, and each entry must be aligned to
+// the page size it claims (the device translates an address as page base +
+// offset, so a misaligned entry points it at the wrong memory). The model
+// also needs the pages IOVA-contiguous, as every buffer the driver maps is.
 func (d *Device) checkBuffer(in []byte, size int, logPage uint64) (uint64, uint8, uint32) {
+	if logPage > 30 {
+		return 0, prm.StatusBadParam, synBadSize
+	}
 	page := prm.AdapterPageSize << logPage
 	npas := (size + page - 1) / page
 	if len(in) < prm.PASOffset+8*npas {
@@ -204,7 +210,7 @@ func (d *Device) checkBuffer(in []byte, size int, logPage uint64) (uint64, uint8
 		if i == 0 {
 			first = pa
 		}
-		if pa%uint64(prm.AdapterPageSize) != 0 {
+		if pa%uint64(page) != 0 || pa != first+uint64(i*page) {
 			return 0, prm.StatusBadParam, synBadField
 		}
 		if _, err := d.mem.Slice(pa, min(page, size-i*page)); err != nil {
@@ -234,6 +240,7 @@ type eqState struct {
 	bitmask  []byte // 32 bytes as in create_eq_in
 	p, ci    uint32
 	overruns int
+	oi       bool // overrun ignore: drop events into a full EQ
 }
 
 func (eq *eqState) subscribed(t uint8) bool {
@@ -256,7 +263,7 @@ func (d *Device) createEQ(in, out []byte) (uint8, uint32) {
 		return st, syn
 	}
 	o := d.objs.create(kEQ, nil, uar)
-	eq := &eqState{eqn: o.id, base: base, logSize: uint8(logSize), uar: uint32(uar.id)}
+	eq := &eqState{eqn: o.id, base: base, logSize: uint8(logSize), uar: uint32(uar.id), oi: prm.EQCOI.Get(in) == 1}
 	eq.bitmask = append([]byte(nil), prm.EQEventBitmask.Slice(in)...)
 	o.data = eq
 	d.eqs[o.id] = eq
@@ -314,6 +321,13 @@ func (d *Device) postEQE(eq *eqState, typ, sub uint8, data []byte) {
 	if eq.p-eq.ci >= n {
 		eq.overruns++
 		d.stats.EQOverruns++
+		if !eq.oi {
+			// Without oi an overrun is an EQ error; on the async EQ the
+			// function reports it in the health buffer (syndrome 0xC,
+			// "async EQ overrun", kernel health.c) and stops.
+			d.violations.EQOverrun++
+			d.fatal = 0xC
+		}
 		return
 	}
 	e, err := d.mem.Slice(eq.base+uint64(eq.p&(n-1))*prm.EQESize, prm.EQESize)
@@ -421,6 +435,9 @@ func (d *Device) createRQ(in, out []byte) (uint8, uint32) {
 	if prm.RQCState.Get(in) != prm.QueueStateRST || prm.RQCMemRQType.Get(in) != 0 {
 		return prm.StatusBadParam, synBadState
 	}
+	if !tsAllowed(d.cfg.RQTSFormat, prm.RQCTSFormat.Get(in)) {
+		return prm.StatusBadParam, synBadField
+	}
 	wqType := prm.RQWQType.Get(in)
 	logSz := prm.RQWQLogSz.Get(in)
 	info := RQInfo{WQType: uint8(wqType), LogWQSz: uint8(logSz), CQN: cq.id}
@@ -475,6 +492,20 @@ func (d *Device) modifyRQ(in, out []byte) (uint8, uint32) {
 	return transition(&info.State, prm.ModifyRQCurState.Get(in), prm.ModifyRQNextState.Get(in))
 }
 
+// tsAllowed: a queue's ts_format must be one the cap allows (mlx5_ifc.h
+// MLX5_TIMESTAMP_FORMAT_CAP_*): DEFAULT is always accepted.
+func tsAllowed(capv uint8, ts uint64) bool {
+	switch ts {
+	case prm.TSDefault:
+		return true
+	case prm.TSFreeRunning:
+		return capv != prm.TSCapRealTime
+	case prm.TSRealTime:
+		return capv != prm.TSCapFreeRunning
+	}
+	return false
+}
+
 func legalTransition(cur, next uint64) bool {
 	switch cur {
 	case prm.QueueStateRST:
@@ -510,6 +541,14 @@ func (d *Device) createSQ(in, out []byte) (uint8, uint32) {
 	}
 	if prm.SQCState.Get(in) != prm.QueueStateRST || prm.SQWQType.Get(in) != prm.WQTypeCyclic ||
 		prm.SQWQLogStride.Get(in) != 6 || prm.SQCTISListSize.Get(in) != 1 {
+		return prm.StatusBadParam, synBadField
+	}
+	if !tsAllowed(d.cfg.SQTSFormat, prm.SQCTSFormat.Get(in)) {
+		return prm.StatusBadParam, synBadField
+	}
+	if prm.SQCAllowMultiPkt.Get(in) == 1 && d.cfg.MultiPktSendWQE == 0 {
+		// A context bit the device does not advertise (cap
+		// multi_pkt_send_wqe); DPDK sets it only when that cap is on.
 		return prm.StatusBadParam, synBadField
 	}
 	minInline := prm.SQCMinInline.Get(in)
@@ -818,6 +857,8 @@ func (d *Device) setRoot(in, out []byte) (uint8, uint32) {
 func (d *Device) queryVport(in, out []byte) (uint8, uint32) {
 	prm.QVportMinInline.Set(out, uint64(d.cfg.VportMinInline))
 	prm.QVportMTU.Set(out, uint64(d.vport.mtu))
+	prm.QVportDisableUCLB.Set(out, boolTo(d.vport.disableUCLB, 1, 0))
+	prm.QVportDisableMCLB.Set(out, boolTo(d.vport.disableMCLB, 1, 0))
 	prm.QVportPromiscUC.Set(out, boolTo(d.vport.promiscUC, 1, 0))
 	prm.QVportPromiscMC.Set(out, boolTo(d.vport.promiscMC, 1, 0))
 	prm.QVportPromiscAll.Set(out, boolTo(d.vport.promiscAll, 1, 0))
@@ -835,6 +876,18 @@ func (d *Device) modifyVport(in, out []byte) (uint8, uint32) {
 			return prm.StatusBadParam, synBadSize
 		}
 		d.vport.mtu = mtu
+	}
+	if prm.MVportSelDisableUCLB.Get(in) == 1 {
+		if !d.cfg.DisableLocalLB {
+			return prm.StatusBadParam, synBadField
+		}
+		d.vport.disableUCLB = prm.MVportDisableUCLB.Get(in) == 1
+	}
+	if prm.MVportSelDisableMCLB.Get(in) == 1 {
+		if !d.cfg.DisableLocalLB {
+			return prm.StatusBadParam, synBadField
+		}
+		d.vport.disableMCLB = prm.MVportDisableMCLB.Get(in) == 1
 	}
 	if sel&prm.VportFieldPromisc != 0 {
 		d.vport.promiscUC = prm.MVportPromiscUC.Get(in) == 1
@@ -868,13 +921,14 @@ func (d *Device) queryVportState(in, out []byte) (uint8, uint32) {
 	return 0, 0
 }
 
-// Vport reports the vport settings the driver made: HW MTU, promiscuous
+// Vport reports the vport settings the driver made: the HW MTU frames are
+// held to (the smaller of the vport's and the port's PMTU), promiscuous
 // bits and the unicast MAC list.
 func (d *Device) Vport() (mtu int, promiscUC, promiscMC, promiscAll bool, uc [][6]byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v := d.vport
-	return v.mtu, v.promiscUC, v.promiscMC, v.promiscAll, append([][6]byte(nil), v.ucList...)
+	return min(v.mtu, d.pmtu), v.promiscUC, v.promiscMC, v.promiscAll, append([][6]byte(nil), v.ucList...)
 }
 
 // Steer classifies a packet with the given ethertype and IP protocol

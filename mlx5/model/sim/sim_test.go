@@ -30,13 +30,13 @@ func newRawCfg(t *testing.T, cfg Config) *rawCmd {
 	r.q, qIOVA, _ = mem.Alloc(4096, 4096)
 	r.inChain, r.inIOVA, _ = mem.Alloc(16*1024, 1024)
 	r.outChain, r.outIOVA, _ = mem.Alloc(16*1024, 1024)
+	d.WriteConfig16(prm.PCICommand, prm.PCICommandBusMaster|prm.PCICommandMemory)
 	for d.Read32(prm.InitInitializing) != 0 {
 	}
 	d.Write32(prm.InitCmdqAddrH, uint32(qIOVA>>32))
 	d.Write32(prm.InitCmdqAddrLSz, uint32(qIOVA))
 	for d.Read32(prm.InitInitializing) != 0 {
 	}
-	d.WriteConfig16(prm.PCICommand, prm.PCICommandBusMaster|prm.PCICommandMemory)
 	return r
 }
 
@@ -165,8 +165,8 @@ func TestModelRejectsBadCommands(t *testing.T) {
 	}
 	check("before ENABLE_HCA", hdr(prm.OpQueryISSI, 0, 16), prm.QueryISSIOutLen, prm.StatusBadSysState)
 	check("unknown opcode", hdr(0x7FF, 0, 16), 16, prm.StatusBadOp)
-	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), 16)
-	check("ENABLE_HCA twice", hdr(prm.OpEnableHCA, 0, 16), 16, prm.StatusBadSysState)
+	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen)
+	check("ENABLE_HCA twice", hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen, prm.StatusBadSysState)
 	check("bad op_mod", hdr(prm.OpQueryPages, 9, 16), 16, prm.StatusBadParam)
 	check("short output", hdr(prm.OpQueryISSI, 0, 16), 16, prm.StatusBadOutputLen)
 	check("short input", hdr(prm.OpSetHCACap, 0, 16), 16, prm.StatusBadInputLen)
@@ -232,19 +232,19 @@ func TestModelRejectsBadCommands(t *testing.T) {
 func TestModelChecksEntrySignature(t *testing.T) {
 	r := newRaw(t)
 	r.noSign = true
-	d, _, _, done := r.post(hdr(prm.OpEnableHCA, 0, 16), 16, nil)
+	d, _, _, done := r.post(hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen, nil)
 	if !done || d != prm.DeliverySignatureErr || r.d.Enabled() {
 		t.Fatalf("unsigned entry: done=%v delivery %#x enabled=%v", done, d, r.d.Enabled())
 	}
 	r.noSign = false
-	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), 16)
+	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen)
 }
 
 // Without bus mastering the device cannot read the queue: no completion.
 func TestModelNeedsBusMaster(t *testing.T) {
 	r := newRaw(t)
 	r.d.WriteConfig16(prm.PCICommand, 0)
-	if _, _, _, done := r.post(hdr(prm.OpEnableHCA, 0, 16), 16, nil); done {
+	if _, _, _, done := r.post(hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen, nil); done {
 		t.Fatal("command completed without bus mastering")
 	}
 	if r.d.Stats().DoorbellsIgnored != 1 {
@@ -278,7 +278,7 @@ func initialized(t *testing.T) *rawCmd {
 	cfg := DefaultConfig()
 	cfg.BootPages, cfg.InitPages, cfg.InitializingReads = 1, 1, 0
 	r := newRawCfg(t, cfg)
-	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), 16)
+	r.mustOK(hdr(prm.OpEnableHCA, 0, 16), prm.EnableHCAOutLen)
 	set := hdr(prm.OpSetISSI, 0, 16)
 	prm.SetISSICurrent.Set(set, 1)
 	r.mustOK(set, 16)

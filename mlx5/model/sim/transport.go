@@ -23,8 +23,15 @@ func (d *Device) runSlot(slot int) {
 		d.stats.DoorbellsIgnored++
 		return
 	}
-	if d.faults.HealthSyndrome != 0 {
+	if d.syndrome() != 0 {
 		return // crashed firmware completes nothing
+	}
+	if d.inflight[slot] {
+		// The driver rang a slot whose command the device still owns:
+		// the entry it just rewrote is live. Firmware behaviour is
+		// undefined; the model records it and ignores the doorbell.
+		d.violations.SlotReused++
+		return
 	}
 	if d.initReads > 0 || d.faults.InitTimeout {
 		// Still initializing: a driver that did not wait for the
@@ -49,6 +56,7 @@ func (d *Device) runSlot(slot int) {
 	}
 	op := uint16(prm.InOpcode.Get(in))
 	if d.faults.StuckOpcode != 0 && op == d.faults.StuckOpcode {
+		d.inflight[slot] = true
 		return
 	}
 	if d.faults.PageRequestOpcode != 0 && op == d.faults.PageRequestOpcode && d.pending == nil {
@@ -56,6 +64,7 @@ func (d *Device) runSlot(slot int) {
 			n := d.faults.PageRequestPages
 			d.runtimeOwed += n
 			d.pending = &pendingCmd{slot: slot, entry: e, in: in, outBlocks: outBlocks, outLen: outLen}
+			d.inflight[slot] = true
 			d.postPageRequest(eq, int32(n))
 			d.faults.PageRequestOpcode = 0 // once
 			return
@@ -66,6 +75,7 @@ func (d *Device) runSlot(slot int) {
 	if d.pending != nil && d.runtimeOwed <= 0 {
 		p := d.pending
 		d.pending = nil
+		d.inflight[p.slot] = false
 		out := d.execute(p.in, p.outLen)
 		d.complete(p.slot, p.entry, out, p.outBlocks, prm.DeliveryOK)
 	}
@@ -91,7 +101,7 @@ func (d *Device) gather(e []byte) (in []byte, outBlocks [][]byte, outLen int, de
 	if inLen < prm.CmdHeaderLen || inLen > 1<<20 {
 		return nil, nil, 0, prm.DeliveryBadInLen
 	}
-	if outLen < prm.CmdHeaderLen || outLen > 1<<20 {
+	if outLen < prm.CmdOutMinLen || outLen > 1<<20 {
 		return nil, nil, 0, prm.DeliveryBadOutLen
 	}
 	token := e[prm.CmdEntryToken]
