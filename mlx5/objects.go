@@ -153,7 +153,9 @@ func (h *HCA) CreateCQ(cfg CQConfig) (*CompletionQueue, error) {
 			return nil, fmt.Errorf("mlx5: CQE compression requested, device has no cqe_compression cap")
 		case c.Layout == prm.CQECompLayoutEnhanced && !h.Caps.EnhancedCQECompression:
 			return nil, fmt.Errorf("mlx5: enhanced CQE compression requested, device lacks enhanced_cqe_compression")
-		case (c.MiniFormat == prm.MiniCQEFtagStridx || c.MiniFormat == prm.MiniCQECsumStridx) && !h.Caps.MiniCQEStrideIndex:
+		case c.MiniFormat == prm.MiniCQEFtagStridx || c.MiniFormat > prm.MiniCQECsumStridx:
+			return nil, fmt.Errorf("mlx5: mini-CQE format %d not supported by the data path (HASH 0, CSUM 1 and CSUM_STRIDX 3 are)", c.MiniFormat)
+		case c.MiniFormat == prm.MiniCQECsumStridx && !h.Caps.MiniCQEStrideIndex:
 			return nil, fmt.Errorf("mlx5: stride-index mini CQEs requested, device lacks mini_cqe_resp_stride_index")
 		}
 	}
@@ -210,6 +212,10 @@ type RQConfig struct {
 	TwoByteShift  bool
 	// LinkedList selects wq_type 2 (kernel) instead of 3 (cyclic, DPDK).
 	LinkedList bool
+	// StripVLAN lets the device strip the outer tag into the CQE (vsd =
+	// 0). The data path puts it back, so packets look the same either way;
+	// the default keeps tags in the frame.
+	StripVLAN bool
 }
 
 func (h *HCA) checkRQConfig(c RQConfig) error {
@@ -243,7 +249,9 @@ func (h *HCA) CreateRQ(cfg RQConfig, cq *CompletionQueue, pd, lkey uint32) (*Rec
 	}
 	in := make([]byte, prm.PASOffset+r.pasLen())
 	prm.InOpcode.Set(in, prm.OpCreateRQ)
-	prm.RQCVSD.Set(in, 1) // keep VLAN tags in the packet
+	if !cfg.StripVLAN {
+		prm.RQCVSD.Set(in, 1) // keep VLAN tags in the packet
+	}
 	prm.RQCTSFormat.Set(in, uint64(tsFormat(h.Caps.RQTSFormat)))
 	prm.RQCState.Set(in, prm.QueueStateRST)
 	prm.RQCFlushInError.Set(in, 1)

@@ -26,6 +26,9 @@ type FwdPortConfig struct {
 	LogSQ      uint8 // SQ WQEBBs; 0 means 10 (1024)
 	Spare      int   // buffers per queue for Alloc; 0 means 256
 
+	// StripVLAN creates the RQs with VLAN stripping (RQConfig.StripVLAN).
+	StripVLAN bool
+
 	// RXCompression enables CQE compression on the RX CQs (checked
 	// against caps by CreateCQ).
 	RXCompression CQECompression
@@ -140,7 +143,7 @@ func NewFwdPort(h *HCA, cfg FwdPortConfig) (p *FwdPort, err error) {
 		}
 		tx, err := dp.NewTxQueue(&dp.SQMem{
 			SQN: sq.SQN, Ring: sq.Ring, LogWQEBBs: sq.LogWQEBBs, DBRec: sq.DBRec, LKey: sq.LKey,
-			MMIO: h.bus.MMIO, Doorbell: sq.Doorbell, MinInline: minInline, EnhancedMPW: sq.EnhancedMPW,
+			MMIO: h.bus.MMIO, Doorbell: sq.Doorbell, MinInline: minInline, EnhancedMPW: sq.EnhancedMPW, MaxWQEBBs: sq.MaxWQEBBs,
 		}, txcq, rx.Pool(), cfg.Tx)
 		if err != nil {
 			return p, err
@@ -201,6 +204,7 @@ func fwdDefaults(h *HCA, cfg FwdPortConfig) (FwdPortConfig, RQConfig, error) {
 		LogWQEs:       cfg.LogWQEs,
 		LogStrides:    min(max(cfg.LogStrides, c.MinLogStrides), c.MaxLogStrides),
 		LogStrideSize: max(dp.StrideSizeLog(cfg.Rx.Headroom, cfg.Rx.MaxFrame), c.MinLogStrideSize),
+		StripVLAN:     cfg.StripVLAN,
 	}
 	if rq.LogStrideSize > 12 {
 		// dp places one packet per stride and a stride never spans host pages.

@@ -1,6 +1,9 @@
 package dp
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // rxDesc is one decoded receive completion: the fields of a CQE (or of a
 // title CQE plus a mini-CQE) that the delivery loop needs. The poll loop
@@ -57,6 +60,12 @@ func newCQRing(c *CQMem) (cqRing, error) {
 	}
 	if len(c.DBRec) < 8 {
 		return cqRing{}, errDBRec
+	}
+	if c.Compressed && c.MiniFormat != MiniFmtHash && c.MiniFormat != MiniFmtCSUM && c.MiniFormat != MiniFmtCSUMStrdx {
+		// FTAG_STRIDX puts flow_tag_high where the checksum is and
+		// flow_tag[7:0] in byte_cnt's low byte (DPDK mlx5_rx.c
+		// rxq_cq_decompress): not decoded here.
+		return cqRing{}, fmt.Errorf("dp: mini-CQE format %d not supported (HASH, CSUM and CSUM_STRIDX are)", c.MiniFormat)
 	}
 	return cqRing{ring: c.Ring, logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
 		comp: c.Compressed, enh: c.Compressed && c.Enhanced, miniFmt: c.MiniFormat, base: addrOf(c.Ring)}, nil
@@ -124,8 +133,11 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp && c.enh {
 			cnt := uint32(op>>CQEOpcodeShift) + 1
 			if !q.titleOK || cnt > MiniCQEArraySize-1 {
+				// The block still consumed cnt indices; the slots after
+				// it were not written this lap, so stepping by one would
+				// wait on them forever.
 				q.Stats.Malformed++
-				c.cc++
+				c.cc += cnt
 				continue
 			}
 			if n+int(cnt) > len(out) {

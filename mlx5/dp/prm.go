@@ -65,7 +65,11 @@ const (
 	CQEL3OK = 1 << 1
 	CQEL4OK = 1 << 2
 
-	CQEHasVLAN      = 1 << 0 // l4_l3_hdr_type bit 0
+	// CQEVLANStripped: l4_l3_hdr_type bit 0 means the device removed the
+	// outer tag into vlan_info (DPDK MLX5_CQE_VLAN_STRIPPED; the kernel's
+	// cqe_has_vlan, after which en_rx.c re-adds the tag to the skb). With
+	// rqc.vsd = 1 a tagged frame arrives whole and the bit is clear.
+	CQEVLANStripped = 1 << 0
 	CQEIPExt        = 1 << 1 // IPv4 options / IPv6 extension headers present
 	CQEL3HdrShift   = 2
 	CQEL3HdrMask    = 0x3
@@ -104,6 +108,7 @@ const (
 	MiniOffByteCnt   = 4  // be32
 	MiniFmtHash      = 0  // mini_cqe_res_format HASH
 	MiniFmtCSUM      = 1  // CSUM (no stride index)
+	MiniFmtFTagStrdx = 2  // FTAG_STRIDX: flow tag + stride index; not decoded (refused)
 	MiniFmtCSUMStrdx = 3  // CSUM_STRIDX (kernel default with mini_cqe_resp_stride_index)
 	CQECompMaxNum    = 64 // cqe_compression_max_num the model uses by default
 )

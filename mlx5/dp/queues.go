@@ -63,6 +63,9 @@ type SQMem struct {
 	MinInline int
 	// EnhancedMPW: the device supports opcode 0x29.
 	EnhancedMPW bool
+	// MaxWQEBBs is the device's largest WQE (cap max_wqe_sz_sq / 64, at
+	// most 16); 0 means 16. eMPWQE sessions are capped by it.
+	MaxWQEBBs int
 }
 
 // Doorbeller is the BAR0 write the send doorbell needs (mlx5.MMIO has it).

@@ -154,13 +154,24 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 			continue
 		}
 		ctx.data = q.headroom
-		ctx.shinfo = (q.headroom + ctx.length + 63) &^ 63
+		buf := p.buf(ctx.handle)
+		if desc.hdrType&CQEVLANStripped != 0 {
+			// The device took the tag out (an RQ with vsd = 0): put it
+			// back in front, in the headroom, so every packet reaches
+			// fwd as it was on the wire (12 header bytes move, never
+			// the payload).
+			d := ctx.data - vlanTagLen
+			copy(buf[d:d+12], buf[ctx.data:ctx.data+12])
+			binary.BigEndian.PutUint16(buf[d+12:], etherTypeVLAN)
+			binary.BigEndian.PutUint16(buf[d+14:], desc.vlan)
+			ctx.data = d
+			ctx.length += vlanTagLen
+		}
+		ctx.shinfo = (ctx.data + ctx.length + 63) &^ 63
 		ctx.hash = desc.hash
 		ctx.csum = desc.csum
-		ctx.vlan = desc.vlan
 		ctx.csumOK = desc.hdsOK&(CQEL3OK|CQEL4OK) == CQEL3OK|CQEL4OK
-		ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen = HeaderInfo(desc.hdrType)
-		buf := p.buf(ctx.handle)
+		ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, buf[ctx.data:ctx.data+ctx.length])
 		writeShinfo(buf[ctx.shinfo:ctx.shinfo+ShinfoSize], ctx)
 		p.recs[ctx.wqe].refs++
 		// Fill the batch slot in place: appending a composite literal would
@@ -227,15 +238,38 @@ func writeShinfo(s []byte, c *rxCtx) {
 	binary.LittleEndian.PutUint32(s[20:], 1) // dataref: one owner
 }
 
-// HeaderInfo decodes a CQE's l4_l3_hdr_type byte into packet flags, the L3
-// and L4 offsets from the frame start, and the header length to copy when a
-// packet must change buffers (0 when the CQE does not pin it down, e.g. IP
-// options or an unknown L3). Payload is never copied: it stays in the stride.
-func HeaderInfo(t uint8) (flags fwd.Flags, l3Off, l4Off uint8, hdrLen uint16) {
+const (
+	vlanTagLen     = 4
+	etherTypeVLAN  = 0x8100
+	etherTypeSVLAN = 0x88A8
+)
+
+// HeaderInfo decodes a CQE's l4_l3_hdr_type byte, with the frame's own
+// ethertype for the L2 length, into packet flags, the L3 and L4 offsets
+// from the frame start, the header length to copy when a packet must change
+// buffers (0 when the CQE does not pin it down, e.g. IP options or an
+// unknown L3) and the outer VLAN id. The CQE says nothing about a tag left
+// in the frame (bit 0 is "stripped", clear here), so the ethertype at byte
+// 12 decides: one 802.1Q tag shifts L3 by 4, two tags leave it to the
+// parser. frame must hold at least 14 bytes. Payload is never copied.
+func HeaderInfo(t uint8, frame []byte) (flags fwd.Flags, l3Off, l4Off uint8, hdrLen uint16, vlan uint16) {
 	l2 := uint8(14)
-	if t&CQEHasVLAN != 0 {
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case etherTypeVLAN:
+		if len(frame) < 18 {
+			return fwd.FlagVLAN, 0, 0, 0, 0
+		}
 		flags |= fwd.FlagVLAN
-		l2 += 4
+		vlan = binary.BigEndian.Uint16(frame[14:]) & 0xFFF
+		if et := binary.BigEndian.Uint16(frame[16:]); et == etherTypeVLAN || et == etherTypeSVLAN {
+			return flags | fwd.FlagQinQ, 0, 0, 0, vlan
+		}
+		l2 += vlanTagLen
+	case etherTypeSVLAN:
+		if len(frame) >= 18 {
+			vlan = binary.BigEndian.Uint16(frame[14:]) & 0xFFF
+		}
+		return fwd.FlagVLAN | fwd.FlagQinQ, 0, 0, 0, vlan
 	}
 	var l3len uint8
 	switch (t >> CQEL3HdrShift) & CQEL3HdrMask {
@@ -246,7 +280,7 @@ func HeaderInfo(t uint8) (flags fwd.Flags, l3Off, l4Off uint8, hdrLen uint16) {
 		flags |= fwd.FlagIPv6
 		l3len = 40
 	default:
-		return flags, 0, 0, 0
+		return flags, 0, 0, 0, vlan
 	}
 	if t&CQEIPFrag != 0 {
 		flags |= fwd.FlagFrag
@@ -262,14 +296,14 @@ func HeaderInfo(t uint8) (flags fwd.Flags, l3Off, l4Off uint8, hdrLen uint16) {
 	}
 	if t&CQEIPExt != 0 {
 		// Options / extension headers: the L4 offset is unknown.
-		return flags, 0, 0, 0
+		return flags, 0, 0, 0, vlan
 	}
 	flags |= fwd.FlagParsed
 	l4 := l2 + l3len
 	if l4len == 0 {
-		return flags, l2, 0, uint16(l4)
+		return flags, l2, 0, uint16(l4), vlan
 	}
-	return flags, l2, l4, uint16(l4) + l4len
+	return flags, l2, l4, uint16(l4) + l4len, vlan
 }
 
 // SetFreshContext makes the queue zero its packet context for every

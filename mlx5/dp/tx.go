@@ -20,7 +20,8 @@ type TxOptions struct {
 	// CompletionEvery requests a CQE every N WQEs (and always on the last
 	// WQE of a Tx call, so no buffer waits for later traffic). 0 means 32.
 	CompletionEvery int
-	// MaxMPWWQEBBs bounds one MPWQE; 0 means 15 (the kernel's x86 value).
+	// MaxMPWWQEBBs bounds one MPWQE; 0 means the kernel's
+	// max_sq_mpw_wqebbs: min(15, the SQ's MaxWQEBBs).
 	MaxMPWWQEBBs int
 }
 
@@ -104,8 +105,13 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 	if o.FragmentWQEBBs == 0 {
 		o.FragmentWQEBBs = DefaultFragment
 	}
+	devMax := MaxMPWWQEBBs
+	if sq.MaxWQEBBs > 0 {
+		// Kernel mlx5e_get_max_sq_aligned_wqebbs: min(15, max_wqe_sz_sq / 64).
+		devMax = min(devMax, sq.MaxWQEBBs)
+	}
 	if o.MaxMPWWQEBBs == 0 {
-		o.MaxMPWWQEBBs = MaxMPWWQEBBs
+		o.MaxMPWWQEBBs = devMax
 	}
 	if o.CompletionEvery == 0 {
 		o.CompletionEvery = 32
@@ -117,8 +123,8 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 	if frag&(frag-1) != 0 || frag < MaxSendWQEBBs {
 		return nil, fmt.Errorf("dp: fragment of %d WQEBBs must be a power of two ≥ %d", frag, MaxSendWQEBBs)
 	}
-	if o.MaxMPWWQEBBs < 1 || o.MaxMPWWQEBBs > MaxMPWWQEBBs {
-		return nil, fmt.Errorf("dp: MPWQE size %d outside 1..%d", o.MaxMPWWQEBBs, MaxMPWWQEBBs)
+	if o.MaxMPWWQEBBs < 1 || o.MaxMPWWQEBBs > devMax {
+		return nil, fmt.Errorf("dp: MPWQE size %d outside 1..%d (the device's max_wqe_sz_sq allows %d)", o.MaxMPWWQEBBs, devMax, devMax)
 	}
 	// Stop room: the largest WQE plus the padding it may need (kernel
 	// MLX5E_STOP_ROOM = 2w−1), so a started WQE always fits.

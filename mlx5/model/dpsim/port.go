@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5/dp"
+	"github.com/ovfwd/ovfwd/mlx5/prm"
 )
 
 // Config describes a model port and the driver port built on it.
@@ -50,7 +51,7 @@ type Device struct {
 // Write64 decodes a send doorbell: UAR page q (one per queue) + 0x800.
 func (d *Device) Write64(off uint32, v uint64) {
 	q := int(off / pageSize)
-	if off%pageSize != dp.UARBlueFlameOf || q >= len(d.TX) {
+	if off%pageSize != prm.UARBlueFlameOffset || q >= len(d.TX) {
 		panic(fmt.Sprintf("dpsim: doorbell write to unmodelled BAR0 offset %#x", off))
 	}
 	d.TX[q].doorbell(v)
@@ -109,7 +110,7 @@ func NewPort(c Config) (*dp.Port, *Device, error) {
 		c.Spare = 256
 	}
 	if c.Compress && c.MiniFormat == 0 {
-		c.MiniFormat = dp.MiniFmtCSUMStrdx
+		c.MiniFormat = prm.MiniCQECsumStridx
 	}
 	if c.Rx.Headroom == 0 {
 		c.Rx.Headroom = fwd.Headroom
@@ -128,8 +129,8 @@ func NewPort(c Config) (*dp.Port, *Device, error) {
 	rxBytes := (1 << (c.LogWQEs + c.LogStrides)) * stride
 	bufBytes := rxBytes + pageSize + c.Spare*stride
 	cqLog := c.LogWQEs + c.LogStrides
-	ringBytes := (1<<cqLog)*dp.CQESize + (1<<c.LogWQEs)*dp.RxWQESize + (1<<c.LogSQ)*dp.SendWQEBBSize +
-		(1<<c.LogSQ)*dp.CQESize + 4*pageSize
+	ringBytes := (1<<cqLog)*prm.CQESize + (1<<c.LogWQEs)*prm.StridingRQWQEStride + (1<<c.LogSQ)*prm.SendWQEBB +
+		(1<<c.LogSQ)*prm.CQESize + 4*pageSize
 	mem, err := NewMemory(c.Queues*ringBytes, c.Queues*(bufBytes+pageSize), c.Layout, c.Seed)
 	if err != nil {
 		return nil, nil, err
@@ -146,25 +147,25 @@ func NewPort(c Config) (*dp.Port, *Device, error) {
 			return b
 		}
 		dbrs := ring(pageSize) // three 8-byte records in one page
-		rxCQ := &dp.CQMem{CQN: uint32(0x100 + 2*q), Ring: ring((1 << cqLog) * dp.CQESize), LogSize: cqLog,
+		rxCQ := &dp.CQMem{CQN: uint32(0x100 + 2*q), Ring: ring((1 << cqLog) * prm.CQESize), LogSize: cqLog,
 			DBRec: dbrs[0:8], Compressed: c.Compress, Enhanced: c.Enhanced, MiniFormat: c.MiniFormat}
-		txCQ := &dp.CQMem{CQN: uint32(0x101 + 2*q), Ring: ring((1 << c.LogSQ) * dp.CQESize), LogSize: c.LogSQ, DBRec: dbrs[64:72]}
+		txCQ := &dp.CQMem{CQN: uint32(0x101 + 2*q), Ring: ring((1 << c.LogSQ) * prm.CQESize), LogSize: c.LogSQ, DBRec: dbrs[64:72]}
 		pages, iova, e := mem.AllocBuffers(bufBytes)
 		if e != nil {
 			return fail(e)
 		}
-		rq := &dp.RQMem{RQN: uint32(0x200 + q), Ring: ring((1 << c.LogWQEs) * dp.RxWQESize), LogWQEs: c.LogWQEs,
+		rq := &dp.RQMem{RQN: uint32(0x200 + q), Ring: ring((1 << c.LogWQEs) * prm.StridingRQWQEStride), LogWQEs: c.LogWQEs,
 			LogStrides: c.LogStrides, LogStrideSize: c.LogStrideSize, DBRec: dbrs[128:136], LKey: mem.LKey,
 			IOVA: iova, Pages: pages, Spare: c.Spare}
-		sq := &dp.SQMem{SQN: uint32(0x300 + q), Ring: ring((1 << c.LogSQ) * dp.SendWQEBBSize), LogWQEBBs: c.LogSQ,
-			DBRec: dbrs[192:200], LKey: mem.LKey, MMIO: dev, Doorbell: uint32(q*pageSize + dp.UARBlueFlameOf),
+		sq := &dp.SQMem{SQN: uint32(0x300 + q), Ring: ring((1 << c.LogSQ) * prm.SendWQEBB), LogWQEBBs: c.LogSQ,
+			DBRec: dbrs[192:200], LKey: mem.LKey, MMIO: dev, Doorbell: uint32(q*pageSize + prm.UARBlueFlameOffset),
 			MinInline: c.MinInline, EnhancedMPW: !c.NoMPW}
 		if err != nil {
 			return fail(err)
 		}
 		for _, r := range [][]byte{rxCQ.Ring, txCQ.Ring} {
-			for i := dp.CQEOffOpOwn; i < len(r); i += dp.CQESize {
-				r[i] = dp.CQEInvalidOpOwn
+			for i := prm.CQEOffOpOwn; i < len(r); i += prm.CQESize {
+				r[i] = prm.CQEOpOwnInit
 				r[i-1] = 0xFF
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/ovfwd/ovfwd/mlx5/dp"
+	"github.com/ovfwd/ovfwd/mlx5/prm"
 )
 
 // RxStats counts what the model's receive side did.
@@ -24,6 +25,7 @@ type staged struct {
 	hdr, ok     uint8
 	csum        uint16
 	hash        uint32
+	vlan        uint16 // vlan_info of a stripped tag
 }
 
 // RxQueue is the device side of one striding RQ and its CQ.
@@ -46,7 +48,7 @@ type RxQueue struct {
 	wqeAddr   uint64
 	pi        uint32
 	stage     []staged
-	scratch   [dp.CQESize]byte
+	scratch   [prm.CQESize]byte
 	single    [1][]byte
 
 	// Flush evicts every written line (no-DDIO DMA).
@@ -55,6 +57,12 @@ type RxQueue struct {
 	MaxFrame int
 	// MaxCompressed bounds a compressed session (cqe_compression_max_num).
 	MaxCompressed int
+	// Strip is the RQ's VLAN stripping (rqc.vsd = 0): the outer 802.1Q tag
+	// is removed from the frame, its TCI goes to vlan_info and
+	// l4_l3_hdr_type bit 0 says so. Without it (vsd = 1) tagged frames
+	// arrive whole and bit 0 stays clear.
+	Strip bool
+	stripBuf [16 << 10]byte
 	// PoisonHoles writes slots inside a compressed session that hardware
 	// leaves untouched with a CQE that looks valid on the next lap, to
 	// catch a driver that skips the owner fix-up (mlx5.md §7.10).
@@ -67,7 +75,7 @@ func newRxQueue(mem *Memory, cq *dp.CQMem, rq *dp.RQMem) *RxQueue {
 	return &RxQueue{
 		mem: mem, rq: rq.Ring, nWQE: 1 << rq.LogWQEs, strides: 1 << rq.LogStrides, logStride: rq.LogStrideSize,
 		rqDBR: rq.DBRec, cq: cq.Ring, cqLog: cq.LogSize, cqDBR: cq.DBRec, comp: cq.Compressed, enh: cq.Compressed && cq.Enhanced, miniFmt: cq.MiniFormat,
-		stage: make([]staged, 0, 2*(1<<cq.LogSize)), MaxFrame: 9216 + 22, MaxCompressed: dp.CQECompMaxNum,
+		stage: make([]staged, 0, 2*(1<<cq.LogSize)), MaxFrame: 9216 + 22, MaxCompressed: 64,
 	}
 }
 
@@ -93,18 +101,18 @@ func (r *RxQueue) InjectBatch(frames [][]byte) {
 }
 
 func (r *RxQueue) fetchWQE() bool {
-	posted := loadBE32(r.rqDBR[dp.RcvDBROff:]) & dp.WQEIndexMask
-	if r.hwWQE&dp.WQEIndexMask == posted {
+	posted := loadBE32(r.rqDBR[prm.RcvDoorbellOffset:]) & prm.WQECounterMask
+	if r.hwWQE&prm.WQECounterMask == posted {
 		return false
 	}
 	w := r.hwWQE & (r.nWQE - 1)
-	e := r.rq[w*dp.RxWQESize : (w+1)*dp.RxWQESize]
-	bc := binary.BigEndian.Uint32(e[dp.RxWQEOffByteCount:])
-	if bc != r.strides<<r.logStride || !r.mem.keyValid(binary.BigEndian.Uint32(e[dp.RxWQEOffLKey:])) {
+	e := r.rq[w*prm.StridingRQWQEStride : (w+1)*prm.StridingRQWQEStride]
+	bc := binary.BigEndian.Uint32(e[prm.RxWQEOffByteCount:])
+	if bc != r.strides<<r.logStride || !r.mem.keyValid(binary.BigEndian.Uint32(e[prm.RxWQEOffLKey:])) {
 		r.Stats.Faults++
 		return false
 	}
-	r.wqeAddr = binary.BigEndian.Uint64(e[dp.RxWQEOffAddr:])
+	r.wqeAddr = binary.BigEndian.Uint64(e[prm.RxWQEOffAddr:])
 	r.active, r.used = true, 0
 	return true
 }
@@ -117,8 +125,8 @@ func (r *RxQueue) retire() {
 // cqRoom reports whether n more completions fit the CQ (staged ones count;
 // compression only ever saves slots).
 func (r *RxQueue) cqRoom(n int) bool {
-	ci := loadBE32(r.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
-	inUse := (r.pi - ci) & dp.CQIndexMask
+	ci := loadBE32(r.cqDBR[prm.CQDoorbellSetCI:]) & prm.CQIndexMask
+	inUse := (r.pi - ci) & prm.CQIndexMask
 	if int(inUse)+len(r.stage)+n > 1<<r.cqLog {
 		r.Stats.CQFull++
 		return false
@@ -127,6 +135,14 @@ func (r *RxQueue) cqRoom(n int) bool {
 }
 
 func (r *RxQueue) place(f []byte) {
+	var tci uint16
+	stripped := false
+	if r.Strip && len(f) >= 18 && binary.BigEndian.Uint16(f[12:]) == 0x8100 && len(f) <= len(r.stripBuf) {
+		tci, stripped = binary.BigEndian.Uint16(f[14:]), true
+		n := copy(r.stripBuf[:], f[:12])
+		n += copy(r.stripBuf[n:], f[16:])
+		f = r.stripBuf[:n]
+	}
 	stride := uint32(1) << r.logStride
 	k := (uint32(len(f)) + stride - 1) / stride
 	if len(f) > r.MaxFrame || k > r.strides || len(f) == 0 {
@@ -147,21 +163,24 @@ func (r *RxQueue) place(f []byte) {
 		// The packet does not fit the rest of this WQE: a filler CQE
 		// closes it and the packet goes to the next one.
 		r.stage = append(r.stage, staged{wqe: uint16(r.hwWQE & (r.nWQE - 1)), stride: uint16(r.used),
-			bc: dp.MPWRQFillerFlag | (r.strides-r.used)<<dp.MPWRQConsumedShift})
+			bc: prm.MPWRQFillerFlag | (r.strides-r.used)<<prm.MPWRQConsumedShift})
 		r.Stats.Fillers++
 		r.retire()
 	}
 	if !r.cqRoom(1) {
 		return
 	}
+	hdr, ok := classify(f)
+	if stripped {
+		hdr |= prm.CQEVLANStripped
+	}
 	// Flush the packet's lines and the (shinfo) line after it.
 	if !r.mem.write(r.wqeAddr+uint64(r.used)<<r.logStride, f, r.Flush, 64) {
 		r.Stats.Faults++
 		return
 	}
-	hdr, ok := classify(f)
 	r.stage = append(r.stage, staged{wqe: uint16(r.hwWQE & (r.nWQE - 1)), stride: uint16(r.used),
-		bc: k<<dp.MPWRQConsumedShift | uint32(len(f)), hdr: hdr, ok: ok, hash: flowHash(f)})
+		bc: k<<prm.MPWRQConsumedShift | uint32(len(f)), hdr: hdr, ok: ok, hash: flowHash(f), vlan: tci})
 	r.used += k
 	r.Stats.Packets++
 	r.Stats.Bytes += uint64(len(f))
@@ -175,7 +194,7 @@ func (r *RxQueue) emit() {
 	s := r.stage
 	for i := 0; i < len(s); {
 		n := 1
-		if r.comp && s[i].bc&dp.MPWRQFillerFlag == 0 {
+		if r.comp && s[i].bc&prm.MPWRQFillerFlag == 0 {
 			for i+n < len(s) && n < r.MaxCompressed && compressible(&s[i], &s[i+n]) {
 				n++
 			}
@@ -196,34 +215,35 @@ func (r *RxQueue) emit() {
 }
 
 func compressible(a, b *staged) bool {
-	return b.bc&dp.MPWRQFillerFlag == 0 && a.wqe == b.wqe && a.hdr == b.hdr && a.ok == b.ok
+	return b.bc&prm.MPWRQFillerFlag == 0 && a.wqe == b.wqe && a.hdr == b.hdr && a.ok == b.ok && a.vlan == b.vlan
 }
 
 func (r *RxQueue) slot(i uint32) []byte {
-	o := (i & (1<<r.cqLog - 1)) * dp.CQESize
-	return r.cq[o : o+dp.CQESize : o+dp.CQESize]
+	o := (i & (1<<r.cqLog - 1)) * prm.CQESize
+	return r.cq[o : o+prm.CQESize : o+prm.CQESize]
 }
 
 func (r *RxQueue) fill(c []byte, e *staged) {
 	clear(c)
-	binary.BigEndian.PutUint16(c[dp.CQEOffWQEID:], e.wqe)
-	binary.BigEndian.PutUint32(c[dp.CQEOffRSSHashResult:], e.hash)
+	binary.BigEndian.PutUint16(c[prm.CQEOffWQEID:], e.wqe)
+	binary.BigEndian.PutUint32(c[prm.CQEOffRSSHashResult:], e.hash)
 	if e.hash != 0 {
-		c[dp.CQEOffRSSHashType] = 1<<2 | 2<<6
+		c[prm.CQEOffRSSHashType] = 1<<2 | 2<<6
 	}
-	binary.BigEndian.PutUint16(c[dp.CQEOffCheckSum:], e.csum)
-	c[dp.CQEOffHdsIPExt] = e.ok
-	c[dp.CQEOffL4L3HdrType] = e.hdr
-	binary.BigEndian.PutUint32(c[dp.CQEOffByteCnt:], e.bc)
-	binary.BigEndian.PutUint16(c[dp.CQEOffWQECounter:], e.stride)
+	binary.BigEndian.PutUint16(c[prm.CQEOffCheckSum:], e.csum)
+	c[prm.CQEOffHdsIPExt] = e.ok
+	c[prm.CQEOffL4L3HdrType] = e.hdr
+	binary.BigEndian.PutUint32(c[prm.CQEOffByteCnt:], e.bc)
+	binary.BigEndian.PutUint16(c[prm.CQEOffWQECounter:], e.stride)
+	binary.BigEndian.PutUint16(c[prm.CQEOffVLANInfo:], e.vlan)
 }
 
 // publish copies bytes 0..62 of the scratch CQE into slot p, then the owner
 // byte last (the driver reads op_own first), then flushes the line.
 func (r *RxQueue) publish(p uint32, opOwn uint8) {
 	c := r.slot(p)
-	copy(c[:dp.CQEOffWQECounter], r.scratch[:dp.CQEOffWQECounter])
-	publishOwnerWord(c, r.scratch[dp.CQEOffWQECounter], r.scratch[dp.CQEOffWQECounter+1], uint8(p>>r.cqLog), opOwn)
+	copy(c[:prm.CQEOffWQECounter], r.scratch[:prm.CQEOffWQECounter])
+	publishOwnerWord(c, r.scratch[prm.CQEOffWQECounter], r.scratch[prm.CQEOffWQECounter+1], uint8(p>>r.cqLog), opOwn)
 	if r.Flush {
 		flushBytes(c)
 	}
@@ -233,7 +253,7 @@ func (r *RxQueue) owner(p uint32) uint8 { return uint8(p>>r.cqLog) & 1 }
 
 func (r *RxQueue) writeCQE(e *staged) {
 	r.fill(r.scratch[:], e)
-	r.publish(r.pi, dp.CQERespSend<<dp.CQEOpcodeShift|r.owner(r.pi))
+	r.publish(r.pi, prm.CQEOpRespSend<<prm.CQEOpcodeShift|r.owner(r.pi))
 	r.pi++
 	r.Stats.CQEs++
 }
@@ -243,30 +263,30 @@ func (r *RxQueue) writeCQE(e *staged) {
 func (r *RxQueue) writeSession(s []staged) {
 	c := r.pi
 	n := uint32(len(s))
-	for i := uint32(0); i < n; i += dp.MiniCQEArraySize {
+	for i := uint32(0); i < n; i += prm.MiniCQEArraySize {
 		at := c + 1
 		if i > 0 {
 			at = c + i
 		}
 		arr := r.slot(at)
-		for j := uint32(0); j < dp.MiniCQEArraySize; j++ {
-			m := arr[j*dp.MiniCQESize : (j+1)*dp.MiniCQESize]
+		for j := uint32(0); j < prm.MiniCQEArraySize; j++ {
+			m := arr[j*prm.MiniCQESize : (j+1)*prm.MiniCQESize]
 			if i+j >= n {
 				clear(m)
 				continue
 			}
 			e := &s[i+j]
-			if r.miniFmt == dp.MiniFmtHash {
+			if r.miniFmt == prm.MiniCQEHash {
 				binary.BigEndian.PutUint32(m[0:], e.hash)
 			} else {
-				binary.BigEndian.PutUint16(m[dp.MiniOffCheckSum:], e.csum)
+				binary.BigEndian.PutUint16(m[prm.MiniOffCheckSum:], e.csum)
 				stride := e.stride
-				if r.miniFmt != dp.MiniFmtCSUMStrdx {
+				if r.miniFmt != prm.MiniCQECsumStridx {
 					stride = 0
 				}
-				binary.BigEndian.PutUint16(m[dp.MiniOffStrideIdx:], stride)
+				binary.BigEndian.PutUint16(m[prm.MiniOffStrideIdx:], stride)
 			}
-			binary.BigEndian.PutUint32(m[dp.MiniOffByteCnt:], e.bc)
+			binary.BigEndian.PutUint32(m[prm.MiniOffByteCnt:], e.bc)
 		}
 		if r.Flush {
 			flushBytes(arr)
@@ -275,67 +295,68 @@ func (r *RxQueue) writeSession(s []staged) {
 	}
 	if r.PoisonHoles {
 		for k := uint32(2); k < n; k++ {
-			if k%dp.MiniCQEArraySize == 0 {
+			if k%prm.MiniCQEArraySize == 0 {
 				continue
 			}
 			h := r.slot(c + k)
 			next := r.owner(c+k) ^ 1
-			h[dp.CQEOffOpOwn] = dp.CQERespSend<<dp.CQEOpcodeShift | next
+			h[prm.CQEOffOpOwn] = prm.CQEOpRespSend<<prm.CQEOpcodeShift | next
 		}
 	}
 	t := s[0]
 	t.bc = n
 	r.fill(r.scratch[:], &t)
-	r.publish(c, dp.CQERespSend<<dp.CQEOpcodeShift|dp.CQEFormatComp<<dp.CQEFormatShift|r.owner(c))
+	r.publish(c, prm.CQEOpRespSend<<prm.CQEOpcodeShift|prm.CQEFormatComp<<prm.CQEFormatShift|r.owner(c))
 	r.pi = c + n
 	r.Stats.CQEs++
 	r.Stats.CompSessions++
 }
 
 // classify computes the CQE's l4_l3_hdr_type and hds_ip_ext bytes from the
-// frame: VLAN, IPv4 (header checksum verified) or IPv6, UDP or TCP, options,
-// fragments. L4 checksums are not verified by the model (L4_OK is not set).
+// frame: IPv4 (header checksum verified) or IPv6 behind at most one 802.1Q
+// tag, UDP or TCP, options, fragments. Bit 0 (VLAN stripped) is the
+// caller's: it is set only when the tag was taken out of the frame. L4
+// checksums are not verified by the model (L4_OK is not set).
 func classify(f []byte) (hdr, ok uint8) {
 	if len(f) < 14 {
 		return 0, 0
 	}
-	ok = dp.CQEL2OK
+	ok = prm.CQEL2OK
 	et := binary.BigEndian.Uint16(f[12:])
 	l3 := 14
 	if et == 0x8100 && len(f) >= 18 {
-		hdr |= dp.CQEHasVLAN
 		et = binary.BigEndian.Uint16(f[16:])
 		l3 = 18
 	}
 	var proto uint8
 	switch {
 	case et == 0x0800 && len(f) >= l3+20 && f[l3]>>4 == 4:
-		hdr |= dp.CQEL3HdrIPv4 << dp.CQEL3HdrShift
+		hdr |= prm.CQEL3HdrIPv4 << prm.CQEL3HdrShift
 		ihl := int(f[l3]&15) * 4
 		if ihl > 20 {
-			hdr |= dp.CQEIPExt
+			hdr |= prm.CQEIPExtOpts
 		}
 		if ihl >= 20 && len(f) >= l3+ihl && ipv4Sum(f[l3:l3+ihl]) == 0xFFFF {
-			ok |= dp.CQEL3OK
+			ok |= prm.CQEL3OK
 		}
 		if binary.BigEndian.Uint16(f[l3+6:])&0x3FFF != 0 {
-			hdr |= dp.CQEIPFrag
+			hdr |= prm.CQEIPFrag
 		}
 		proto = f[l3+9]
 	case et == 0x86DD && len(f) >= l3+40 && f[l3]>>4 == 6:
-		hdr |= dp.CQEL3HdrIPv6 << dp.CQEL3HdrShift
+		hdr |= prm.CQEL3HdrIPv6 << prm.CQEL3HdrShift
 		proto = f[l3+6]
 		if proto != 6 && proto != 17 {
-			hdr |= dp.CQEIPExt
+			hdr |= prm.CQEIPExtOpts
 		}
 	default:
 		return hdr, ok
 	}
 	switch proto {
 	case 17:
-		hdr |= dp.CQEL4HdrUDP << dp.CQEL4HdrShift
+		hdr |= prm.CQEL4HdrUDP << prm.CQEL4HdrShift
 	case 6:
-		hdr |= dp.CQEL4HdrTCP << dp.CQEL4HdrShift
+		hdr |= prm.CQEL4HdrTCP << prm.CQEL4HdrShift
 	}
 	return hdr, ok
 }
@@ -372,20 +393,20 @@ const maxBlockMinis = 7
 func (r *RxQueue) writeBlock(s []staged) {
 	clear(r.scratch[:])
 	for j := range s {
-		m := r.scratch[j*dp.MiniCQESize : (j+1)*dp.MiniCQESize]
+		m := r.scratch[j*prm.MiniCQESize : (j+1)*prm.MiniCQESize]
 		e := &s[j]
-		if r.miniFmt == dp.MiniFmtHash {
+		if r.miniFmt == prm.MiniCQEHash {
 			binary.BigEndian.PutUint32(m[0:], e.hash)
 		} else {
-			binary.BigEndian.PutUint16(m[dp.MiniOffCheckSum:], e.csum)
-			if r.miniFmt == dp.MiniFmtCSUMStrdx {
-				binary.BigEndian.PutUint16(m[dp.MiniOffStrideIdx:], e.stride)
+			binary.BigEndian.PutUint16(m[prm.MiniOffCheckSum:], e.csum)
+			if r.miniFmt == prm.MiniCQECsumStridx {
+				binary.BigEndian.PutUint16(m[prm.MiniOffStrideIdx:], e.stride)
 			}
 		}
-		binary.BigEndian.PutUint32(m[dp.MiniOffByteCnt:], e.bc)
+		binary.BigEndian.PutUint32(m[prm.MiniOffByteCnt:], e.bc)
 	}
 	n := uint32(len(s))
-	r.publish(r.pi, uint8(n-1)<<dp.CQEOpcodeShift|dp.CQEFormatComp<<dp.CQEFormatShift|r.owner(r.pi))
+	r.publish(r.pi, uint8(n-1)<<prm.CQEOpcodeShift|prm.CQEFormatComp<<prm.CQEFormatShift|r.owner(r.pi))
 	r.pi += n
 	r.Stats.CQEs++
 	r.Stats.CompSessions++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ovfwd/ovfwd/mlx5/dp"
+	"github.com/ovfwd/ovfwd/mlx5/prm"
 )
 
 // TxStats counts what the model's send side did.
@@ -43,6 +44,9 @@ type TxQueue struct {
 	MaxFrame int
 	// EnhancedMPW: opcode 0x29 is supported.
 	EnhancedMPW bool
+	// MaxWQEBBs is the device's largest WQE (cap max_wqe_sz_sq / 64, at
+	// most 16): a longer one completes in error.
+	MaxWQEBBs int
 	// Sink gets every sent frame (nil: counted only).
 	Sink Sink
 
@@ -52,7 +56,7 @@ type TxQueue struct {
 func newTxQueue(mem *Memory, sq *dp.SQMem, cq *dp.CQMem) *TxQueue {
 	return &TxQueue{mem: mem, ring: sq.Ring, mask: 1<<sq.LogWQEBBs - 1, dbr: sq.DBRec, sqn: sq.SQN,
 		cq: cq.Ring, cqLog: cq.LogSize, cqDBR: cq.DBRec, buf: make([]byte, 16384),
-		MaxFrame: 9216 + 22, EnhancedMPW: sq.EnhancedMPW, MinInline: sq.MinInline}
+		MaxFrame: 9216 + 22, EnhancedMPW: sq.EnhancedMPW, MinInline: sq.MinInline, MaxWQEBBs: 16}
 }
 
 // NewTxQueue is the device side of a created SQ and its CQ over mem (for
@@ -74,15 +78,15 @@ func (t *TxQueue) doorbell(ctrl uint64) {
 	if t.err != nil {
 		return
 	}
-	pc := loadBE32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
-	idx := uint32(ctrl>>40) & dp.WQEIndexMask
+	pc := loadBE32(t.dbr[prm.SndDoorbellOffset:]) & prm.WQECounterMask
+	idx := uint32(ctrl>>40) & prm.WQECounterMask
 	// The doorbell record must already cover the WQE being rung.
-	if (idx-t.hwCI)&dp.WQEIndexMask >= (pc-t.hwCI)&dp.WQEIndexMask {
-		t.fail(idx, 0, dp.SyndromeLocalQPOp, "doorbell for WQE %d not covered by the doorbell record (%d)", idx, pc)
+	if (idx-t.hwCI)&prm.WQECounterMask >= (pc-t.hwCI)&prm.WQECounterMask {
+		t.fail(idx, 0, prm.CQESyndromeLocalQPOp, "doorbell for WQE %d not covered by the doorbell record (%d)", idx, pc)
 		return
 	}
 	if uint32(ctrl>>8)&0xFFFFFF != t.sqn {
-		t.fail(idx, 0, dp.SyndromeLocalQPOp, "doorbell names SQ %#x, not %#x", uint32(ctrl>>8)&0xFFFFFF, t.sqn)
+		t.fail(idx, 0, prm.CQESyndromeLocalQPOp, "doorbell names SQ %#x, not %#x", uint32(ctrl>>8)&0xFFFFFF, t.sqn)
 		return
 	}
 	if !t.Deferred {
@@ -93,8 +97,8 @@ func (t *TxQueue) doorbell(ctrl uint64) {
 // Process runs every WQE the doorbell record covers and returns how many.
 func (t *TxQueue) Process() int {
 	n := 0
-	pc := loadBE32(t.dbr[dp.SndDBROff:]) & dp.WQEIndexMask
-	for t.err == nil && t.hwCI&dp.WQEIndexMask != pc {
+	pc := loadBE32(t.dbr[prm.SndDoorbellOffset:]) & prm.WQECounterMask
+	for t.err == nil && t.hwCI&prm.WQECounterMask != pc {
 		if !t.one() {
 			break
 		}
@@ -105,77 +109,81 @@ func (t *TxQueue) Process() int {
 
 func (t *TxQueue) fail(idx uint32, opcode uint8, synd uint8, format string, args ...any) {
 	t.err = fmt.Errorf("dpsim: SQ %#x WQE %d: "+format, append([]any{t.sqn, idx}, args...)...)
-	c := make([]byte, dp.CQESize)
-	binary.BigEndian.PutUint32(c[dp.CQEOffSopDropQPN:], uint32(opcode)<<24|t.sqn)
-	binary.BigEndian.PutUint16(c[dp.CQEOffWQECounter:], uint16(idx))
-	c[dp.ErrCQEOffSyndrome] = synd
-	t.complete(c, dp.CQEReqErr)
+	c := make([]byte, prm.CQESize)
+	binary.BigEndian.PutUint32(c[prm.CQEOffSopDropQPN:], uint32(opcode)<<24|t.sqn)
+	binary.BigEndian.PutUint16(c[prm.CQEOffWQECounter:], uint16(idx))
+	c[prm.ErrCQEOffSyndrome] = synd
+	t.complete(c, prm.CQEOpReqErr)
 }
 
 // complete writes a CQE (body first, owner byte last).
 func (t *TxQueue) complete(body []byte, opcode uint8) {
 	size := uint32(1) << t.cqLog
-	ci := loadBE32(t.cqDBR[dp.CQSetCIOff:]) & dp.CQIndexMask
-	if (t.pi-ci)&dp.CQIndexMask >= size {
+	ci := loadBE32(t.cqDBR[prm.CQDoorbellSetCI:]) & prm.CQIndexMask
+	if (t.pi-ci)&prm.CQIndexMask >= size {
 		if t.err == nil {
 			t.err = fmt.Errorf("dpsim: SQ %#x: CQ overrun (producer %d, consumer %d)", t.sqn, t.pi, ci)
 		}
 		return
 	}
-	o := (t.pi & (size - 1)) * dp.CQESize
-	c := t.cq[o : o+dp.CQESize]
-	copy(c[:dp.CQEOffWQECounter], body[:dp.CQEOffWQECounter])
-	publishOwnerWord(c, body[dp.CQEOffWQECounter], body[dp.CQEOffWQECounter+1], uint8(t.pi>>t.cqLog), opcode<<dp.CQEOpcodeShift|uint8(t.pi>>t.cqLog)&1)
+	o := (t.pi & (size - 1)) * prm.CQESize
+	c := t.cq[o : o+prm.CQESize]
+	copy(c[:prm.CQEOffWQECounter], body[:prm.CQEOffWQECounter])
+	publishOwnerWord(c, body[prm.CQEOffWQECounter], body[prm.CQEOffWQECounter+1], uint8(t.pi>>t.cqLog), opcode<<prm.CQEOpcodeShift|uint8(t.pi>>t.cqLog)&1)
 	t.pi++
 	t.Stats.CQEs++
 }
 
 // one validates and executes the WQE at hwCI.
 func (t *TxQueue) one() bool {
-	idx := t.hwCI & dp.WQEIndexMask
+	idx := t.hwCI & prm.WQECounterMask
 	pi := t.hwCI & t.mask
-	w := t.ring[pi*dp.SendWQEBBSize:]
-	oio := binary.BigEndian.Uint32(w[dp.CtrlOffOpmodIdxOpcode:])
-	qds := binary.BigEndian.Uint32(w[dp.CtrlOffQPNDS:])
+	w := t.ring[pi*prm.SendWQEBB:]
+	oio := binary.BigEndian.Uint32(w[prm.WQECtrlOffOpmodIdxOpcode:])
+	qds := binary.BigEndian.Uint32(w[prm.WQECtrlOffQPNDS:])
 	opcode := uint8(oio)
-	ds := qds & dp.CtrlDSMask
+	ds := qds & prm.WQECtrlDSMask
 	switch {
-	case (oio>>8)&dp.WQEIndexMask != idx:
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "wqe_index %d, expected %d", (oio>>8)&dp.WQEIndexMask, idx)
+	case (oio>>8)&prm.WQECounterMask != idx:
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "wqe_index %d, expected %d", (oio>>8)&prm.WQECounterMask, idx)
 		return false
 	case qds>>8 != t.sqn:
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "qpn %#x, expected %#x", qds>>8, t.sqn)
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "qpn %#x, expected %#x", qds>>8, t.sqn)
 		return false
 	case ds == 0:
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "ds = 0")
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "ds = 0")
 		return false
 	case oio>>24 != 0:
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "opmod %d", oio>>24)
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "opmod %d", oio>>24)
 		return false
 	}
-	n := (ds + dp.DSPerWQEBB - 1) / dp.DSPerWQEBB
+	n := (ds*prm.SendWQEDS + prm.SendWQEBB - 1) / prm.SendWQEBB
+	if n > uint32(t.MaxWQEBBs) {
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "WQE of %d WQEBBs exceeds max_wqe_sz_sq (%d WQEBBs)", n, t.MaxWQEBBs)
+		return false
+	}
 	if pi+n > t.mask+1 {
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "WQE of %d WQEBBs at slot %d crosses the ring end (%d)", n, pi, t.mask+1)
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "WQE of %d WQEBBs at slot %d crosses the ring end (%d)", n, pi, t.mask+1)
 		return false
 	}
 	if f := uint32(t.FragmentWQEBBs); f > 0 && pi/f != (pi+n-1)/f {
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "WQE of %d WQEBBs at slot %d crosses a %d-WQEBB fragment edge", n, pi, f)
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "WQE of %d WQEBBs at slot %d crosses a %d-WQEBB fragment edge", n, pi, f)
 		return false
 	}
-	wqe := w[:ds*dp.DSSize]
+	wqe := w[:ds*prm.SendWQEDS]
 	var ok bool
 	switch opcode {
-	case dp.OpNOP:
+	case prm.SendOpNOP:
 		t.Stats.NOPs++
 		ok = true
-	case dp.OpEnhancedMPSW:
+	case prm.SendOpEnhancedMPSW:
 		ok = t.mpw(idx, wqe, n)
 		t.Stats.MPWQEs++
-	case dp.OpSend:
+	case prm.SendOpSend:
 		ok = t.send(idx, wqe)
 		t.Stats.Sends++
 	default:
-		t.fail(idx, opcode, dp.SyndromeLocalQPOp, "unsupported opcode %#x", opcode)
+		t.fail(idx, opcode, prm.CQESyndromeLocalQPOp, "unsupported opcode %#x", opcode)
 		return false
 	}
 	if !ok {
@@ -184,38 +192,38 @@ func (t *TxQueue) one() bool {
 	t.hwCI += n
 	t.Stats.WQEs++
 	t.Stats.WQEBBs += uint64(n)
-	if (w[dp.CtrlOffFmCeSe]>>dp.CtrlCEShift)&dp.CtrlCEMask >= 2 {
-		var c [dp.CQESize]byte
-		binary.BigEndian.PutUint32(c[dp.CQEOffSopDropQPN:], uint32(opcode)<<24|t.sqn)
-		binary.BigEndian.PutUint16(c[dp.CQEOffWQECounter:], uint16(idx))
-		t.complete(c[:], dp.CQEReq)
+	if (w[prm.WQECtrlOffFmCeSe]>>prm.WQECtrlCEShift)&prm.WQECtrlCEMask >= 2 {
+		var c [prm.CQESize]byte
+		binary.BigEndian.PutUint32(c[prm.CQEOffSopDropQPN:], uint32(opcode)<<24|t.sqn)
+		binary.BigEndian.PutUint16(c[prm.CQEOffWQECounter:], uint16(idx))
+		t.complete(c[:], prm.CQEOpReq)
 	}
 	return t.err == nil
 }
 
 func (t *TxQueue) mpw(idx uint32, w []byte, n uint32) bool {
 	if !t.EnhancedMPW {
-		t.fail(idx, dp.OpEnhancedMPSW, dp.SyndromeLocalQPOp, "enhanced MPW not enabled")
+		t.fail(idx, prm.SendOpEnhancedMPSW, prm.CQESyndromeLocalQPOp, "enhanced MPW not enabled")
 		return false
 	}
-	ds := uint32(len(w)) / dp.DSSize
-	if ds < 3 || n > dp.MaxMPWWQEBBs {
-		t.fail(idx, dp.OpEnhancedMPSW, dp.SyndromeLocalQPOp, "eMPWQE of %d DS / %d WQEBBs", ds, n)
+	ds := uint32(len(w)) / prm.SendWQEDS
+	if ds < 3 {
+		t.fail(idx, prm.SendOpEnhancedMPSW, prm.CQESyndromeLocalQPOp, "eMPWQE of %d DS / %d WQEBBs", ds, n)
 		return false
 	}
-	eth := w[dp.EthSegOff : dp.EthSegOff+dp.DSSize]
-	if binary.BigEndian.Uint16(eth[dp.EthOffInlineHdrSz:]) != 0 {
-		t.fail(idx, dp.OpEnhancedMPSW, dp.SyndromeLocalQPOp, "eMPWQE with inline_hdr_sz %d", binary.BigEndian.Uint16(eth[dp.EthOffInlineHdrSz:]))
+	eth := w[prm.WQEEthSegOff : prm.WQEEthSegOff+prm.SendWQEDS]
+	if binary.BigEndian.Uint16(eth[prm.WQEEthOffInlineHdrSz:]) != 0 {
+		t.fail(idx, prm.SendOpEnhancedMPSW, prm.CQESyndromeLocalQPOp, "eMPWQE with inline_hdr_sz %d", binary.BigEndian.Uint16(eth[prm.WQEEthOffInlineHdrSz:]))
 		return false
 	}
 	for d := uint32(2); d < ds; {
-		e := w[d*dp.DSSize:]
-		bc := binary.BigEndian.Uint32(e[dp.DataOffByteCount:])
-		if bc&dp.InlineSegFlag != 0 {
-			l := bc &^ dp.InlineSegFlag
-			span := (4 + l + dp.DSSize - 1) / dp.DSSize
+		e := w[d*prm.SendWQEDS:]
+		bc := binary.BigEndian.Uint32(e[prm.WQEDataOffByteCount:])
+		if bc&prm.WQEInlineSeg != 0 {
+			l := bc &^ prm.WQEInlineSeg
+			span := (4 + l + prm.SendWQEDS - 1) / prm.SendWQEDS
 			if d+span > ds || int(l) > t.MaxFrame || l < 14 {
-				t.fail(idx, dp.OpEnhancedMPSW, dp.SyndromeLocalLength, "inline entry of %d bytes at DS %d of %d", l, d, ds)
+				t.fail(idx, prm.SendOpEnhancedMPSW, prm.CQESyndromeLocalLength, "inline entry of %d bytes at DS %d of %d", l, d, ds)
 				return false
 			}
 			t.deliver(e[4 : 4+l])
@@ -223,10 +231,10 @@ func (t *TxQueue) mpw(idx uint32, w []byte, n uint32) bool {
 			continue
 		}
 		if bc < 14 || int(bc) > t.MaxFrame {
-			t.fail(idx, dp.OpEnhancedMPSW, dp.SyndromeLocalLength, "packet of %d bytes at DS %d", bc, d)
+			t.fail(idx, prm.SendOpEnhancedMPSW, prm.CQESyndromeLocalLength, "packet of %d bytes at DS %d", bc, d)
 			return false
 		}
-		if !t.gather(idx, dp.OpEnhancedMPSW, e, t.buf[:bc]) {
+		if !t.gather(idx, prm.SendOpEnhancedMPSW, e, t.buf[:bc]) {
 			return false
 		}
 		t.deliver(t.buf[:bc])
@@ -237,61 +245,61 @@ func (t *TxQueue) mpw(idx uint32, w []byte, n uint32) bool {
 
 // gather reads a data segment's bytes, checking lkey and mapping.
 func (t *TxQueue) gather(idx uint32, opcode uint8, seg []byte, dst []byte) bool {
-	if !t.mem.keyValid(binary.BigEndian.Uint32(seg[dp.DataOffLKey:])) {
-		t.fail(idx, opcode, dp.SyndromeLocalProtection, "lkey %#x", binary.BigEndian.Uint32(seg[dp.DataOffLKey:]))
+	if !t.mem.keyValid(binary.BigEndian.Uint32(seg[prm.WQEDataOffLKey:])) {
+		t.fail(idx, opcode, prm.CQESyndromeLocalProtection, "lkey %#x", binary.BigEndian.Uint32(seg[prm.WQEDataOffLKey:]))
 		return false
 	}
-	addr := binary.BigEndian.Uint64(seg[dp.DataOffAddr:])
+	addr := binary.BigEndian.Uint64(seg[prm.WQEDataOffAddr:])
 	if !t.mem.read(dst, addr) {
-		t.fail(idx, opcode, dp.SyndromeLocalProtection, "address %#x+%d not mapped", addr, len(dst))
+		t.fail(idx, opcode, prm.CQESyndromeLocalProtection, "address %#x+%d not mapped", addr, len(dst))
 		return false
 	}
 	return true
 }
 
 func (t *TxQueue) send(idx uint32, w []byte) bool {
-	ds := uint32(len(w)) / dp.DSSize
+	ds := uint32(len(w)) / prm.SendWQEDS
 	if ds < 2 {
-		t.fail(idx, dp.OpSend, dp.SyndromeLocalQPOp, "SEND of %d DS", ds)
+		t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalQPOp, "SEND of %d DS", ds)
 		return false
 	}
-	eth := w[dp.EthSegOff : dp.EthSegOff+dp.DSSize]
-	inl := uint32(binary.BigEndian.Uint16(eth[dp.EthOffInlineHdrSz:]))
+	eth := w[prm.WQEEthSegOff : prm.WQEEthSegOff+prm.SendWQEDS]
+	inl := uint32(binary.BigEndian.Uint16(eth[prm.WQEEthOffInlineHdrSz:]))
 	if inl&0x8000 != 0 {
-		t.fail(idx, dp.OpSend, dp.SyndromeLocalQPOp, "VLAN insertion not modelled")
+		t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalQPOp, "VLAN insertion not modelled")
 		return false
 	}
 	next := uint32(2)
 	if inl > 2 {
-		next += (inl - 2 + dp.DSSize - 1) / dp.DSSize
+		next += (inl - 2 + prm.SendWQEDS - 1) / prm.SendWQEDS
 	}
 	if next > ds || int(inl) > t.MaxFrame {
-		t.fail(idx, dp.OpSend, dp.SyndromeLocalLength, "inline header of %d bytes exceeds the WQE (%d DS)", inl, ds)
+		t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalLength, "inline header of %d bytes exceeds the WQE (%d DS)", inl, ds)
 		return false
 	}
-	copy(t.buf, eth[dp.EthOffInlineHdrStart:dp.EthOffInlineHdrStart+min(inl, 2)])
+	copy(t.buf, eth[prm.WQEEthOffInlineHdrStr:prm.WQEEthOffInlineHdrStr+min(inl, 2)])
 	if inl > 2 {
-		copy(t.buf[2:inl], w[2*dp.DSSize:])
+		copy(t.buf[2:inl], w[2*prm.SendWQEDS:])
 	}
 	total := inl
 	for d := next; d < ds; d++ {
-		e := w[d*dp.DSSize:]
-		bc := binary.BigEndian.Uint32(e[dp.DataOffByteCount:])
-		if bc&dp.InlineSegFlag != 0 || bc == 0 || int(total+bc) > t.MaxFrame {
-			t.fail(idx, dp.OpSend, dp.SyndromeLocalLength, "data segment of %#x bytes", bc)
+		e := w[d*prm.SendWQEDS:]
+		bc := binary.BigEndian.Uint32(e[prm.WQEDataOffByteCount:])
+		if bc&prm.WQEInlineSeg != 0 || bc == 0 || int(total+bc) > t.MaxFrame {
+			t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalLength, "data segment of %#x bytes", bc)
 			return false
 		}
-		if !t.gather(idx, dp.OpSend, e, t.buf[total:total+bc]) {
+		if !t.gather(idx, prm.SendOpSend, e, t.buf[total:total+bc]) {
 			return false
 		}
 		total += bc
 	}
 	if int(inl) < t.MinInline && total > inl {
-		t.fail(idx, dp.OpSend, dp.SyndromeLocalQPOp, "inline header %d below the required %d", inl, t.MinInline)
+		t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalQPOp, "inline header %d below the required %d", inl, t.MinInline)
 		return false
 	}
 	if total < 14 {
-		t.fail(idx, dp.OpSend, dp.SyndromeLocalLength, "frame of %d bytes", total)
+		t.fail(idx, prm.SendOpSend, prm.CQESyndromeLocalLength, "frame of %d bytes", total)
 		return false
 	}
 	t.deliver(t.buf[:total])

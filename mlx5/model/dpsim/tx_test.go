@@ -143,12 +143,13 @@ func TestModelRejects(t *testing.T) {
 			return 1, w
 		}, "packet of 8 bytes", dp.SyndromeLocalLength},
 		{"too many WQEBBs", func(r *sqRig) (uint32, []byte) {
+			r.t.MaxWQEBBs = 15 // a device with max_wqe_sz_sq 960
 			w := r.ctrl(0, 0, dp.OpEnhancedMPSW, 63)
 			for d := 2; d < 63; d++ {
 				r.dseg(w[d*16:], 0, 60, r.mem.LKey)
 			}
 			return 16, w
-		}, "eMPWQE of 63 DS", dp.SyndromeLocalQPOp},
+		}, "WQE of 16 WQEBBs exceeds max_wqe_sz_sq", dp.SyndromeLocalQPOp},
 		{"unknown opcode", func(r *sqRig) (uint32, []byte) {
 			return 1, r.ctrl(0, 0, 0x77, 1)
 		}, "unsupported opcode", dp.SyndromeLocalQPOp},

@@ -2,6 +2,7 @@ package fullsim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -35,14 +36,18 @@ func TestPropertyRingWraps(t *testing.T) {
 			LogSQ:      uint8(6 + r.IntN(3)),
 			Tx:         dp.TxOptions{PadToEdge: r.IntN(2) == 0},
 		}
+		// Every mini-CQE format the data path accepts.
+		format := []uint8{prm.MiniCQEHash, prm.MiniCQECsum, prm.MiniCQECsumStridx}[r.IntN(3)]
 		switch r.IntN(3) {
 		case 1:
-			cfg.RXCompression = mlx5.CQECompression{Enabled: true, Layout: prm.CQECompLayoutBasic, MiniFormat: prm.MiniCQECsumStridx}
+			cfg.RXCompression = mlx5.CQECompression{Enabled: true, Layout: prm.CQECompLayoutBasic, MiniFormat: format}
 		case 2:
-			cfg.RXCompression = mlx5.CQECompression{Enabled: true, Layout: prm.CQECompLayoutEnhanced, MiniFormat: prm.MiniCQECsumStridx}
+			cfg.RXCompression = mlx5.CQECompression{Enabled: true, Layout: prm.CQECompLayoutEnhanced, MiniFormat: format}
 		}
-		t.Run(fmt.Sprintf("seed%d/q%d/wqe%d/strides%d/sq%d/comp%v-%d/pad%v", seed, cfg.Queues, cfg.LogWQEs,
-			cfg.LogStrides, cfg.LogSQ, cfg.RXCompression.Enabled, cfg.RXCompression.Layout, cfg.Tx.PadToEdge), func(t *testing.T) {
+		cfg.StripVLAN = r.IntN(2) == 0
+		t.Run(fmt.Sprintf("seed%d/q%d/wqe%d/strides%d/sq%d/comp%v-%d-fmt%d/pad%v/strip%v", seed, cfg.Queues, cfg.LogWQEs,
+			cfg.LogStrides, cfg.LogSQ, cfg.RXCompression.Enabled, cfg.RXCompression.Layout, cfg.RXCompression.MiniFormat,
+			cfg.Tx.PadToEdge, cfg.StripVLAN), func(t *testing.T) {
 			propertyRun(t, r, cfg)
 		})
 	}
@@ -91,8 +96,13 @@ func propertyRun(t *testing.T, r *rand.Rand, cfg mlx5.FwdPortConfig) {
 			}
 			f := udpFrame(r, size, seq)
 			seq++
-			frames = append(frames, f)
 			q := expectedQueue(f, nq)
+			if r.IntN(3) == 0 {
+				// Tagged traffic: the driver must find L3 behind the
+				// tag whether the device stripped it or not.
+				f = tagged(f, uint16(1+r.IntN(4094)))
+			}
+			frames = append(frames, f)
 			want[q] = append(want[q], f)
 		}
 		// Sometimes one batch, sometimes frame by frame (different CQE
@@ -117,6 +127,9 @@ func propertyRun(t *testing.T, r *rand.Rand, cfg mlx5.FwdPortConfig) {
 				}
 				for i := range b.Pkts {
 					data = append(data, bytes.Clone(b.Pkts[i].Data()))
+					if err := checkTagInfo(&b.Pkts[i]); err != nil {
+						t.Fatalf("round %d queue %d: %v (%s)", round, q, err, describe(b.Pkts[i].Data()))
+					}
 				}
 				got = append(got, b.Pkts...)
 				b.Reset()
@@ -195,4 +208,35 @@ func propertyRun(t *testing.T, r *rand.Rand, cfg mlx5.FwdPortConfig) {
 	if err := dev.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tagged inserts an 802.1Q tag with VLAN id vid after the MAC addresses.
+func tagged(f []byte, vid uint16) []byte {
+	t := make([]byte, len(f)+4)
+	copy(t, f[:12])
+	binary.BigEndian.PutUint16(t[12:], 0x8100)
+	binary.BigEndian.PutUint16(t[14:], vid)
+	copy(t[16:], f[12:])
+	return t
+}
+
+// checkTagInfo checks what the driver derived from the CQE and the frame:
+// the VLAN flag and id exactly when the frame carries a tag, and L3/L4
+// offsets behind it.
+func checkTagInfo(p *fwd.Packet) error {
+	d := p.Data()
+	isTagged := binary.BigEndian.Uint16(d[12:]) == 0x8100
+	l3 := uint8(14)
+	if isTagged {
+		l3 = 18
+		if vid := binary.BigEndian.Uint16(d[14:]) & 0xFFF; p.Flags&fwd.FlagVLAN == 0 || p.VLAN != vid {
+			return fmt.Errorf("tagged frame (VLAN %d): flags %#x VLAN %d", vid, p.Flags, p.VLAN)
+		}
+	} else if p.Flags&fwd.FlagVLAN != 0 {
+		return fmt.Errorf("untagged frame flagged VLAN %d", p.VLAN)
+	}
+	if p.Flags&fwd.FlagParsed == 0 || p.L3Off != l3 || p.L4Off != l3+20 || p.Flags&(fwd.FlagIPv4|fwd.FlagUDP) != fwd.FlagIPv4|fwd.FlagUDP {
+		return fmt.Errorf("flags %#x L3 %d L4 %d, want IPv4/UDP at %d/%d", p.Flags, p.L3Off, p.L4Off, l3, l3+20)
+	}
+	return nil
 }

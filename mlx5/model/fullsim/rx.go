@@ -203,7 +203,7 @@ func (d *Device) rxBinding(rqn uint32, gen uint64) *rxEngine {
 		d.fail(err)
 		return nil
 	}
-	ring, err := d.mem.Slice(info.Base, (1<<info.LogWQSz)*dp.RxWQESize)
+	ring, err := d.mem.Slice(info.Base, (1<<info.LogWQSz)*prm.StridingRQWQEStride)
 	if err != nil {
 		d.fail(err)
 		return nil
@@ -216,6 +216,7 @@ func (d *Device) rxBinding(rqn uint32, gen uint64) *rxEngine {
 	q := dpsim.NewRxQueue(d.view, cqm, &dp.RQMem{RQN: rqn, WQType: info.WQType, Ring: ring, LogWQEs: info.LogWQSz,
 		LogStrides: uint8(info.LogStrides), LogStrideSize: info.LogStrideSize, DBRec: dbr})
 	q.Flush = d.cfg.Flush
+	q.Strip = !info.VSD
 	q.MaxFrame = d.vport.maxFrame
 	e := &rxEngine{rqn: rqn, info: info, cqn: cq.CQN, cqb: cq.Base, gen: gen, q: q}
 	d.rx = append(d.rx, e)

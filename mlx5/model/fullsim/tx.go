@@ -99,7 +99,7 @@ func (d *Device) newTxEngine(info sim.SQInfo) (*dpsim.TxQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	ring, err := d.mem.Slice(info.Base, (1<<info.LogWQSz)*dp.SendWQEBBSize)
+	ring, err := d.mem.Slice(info.Base, (1<<info.LogWQSz)*prm.SendWQEBB)
 	if err != nil {
 		return nil, err
 	}
@@ -111,18 +111,19 @@ func (d *Device) newTxEngine(info sim.SQInfo) (*dpsim.TxQueue, error) {
 	switch info.MinInline {
 	case prm.InlineNone:
 	case prm.InlineL2:
-		minInline = dp.MinInlineL2
+		minInline = prm.MinInlineL2
 	default:
 		return nil, fmt.Errorf("fullsim: SQ %#x min-inline mode %d is not modelled", info.SQN, info.MinInline)
 	}
 	q := dpsim.NewTxQueue(d.view, &dp.SQMem{SQN: info.SQN, Ring: ring, LogWQEBBs: info.LogWQSz, DBRec: dbr,
 		MinInline: minInline, EnhancedMPW: info.AllowMPW && d.cfg.Sim.EnhancedMPW}, cqm)
 	q.MaxFrame = d.maxFrame()
+	q.MaxWQEBBs = min(16, d.cfg.Sim.MaxWQESzSQ/prm.SendWQEBB)
 	return q, nil
 }
 
 func (d *Device) cqMem(cq sim.CQInfo) (*dp.CQMem, error) {
-	ring, err := d.mem.Slice(cq.Base, dp.CQESize<<cq.LogSize)
+	ring, err := d.mem.Slice(cq.Base, prm.CQESize<<cq.LogSize)
 	if err != nil {
 		return nil, err
 	}

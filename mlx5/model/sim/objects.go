@@ -410,6 +410,7 @@ type RQInfo struct {
 	LogStrideSize uint8
 	TwoByteShift  bool
 	DBR           uint64
+	VSD           bool // VLAN strip disable: tags stay in the frame
 }
 
 // stridesLog decodes log_wqe_num_of_strides (4-bit two's complement around 9).
@@ -440,7 +441,7 @@ func (d *Device) createRQ(in, out []byte) (uint8, uint32) {
 	}
 	wqType := prm.RQWQType.Get(in)
 	logSz := prm.RQWQLogSz.Get(in)
-	info := RQInfo{WQType: uint8(wqType), LogWQSz: uint8(logSz), CQN: cq.id}
+	info := RQInfo{WQType: uint8(wqType), LogWQSz: uint8(logSz), CQN: cq.id, VSD: prm.RQCVSD.Get(in) == 1}
 	stride := prm.RQWQLogStride.Get(in)
 	switch wqType {
 	case prm.WQTypeCyclicStridingRQ, prm.WQTypeLinkedListStridingRQ:
