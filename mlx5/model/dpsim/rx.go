@@ -61,7 +61,7 @@ type RxQueue struct {
 	// is removed from the frame, its TCI goes to vlan_info and
 	// l4_l3_hdr_type bit 0 says so. Without it (vsd = 1) tagged frames
 	// arrive whole and bit 0 stays clear.
-	Strip bool
+	Strip    bool
 	stripBuf [16 << 10]byte
 	// PoisonHoles writes slots inside a compressed session that hardware
 	// leaves untouched with a CQE that looks valid on the next lap, to
