@@ -308,3 +308,21 @@ func TestLargeRingPageList(t *testing.T) {
 	}
 	assertClean(t, dev, mem)
 }
+
+// CreateCQ refuses the mini-CQE format the data path cannot decode
+// (FTAG_STRIDX) before the firmware sees it.
+func TestMiniFormatFTagRefusedByCreateCQ(t *testing.T) {
+	bus, dev, mem := newModel(sim.DefaultConfig())
+	h, err := mlx5.Open(bus, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.CreateCQ(mlx5.CQConfig{LogSize: 8, Compression: mlx5.CQECompression{Enabled: true, MiniFormat: prm.MiniCQEFtagStridx}})
+	if err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("CreateCQ with FTAG_STRIDX: %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, dev, mem)
+}

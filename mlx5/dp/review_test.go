@@ -40,11 +40,17 @@ func TestEnhancedRejectAdvancesByBlock(t *testing.T) {
 // Mini-CQE format 2 (FTAG_STRIDX) carries the flow tag where the other
 // formats carry the checksum and byte count; it is refused, not misread.
 func TestMiniFormatFTagStrideRefused(t *testing.T) {
-	_, err := NewRxQueue(&CQMem{Ring: make([]byte, 64*CQESize), LogSize: 6, DBRec: make([]byte, 8), Compressed: true, MiniFormat: MiniFmtFTagStrdx},
-		&RQMem{Ring: make([]byte, 4*RxWQESize), LogWQEs: 2, LogStrides: 3, LogStrideSize: 11, DBRec: make([]byte, 8), IOVA: 1 << 30,
-			Pages: make([][]byte, 17)}, 1, RxOptions{})
-	if err == nil {
-		t.Fatal("FTAG_STRIDX mini-CQE format accepted")
+	pages := make([][]byte, 17)
+	for i := range pages {
+		pages[i] = make([]byte, PageSize)
+	}
+	for _, format := range []uint8{MiniFmtHash, MiniFmtCSUM, MiniFmtFTagStrdx, MiniFmtCSUMStrdx} {
+		_, err := NewRxQueue(&CQMem{Ring: make([]byte, 64*CQESize), LogSize: 6, DBRec: make([]byte, 8), Compressed: true, MiniFormat: format},
+			&RQMem{Ring: make([]byte, 4*RxWQESize), LogWQEs: 2, LogStrides: 3, LogStrideSize: 11, DBRec: make([]byte, 8), IOVA: 1 << 30,
+				Pages: pages}, 1, RxOptions{})
+		if (err == nil) != (format != MiniFmtFTagStrdx) {
+			t.Fatalf("mini-CQE format %d: %v", format, err)
+		}
 	}
 }
 
