@@ -56,6 +56,8 @@ type Stats struct {
 	Filtered uint64 // destination MAC not accepted by the vport
 	NoRoute  uint64 // no flow table entry / TIR / RQ reached
 	NotReady uint64 // the RQ reached is not RDY or cannot be served
+	// Reflected counts sent frames the vport's local loopback fed back.
+	Reflected uint64
 }
 
 // Open creates the model and brings the driver up on it (mlx5.Open).
@@ -111,7 +113,7 @@ func (d *Device) SetSink(q int, s dpsim.Sink) {
 	d.sinks[q] = s
 	for _, e := range d.tx {
 		if e.queue == q {
-			e.q.Sink = s
+			e.q.Sink = d.wire(s)
 		}
 	}
 }

@@ -81,9 +81,12 @@ func (d *Device) txBinding(sqn, uar uint32) *txEngine {
 		if s == sqn {
 			e.queue = i
 			if i < len(d.sinks) {
-				q.Sink = d.sinks[i]
+				q.Sink = d.wire(d.sinks[i])
 			}
 		}
+	}
+	if e.queue < 0 {
+		q.Sink = d.wire(nil)
 	}
 	return e
 }
@@ -133,6 +136,27 @@ func (d *Device) cqMem(cq sim.CQInfo) (*dp.CQMem, error) {
 	}
 	return &dp.CQMem{CQN: cq.CQN, Ring: ring, LogSize: cq.LogSize, DBRec: dbr, Compressed: cq.CompEn,
 		Enhanced: cq.CompLayout == prm.CQECompLayoutEnhanced, MiniFormat: cq.MiniFormat}, nil
+}
+
+// wire is where a sent frame goes: the cable (s, nil: nowhere) and, while
+// the vport's local loopback is on (disable_*_local_lb clear, the firmware
+// default), back into this port for its own multicast and broadcast and
+// for unicast to its own MAC, as an eswitch vport reflects them.
+func (d *Device) wire(s dpsim.Sink) dpsim.Sink {
+	return func(f []byte) {
+		if s != nil {
+			s(f)
+		}
+		if len(f) < 14 {
+			return
+		}
+		uc, mc := d.model.LocalLoopback()
+		dst := [6]byte(f[:6])
+		if (mc && dst[0]&1 != 0) || (uc && dst == d.cfg.Sim.MAC) {
+			d.Stats.Reflected++
+			d.Inject(f)
+		}
+	}
 }
 
 // maxFrame is the longest frame the port passes: the vport's HW MTU (L3 MTU
