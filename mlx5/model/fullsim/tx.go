@@ -77,17 +77,16 @@ func (d *Device) txBinding(sqn, uar uint32) *txEngine {
 		d.tx = append(d.tx, e)
 	}
 	e.info, e.gen, e.q, e.queue = info, gen, q, -1
+	var sink dpsim.Sink
 	for i, s := range d.sqns {
 		if s == sqn {
 			e.queue = i
 			if i < len(d.sinks) {
-				q.Sink = d.wire(d.sinks[i])
+				sink = d.sinks[i]
 			}
 		}
 	}
-	if e.queue < 0 {
-		q.Sink = d.wire(nil)
-	}
+	q.Sink = d.wire(sink)
 	return e
 }
 
