@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovfwd/ovfwd/mlx5"
 	"github.com/ovfwd/ovfwd/mlx5/model/sim"
@@ -320,6 +321,34 @@ func TestMiniFormatFTagRefusedByCreateCQ(t *testing.T) {
 	_, err = h.CreateCQ(mlx5.CQConfig{LogSize: 8, Compression: mlx5.CQECompression{Enabled: true, MiniFormat: prm.MiniCQEFtagStridx}})
 	if err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("CreateCQ with FTAG_STRIDX: %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, dev, mem)
+}
+
+// RunService drains the EQ in the background (the daemon runs it once a
+// second per function): link flaps posted while it runs are all seen, and
+// stop waits for it.
+func TestRunServiceDrainsEvents(t *testing.T) {
+	bus, dev, mem := newModel(sim.DefaultConfig())
+	h, err := mlx5.Open(bus, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []error
+	stop := h.RunService(5*time.Millisecond, func(err error) { errs = append(errs, err) })
+	for i := 0; i < 2000; i++ {
+		dev.SetLink(i%2 == 1)
+		if i%100 == 99 {
+			time.Sleep(20 * time.Millisecond) // fewer than 256 events between services
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	if len(errs) != 0 || h.LinkEvents != 2000 {
+		t.Fatalf("service saw %d of 2000 link events, errors %v (model %+v)", h.LinkEvents, errs, dev.Stats())
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
 	"net"
+	"time"
 
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -45,25 +47,48 @@ func vfioHugepages(c mlx5.FwdPortConfig) int {
 	return probe + max(c.Queues, 1)*((perQueue+page-1)/page)
 }
 
+// serviceInterval is how often the control plane services each mlx5
+// function's event queue and health (mlx5.HCA.Service).
+const mlx5ServiceInterval = time.Second
+
 // openVFIO brings up the ConnectX function at p.PCI through VFIO and
-// creates the forwarding port on it. Closing the port (fp) releases its
-// objects; closeAll then tears the function down and unmaps its memory.
-func openVFIO(p *config.Port, pc mlx5.FwdPortConfig) (fp *mlx5.FwdPort, closeAll func() error, err error) {
+// creates the forwarding port on it, with the function's events and health
+// serviced every second. closeAll stops that, closes the port, tears the
+// function down and unmaps its memory.
+func openVFIO(p *config.Port, pc mlx5.FwdPortConfig, log *slog.Logger) (fp *mlx5.FwdPort, closeAll func() error, err error) {
 	if p.PCI == "" {
 		return nil, nil, errors.New("driver vfio needs pci")
 	}
-	v, err := mlx5.OpenVFIO(mlx5.DefaultPaths, p.PCI, vfioHugepages(pc))
+	budget := vfioHugepages(pc)
+	v, err := mlx5.OpenVFIO(mlx5.DefaultPaths, p.PCI, budget)
 	if err != nil {
 		return nil, nil, err
 	}
 	h, err := mlx5.Open(v.Bus(), mlx5.Options{})
+	var pb *mlx5.PageBudgetError
+	if errors.As(err, &pb) {
+		// The firmware wants more pages than the estimate: size the
+		// budget from its request and try once more.
+		v.Close()
+		budget += (pb.Asked*4096+2<<20-1)/(2<<20) + 1
+		if v, err = mlx5.OpenVFIO(mlx5.DefaultPaths, p.PCI, budget); err != nil {
+			return nil, nil, err
+		}
+		h, err = mlx5.Open(v.Bus(), mlx5.Options{})
+	}
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("%s: bring-up: %w", p.PCI, err), v.Close())
 	}
 	if fp, err = mlx5.NewFwdPort(h, pc); err != nil {
 		return nil, nil, errors.Join(err, h.Close(), v.Close())
 	}
-	return fp, func() error { return errors.Join(fp.Close(), h.Close(), v.Close()) }, nil
+	stop := h.RunService(mlx5ServiceInterval, serviceReport(log, p.Name))
+	return fp, func() error { stop(); return errors.Join(fp.Close(), h.Close(), v.Close()) }, nil
+}
+
+// serviceReport logs what an mlx5 function's service found.
+func serviceReport(log *slog.Logger, port string) func(error) {
+	return func(err error) { log.Error("mlx5 function service", "port", port, "err", err) }
 }
 
 // openSim brings up the mlx5 device model (mlx5/model/fullsim: the command model
@@ -71,15 +96,16 @@ func openVFIO(p *config.Port, pc mlx5.FwdPortConfig) (fp *mlx5.FwdPort, closeAll
 // same bring-up, objects and data path as vfio, on modelled hardware. The
 // modelled port has no cable: frames it sends are dropped by the model and
 // none arrive, so it serves labs that inject traffic, not forwarding.
-func openSim(p *config.Port, pc mlx5.FwdPortConfig) (fwd.Port, error) {
+func openSim(p *config.Port, pc mlx5.FwdPortConfig, log *slog.Logger) (fwd.Port, func() error, error) {
 	mac := p.MAC
 	if mac == nil {
 		// Locally administered, unicast, distinct per port.
 		mac = net.HardwareAddr{0x02, 'o', 'v', 's', 0, byte(pc.PoolID)}
 	}
-	fp, _, err := fullsim.NewPortConfig(fullsim.Config{}, mac, pc)
+	fp, dev, err := fullsim.NewPortConfig(fullsim.Config{}, mac, pc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return fp, nil
+	stop := dev.HCA().RunService(mlx5ServiceInterval, serviceReport(log, p.Name))
+	return fp, func() error { stop(); return fp.Close() }, nil
 }

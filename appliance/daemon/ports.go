@@ -51,7 +51,7 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 		return pt, pt.openAFXDP(vpnPort, log)
 	case config.DriverVFIO:
 		pc := mlx5PortConfig(p, index, queues, bridge)
-		fp, closeAll, err := openVFIO(p, pc)
+		fp, closeAll, err := openVFIO(p, pc, log)
 		if err != nil {
 			return nil, fmt.Errorf("port %s: %s: %w", p.Name, c.reason, err)
 		}
@@ -63,11 +63,11 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 		return pt, nil
 	case config.DriverMLX5Sim:
 		pc := mlx5PortConfig(p, index, queues, bridge)
-		fp, err := openSim(p, pc)
+		fp, closeFn, err := openSim(p, pc, log)
 		if err != nil {
 			return nil, fmt.Errorf("port %s: mlx5-sim: %w", p.Name, err)
 		}
-		pt.fp = fp
+		pt.fp, pt.closeFn = fp, closeFn
 		pt.modes = mlx5Modes(pc, "mlx5-sim (device model, no cable)")
 		for q, m := range pt.modes {
 			log.Info("queue mode", "port", p.Name, "queue", q, "mode", m)

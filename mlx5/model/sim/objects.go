@@ -338,7 +338,7 @@ func (d *Device) postEQE(eq *eqState, typ, sub uint8, data []byte) {
 	e[prm.EQEType] = typ
 	e[prm.EQESubType] = sub
 	copy(e[prm.EQEData:prm.EQEData+28], data)
-	e[prm.EQEOwnerOffset] = uint8(eq.p>>eq.logSize) & 1
+	storeEQEOwner(e, uint8(eq.p>>eq.logSize)&1)
 	eq.p++
 }
 
