@@ -67,6 +67,8 @@ type rig struct {
 }
 
 type result struct {
+	// stalled: a burst moved no packet before n were forwarded.
+	stalled       error
 	total, driver time.Duration
 	// Medians over the run's bursts of ns/packet.
 	burstTotal, burstDriver float64
@@ -156,7 +158,10 @@ func (r *rig) run(n int) result {
 		r.dev.Process()
 		t3 := time.Now()
 		if got == 0 {
-			break // stalled: reported as fewer packets
+			q := r.port.Queue(0)
+			res.stalled = fmt.Errorf("dpsim bench: forwarding stalled after %d of %d packets (driver RX %+v, TX %+v; model RX %+v, TX %+v)",
+				res.packets, n, q.RX.Stats, q.TX.Stats, r.dev.RX[0].Stats, r.dev.TX[0].Stats)
+			break
 		}
 		res.driver += t2.Sub(t1)
 		res.packets += uint64(got)
@@ -178,19 +183,27 @@ func (r *rig) run(n int) result {
 
 // measure runs every rig o.Runs times, rotating the order each round
 // (A B C, B C A, …), after one warm-up run each.
-func measure(rigs []*rig, o BenchOptions) [][]result {
+// A stalled run fails the measurement: its ns/packet would describe
+// packets that never moved.
+func measure(rigs []*rig, o BenchOptions) ([][]result, error) {
 	out := make([][]result, len(rigs))
 	for _, r := range rigs {
-		r.run(o.Packets / 4)
+		if res := r.run(o.Packets / 4); res.stalled != nil {
+			return nil, res.stalled
+		}
 	}
 	for round := 0; round < o.Runs; round++ {
 		for k := range rigs {
 			i := (k + round) % len(rigs)
 			runtime.Gosched()
-			out[i] = append(out[i], rigs[i].run(o.Packets))
+			res := rigs[i].run(o.Packets)
+			if res.stalled != nil {
+				return nil, res.stalled
+			}
+			out[i] = append(out[i], res)
 		}
 	}
-	return out
+	return out, nil
 }
 
 type summary struct {
@@ -283,8 +296,11 @@ func Bench(w io.Writer, o BenchOptions) error {
 				if err != nil {
 					return err
 				}
-				res := measure(rigs, o)
+				res, err := measure(rigs, o)
 				closeRigs(rigs)
+				if err != nil {
+					return err
+				}
 				a, b := summarize(res[0]), summarize(res[1])
 				dma := "flushed"
 				if warm {
@@ -307,8 +323,11 @@ func Bench(w io.Writer, o BenchOptions) error {
 			if err != nil {
 				return err
 			}
-			res := measure(rigs, o)
+			res, err := measure(rigs, o)
 			closeRigs(rigs)
+			if err != nil {
+				return err
+			}
 			a, b := summarize(res[0]), summarize(res[1])
 			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t\n", size, d, a.drvNs, b.drvNs, pct(b.drvNs, a.drvNs), a.ns, b.ns)
 		}
@@ -324,8 +343,11 @@ func Bench(w io.Writer, o BenchOptions) error {
 		if err != nil {
 			return err
 		}
-		res := measure(rigs, o)
+		res, err := measure(rigs, o)
 		closeRigs(rigs)
+		if err != nil {
+			return err
+		}
 		for i, name := range []string{"pad", "edge-reuse"} {
 			s := summarize(res[i])
 			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1f\t%.4f\t%.1f\t%.1f\t%.1f\t\n", size, name, s.nopsPerSec, s.nopsPerKpkt, s.wqebbsPerPkt, s.pktsPerMPW, s.drvNs, s.ns)
@@ -344,8 +366,11 @@ func Bench(w io.Writer, o BenchOptions) error {
 		if err != nil {
 			return err
 		}
-		res := measure(rigs, o)
+		res, err := measure(rigs, o)
 		closeRigs(rigs)
+		if err != nil {
+			return err
+		}
 		a, b, e := summarize(res[0]), summarize(res[1]), summarize(res[2])
 		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", size, a.drvNs, b.drvNs, e.drvNs, a.ns, b.ns, e.ns)
 	}

@@ -31,10 +31,16 @@ func BenchmarkForward(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.port.Close()
-			r.run(4096)
+			if res := r.run(4096); res.stalled != nil {
+				b.Fatal(res.stalled)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			res := r.run(b.N)
+			if res.stalled != nil {
+				// ns/op would be over packets that never moved.
+				b.Fatal(res.stalled)
+			}
 			b.ReportMetric(res.burstDriver, "driver-ns/pkt")
 			b.ReportMetric(float64(res.nops)/float64(res.packets), "NOPs/pkt")
 		})
@@ -65,5 +71,20 @@ func TestBenchReport(t *testing.T) {
 	work, _ := strconv.Atoi(os.Getenv("OVFWD_BENCH_WORK"))
 	if err := Bench(os.Stdout, BenchOptions{Runs: runs, Work: work}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBenchStallFails: a rig that stops forwarding (here: its RQ never
+// reposted, as with a leaked buffer) makes the run report a stall instead of
+// a time per packet.
+func TestBenchStallFails(t *testing.T) {
+	r, err := newRig(variant{size: 64}, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.port.Close()
+	r.dev.RX[0].MaxFrame = 10 // the model drops every frame: nothing arrives
+	if res := r.run(1024); res.stalled == nil || res.packets != 0 {
+		t.Fatalf("stalled rig: %+v", res)
 	}
 }

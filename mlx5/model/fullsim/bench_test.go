@@ -70,7 +70,11 @@ func benchForward(b *testing.B, flush bool, size, dist int) {
 	b.ResetTimer()
 	pkts := 0
 	for pkts < b.N {
-		pkts += burst()
+		n := burst()
+		if n == 0 {
+			b.Fatalf("forwarding stalled after %d of %d packets: %v", pkts, b.N, dev.Err())
+		}
+		pkts += n
 	}
 	b.StopTimer()
 	if out != pkts {
