@@ -79,12 +79,7 @@ func NewFwdPort(h *HCA, cfg FwdPortConfig) (p *FwdPort, err error) {
 		}
 	}()
 
-	stride := 1 << rqc.LogStrideSize
-	rxBufs := 1 << (rqc.LogWQEs + rqc.LogStrides)
-	// Receive strides, one guard page (an oversize frame in the last
-	// stride may run past the window by the headroom), then the spares.
-	window := rxBufs*stride + dp.PageSize + cfg.Spare*stride
-	window = (window + dp.PageSize - 1) &^ (dp.PageSize - 1)
+	window := geometry(cfg).WindowBytes(rqc.LogStrideSize)
 	var pages [][][]byte
 	var iovas []uint64
 	for q := 0; q < cfg.Queues; q++ {
@@ -128,27 +123,21 @@ func NewFwdPort(h *HCA, cfg FwdPortConfig) (p *FwdPort, err error) {
 		if err != nil {
 			return p, err
 		}
-		rx, err := dp.NewRxQueue(rxcq, &dp.RQMem{
-			RQN: rq.RQN, WQType: rq.WQType, Ring: rq.Ring, LogWQEs: rq.LogWQEs,
-			LogStrides: rq.LogStrides, LogStrideSize: rq.LogStrideSize, DBRec: rqDBR, LKey: rq.LKey,
-			IOVA: iovas[q], Pages: pages[q], Spare: cfg.Spare,
-		}, cfg.PoolID, cfg.Rx)
-		if err != nil {
-			return p, err
-		}
 		sq := o.SQs[q]
 		txcq, err := cqMem(o.TXCQs[q])
 		if err != nil {
 			return p, err
 		}
-		tx, err := dp.NewTxQueue(&dp.SQMem{
+		if queues[q], err = dp.NewQueue(rxcq, &dp.RQMem{
+			RQN: rq.RQN, WQType: rq.WQType, Ring: rq.Ring, LogWQEs: rq.LogWQEs,
+			LogStrides: rq.LogStrides, LogStrideSize: rq.LogStrideSize, DBRec: rqDBR, LKey: rq.LKey,
+			IOVA: iovas[q], Pages: pages[q], Spare: cfg.Spare,
+		}, txcq, &dp.SQMem{
 			SQN: sq.SQN, Ring: sq.Ring, LogWQEBBs: sq.LogWQEBBs, DBRec: sq.DBRec, LKey: sq.LKey,
 			MMIO: h.bus.MMIO, Doorbell: sq.Doorbell, MinInline: minInline, EnhancedMPW: sq.EnhancedMPW, MaxWQEBBs: sq.MaxWQEBBs,
-		}, txcq, rx.Pool(), cfg.Tx)
-		if err != nil {
+		}, cfg.PoolID, cfg.Rx, cfg.Tx); err != nil {
 			return p, err
 		}
-		queues[q] = dp.Queue{RX: rx, TX: tx}
 	}
 	info := fwd.PortInfo{Name: cfg.Name, MAC: o.MAC, MTU: cfg.MTU}
 	if p.Port, err = dp.NewPort(info, queues, p.release); err != nil {
@@ -171,33 +160,21 @@ func (p *FwdPort) release() error {
 	return errors.Join(errs...)
 }
 
+func geometry(cfg FwdPortConfig) dp.Geometry {
+	return dp.Geometry{MTU: cfg.MTU, LogWQEs: cfg.LogWQEs, LogStrides: cfg.LogStrides, LogSQ: cfg.LogSQ, Spare: cfg.Spare}
+}
+
+// fwdDefaults fills cfg from dp.Geometry's defaults (the ones the
+// data-path model's port uses too), then fits the RQ to the caps.
 func fwdDefaults(h *HCA, cfg FwdPortConfig) (FwdPortConfig, RQConfig, error) {
 	if cfg.Queues == 0 {
 		cfg.Queues = 1
 	}
-	if cfg.MTU == 0 {
-		cfg.MTU = 1500
-	}
-	if cfg.LogWQEs == 0 {
-		cfg.LogWQEs = 4
-	}
-	if cfg.LogStrides == 0 {
-		cfg.LogStrides = 6
-	}
-	if cfg.LogSQ == 0 {
-		cfg.LogSQ = 10
-	}
-	if cfg.Spare == 0 {
-		cfg.Spare = 256
-	}
+	g := geometry(cfg).WithDefaults()
+	cfg.MTU, cfg.LogWQEs, cfg.LogStrides, cfg.LogSQ, cfg.Spare = g.MTU, g.LogWQEs, g.LogStrides, g.LogSQ, g.Spare
+	cfg.Rx = g.RxDefaults(cfg.Rx)
 	if cfg.RSSKey == ([prm.ToeplitzKeySize]byte{}) {
 		cfg.RSSKey = DefaultRSSKey
-	}
-	if cfg.Rx.Headroom == 0 {
-		cfg.Rx.Headroom = fwd.Headroom
-	}
-	if cfg.Rx.MaxFrame == 0 {
-		cfg.Rx.MaxFrame = cfg.MTU + prm.HWMTUOverhead
 	}
 	c := h.Caps
 	rq := RQConfig{

@@ -92,3 +92,74 @@ func (p *Port) Close() error {
 }
 
 var _ fwd.Port = (*Port)(nil)
+
+// Geometry is a port's ring sizes and MTU. Both constructors of a driver
+// port — over VFIO or the full model (mlx5.NewFwdPort) and over the
+// data-path model alone (mlx5/model/dpsim.NewPort) — take their defaults
+// from WithDefaults, so the data path is tested with the geometry it runs.
+type Geometry struct {
+	MTU        int   // L3 MTU; 0 means 1500
+	LogWQEs    uint8 // striding RQ WQEs; 0 means 4 (16)
+	LogStrides uint8 // strides per WQE; 0 means 6 (64)
+	LogSQ      uint8 // SQ WQEBBs; 0 means 10 (1024 = 16 fragments)
+	Spare      int   // buffers per queue for Alloc; 0 means 256
+}
+
+// HWMTUOverhead is what the device counts beyond the L3 MTU: Ethernet
+// header, one VLAN tag and FCS (kernel MLX5E_SW2HW_MTU).
+const HWMTUOverhead = 22
+
+// WithDefaults fills the zero fields.
+func (g Geometry) WithDefaults() Geometry {
+	if g.MTU == 0 {
+		g.MTU = 1500
+	}
+	if g.LogWQEs == 0 {
+		g.LogWQEs = 4
+	}
+	if g.LogStrides == 0 {
+		g.LogStrides = 6
+	}
+	if g.LogSQ == 0 {
+		g.LogSQ = 10
+	}
+	if g.Spare == 0 {
+		g.Spare = 256
+	}
+	return g
+}
+
+// RxDefaults fills the receive options that follow from the port: the
+// headroom and the largest frame (HW MTU).
+func (g Geometry) RxDefaults(o RxOptions) RxOptions {
+	if o.Headroom == 0 {
+		o.Headroom = fwd.Headroom
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = g.MTU + HWMTUOverhead
+	}
+	return o
+}
+
+// WindowBytes is one queue's RX buffer window: the receive strides, one
+// guard page (an oversize frame in the last stride may run past the window
+// by the headroom) and the spares, rounded up to whole pages.
+func (g Geometry) WindowBytes(logStrideSize uint8) int {
+	stride := 1 << logStrideSize
+	w := (1<<(g.LogWQEs+g.LogStrides))*stride + PageSize + g.Spare*stride
+	return (w + PageSize - 1) &^ (PageSize - 1)
+}
+
+// NewQueue builds one queue pair over created objects: RX over the RX CQ
+// and striding RQ, TX over the SQ and its CQ sending the RX pool's buffers.
+func NewQueue(rxcq *CQMem, rq *RQMem, txcq *CQMem, sq *SQMem, poolID uint16, rx RxOptions, tx TxOptions) (Queue, error) {
+	r, err := NewRxQueue(rxcq, rq, poolID, rx)
+	if err != nil {
+		return Queue{}, err
+	}
+	t, err := NewTxQueue(sq, txcq, r.Pool(), tx)
+	if err != nil {
+		return Queue{}, err
+	}
+	return Queue{RX: r, TX: t}, nil
+}

@@ -89,45 +89,28 @@ func Connect(a, b *Device) error {
 	return nil
 }
 
-// NewPort builds a model device and the mlx5 driver port over it.
+// NewPort builds a model device and the mlx5 driver port over it: the
+// queue structs the command path would have created, laid out by the model,
+// with the driver's own defaults (dp.Geometry) and queue constructor
+// (dp.NewQueue), as mlx5.NewFwdPort uses them.
 func NewPort(c Config) (*dp.Port, *Device, error) {
-	if c.MTU == 0 {
-		c.MTU = 1500
-	}
 	if c.Queues == 0 {
 		c.Queues = 1
 	}
-	if c.LogWQEs == 0 {
-		c.LogWQEs = 4
-	}
-	if c.LogStrides == 0 {
-		c.LogStrides = 6
-	}
-	if c.LogSQ == 0 {
-		c.LogSQ = 10
-	}
-	if c.Spare == 0 {
-		c.Spare = 256
-	}
+	g := dp.Geometry{MTU: c.MTU, LogWQEs: c.LogWQEs, LogStrides: c.LogStrides, LogSQ: c.LogSQ, Spare: c.Spare}.WithDefaults()
+	c.MTU, c.LogWQEs, c.LogStrides, c.LogSQ, c.Spare = g.MTU, g.LogWQEs, g.LogStrides, g.LogSQ, g.Spare
 	if c.Compress && c.MiniFormat == 0 {
 		c.MiniFormat = prm.MiniCQECsumStridx
 	}
-	if c.Rx.Headroom == 0 {
-		c.Rx.Headroom = fwd.Headroom
-	}
-	maxFrame := c.MTU + 22
-	if c.Rx.MaxFrame == 0 {
-		c.Rx.MaxFrame = maxFrame
-	}
+	c.Rx = g.RxDefaults(c.Rx)
+	maxFrame := c.MTU + dp.HWMTUOverhead
 	if c.LogStrideSize == 0 {
 		c.LogStrideSize = dp.StrideSizeLog(c.Rx.Headroom, c.Rx.MaxFrame)
 	}
 	if c.LogStrideSize > 12 {
 		return nil, nil, errors.New("dpsim: frames above one 4 KiB stride are not supported")
 	}
-	stride := 1 << c.LogStrideSize
-	rxBytes := (1 << (c.LogWQEs + c.LogStrides)) * stride
-	bufBytes := rxBytes + pageSize + c.Spare*stride
+	bufBytes := g.WindowBytes(c.LogStrideSize)
 	cqLog := c.LogWQEs + c.LogStrides
 	ringBytes := (1<<cqLog)*prm.CQESize + (1<<c.LogWQEs)*prm.StridingRQWQEStride + (1<<c.LogSQ)*prm.SendWQEBB +
 		(1<<c.LogSQ)*prm.CQESize + 4*pageSize
@@ -180,15 +163,9 @@ func NewPort(c Config) (*dp.Port, *Device, error) {
 		}
 		dev.RX = append(dev.RX, mr)
 		dev.TX = append(dev.TX, mt)
-		rx, e := dp.NewRxQueue(rxCQ, rq, c.PoolID, c.Rx)
-		if e != nil {
-			return fail(e)
+		if queues[q], err = dp.NewQueue(rxCQ, rq, txCQ, sq, c.PoolID, c.Rx, c.Tx); err != nil {
+			return fail(err)
 		}
-		tx, e := dp.NewTxQueue(sq, txCQ, rx.Pool(), c.Tx)
-		if e != nil {
-			return fail(e)
-		}
-		queues[q] = dp.Queue{RX: rx, TX: tx}
 	}
 	mac := c.MAC
 	if mac == nil {

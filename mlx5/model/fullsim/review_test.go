@@ -6,6 +6,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5"
+	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
 	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 )
 
@@ -75,4 +76,32 @@ func TestOwnBroadcastNotReflected(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The driver port over the command path (mlx5.NewFwdPort, what vfio runs)
+// and over the data-path model alone (dpsim.NewPort, what the data path's
+// own tests and benchmarks use) take the same defaults and queue
+// constructor: a zero configuration gives the same port.
+func TestOneConstructorGeometry(t *testing.T) {
+	full, _, err := NewPortConfig(Config{}, nil, mlx5.FwdPortConfig{Name: "x", PoolID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	model, _, err := dpsim.NewPort(dpsim.Config{Name: "x", PoolID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	a, b := full.Info(), model.Info()
+	if a.MTU != b.MTU || a.BufSize != b.BufSize || a.Queues != b.Queues || a.Pool != b.Pool {
+		t.Fatalf("command-path port %+v, model port %+v", a, b)
+	}
+	ba, bb := fwd.NewBatch(fwd.MaxBatch), fwd.NewBatch(fwd.MaxBatch)
+	na, nb := full.Alloc(0, ba, fwd.MaxBatch), model.Alloc(0, bb, fwd.MaxBatch)
+	if na != nb {
+		t.Fatalf("spare buffers: %d vs %d", na, nb)
+	}
+	full.Free(0, ba)
+	model.Free(0, bb)
 }
