@@ -27,6 +27,7 @@ type Config struct {
 	LogSQ         uint8 // SQ WQEBBs; 0 means 10 (1024 = 16 fragments)
 	Spare         int   // buffers for Alloc; 0 means 256
 
+	StripVLAN  bool  // the RQ strips the outer tag into the CQE (rqc.vsd = 0)
 	Compress   bool  // CQE compression on the RX CQ (basic layout)
 	Enhanced   bool  // with Compress: the enhanced layout
 	MiniFormat uint8 // mini_cqe_res_format; default CSUM_STRIDX
@@ -154,6 +155,7 @@ func NewPort(c Config) (*dp.Port, *Device, error) {
 		}
 		mr := newRxQueue(mem, rxCQ, rq)
 		mr.Flush = c.Flush
+		mr.Strip = c.StripVLAN
 		mr.MaxFrame = maxFrame
 		mt := newTxQueue(mem, sq, txCQ)
 		mt.Deferred = c.DeferredTx
