@@ -2,7 +2,8 @@ package mlx5
 
 import "github.com/ovfwd/ovfwd/mlx5/prm"
 
-// Caps are the capabilities that decide data-path features (mlx5.md §2.10).
+// Caps are the capabilities that decide data-path features (kernel fw.c
+// mlx5_query_hca_caps reads the same three).
 // They are read from the device after INIT_HCA, never assumed.
 type Caps struct {
 	PortTypeEthernet bool

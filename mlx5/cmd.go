@@ -60,7 +60,8 @@ type slot struct {
 	in, out chain
 }
 
-// cmdq is the command interface (mlx5.md §2.2–§2.6).
+// cmdq is the command interface (kernel cmd.c; struct mlx5_cmd_layout and
+// mlx5_cmd_prot_block in include/linux/mlx5/device.h).
 type cmdq struct {
 	bus       Bus
 	opt       *Options
@@ -232,12 +233,12 @@ func (c *cmdq) execSlot(idx int, in []byte, outLen int) ([]byte, error) {
 	e[prm.CmdEntryToken] = c.token
 	// The kernel always signs the entry (XOR of all 64 bytes, with
 	// status_own = 1, is 0xFF), even with checksums disabled; whether
-	// firmware checks it before SET_HCA_CAP is unconfirmed (mlx5.md U4), so
+	// firmware checks it before SET_HCA_CAP is unknown (docs/mlx5.md §4), so
 	// sign too. Mailbox blocks are left unsigned: checksums are disabled.
 	e[prm.CmdEntrySig] = ^(xor8(e) ^ prm.CmdOwnerHW)
 	// Ownership goes to hardware last; the atomic store keeps the compiler
 	// from sinking the entry and mailbox writes below it, and x86 stores
-	// are ordered (mlx5.md §7.11).
+	// are ordered (kernel cmd.c: wmb() before the ownership write).
 	storeByte(&e[prm.CmdEntryStatusOwn], prm.CmdOwnerHW)
 	c.bus.MMIO.Write32(prm.InitCmdDoorbell, 1<<idx)
 

@@ -11,7 +11,8 @@ import (
 )
 
 // asyncEQ is the one event queue a polling driver needs: every CQ names it,
-// and firmware page requests arrive on it (mlx5.md §1.8, §3.4).
+// and firmware page requests arrive on it (kernel eq.c, rdma-core
+// mlx5_vfio.c create one async EQ the same way).
 type asyncEQ struct {
 	buf     []byte
 	iova    uint64

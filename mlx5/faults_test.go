@@ -84,7 +84,7 @@ func TestInitTimeout(t *testing.T) {
 }
 
 // A firmware page request arriving while a command waits must be served on
-// the page slot, or the command never completes (mlx5.md §2.6).
+// the page slot, or the command never completes (kernel cmd.c / pagealloc.c).
 func TestPageRequestDuringCommand(t *testing.T) {
 	for _, op := range []uint16{prm.OpCreateCQ, prm.OpCreateRQ, prm.OpCreateMkey} {
 		t.Run(prm.OpcodeName(op), func(t *testing.T) {

@@ -68,7 +68,8 @@ type HCA struct {
 }
 
 // Open brings the function up in the order the firmware expects
-// (mlx5.md §2.7) and creates the async EQ. On failure everything done so
+// (kernel main.c mlx5_function_setup, rdma-core mlx5_vfio_setup_function;
+// docs/mlx5.md §1) and creates the async EQ. On failure everything done so
 // far is undone, so the device is left disabled and holds no pages.
 func Open(bus Bus, opt Options) (*HCA, error) {
 	h := &HCA{bus: bus, opt: opt.withDefaults(), pages: map[uint64][]byte{}}
@@ -221,7 +222,7 @@ func (h *HCA) shutdown() error {
 }
 
 // enable runs ENABLE_HCA. A function left enabled by a previous owner
-// that died without teardown (no reset on open, mlx5.md §1.9 / U2) answers
+// that died without teardown (vfio-pci's reset may not clear it; docs/mlx5.md §4) answers
 // BAD_SYS_STATE: tear it down, disable it and enable again, once. Pages the
 // firmware held for the dead owner are lost with its IOMMU mappings.
 func (h *HCA) enable() error {
@@ -333,7 +334,8 @@ func (h *HCA) queryCap(capType, mode uint16) ([]byte, error) {
 }
 
 // setGeneralCaps writes back the current general caps with command
-// checksums off and 4 KiB UAR pages (mlx5.md §2.7 step 11).
+// checksums off and 4 KiB UAR pages (kernel main.c handle_hca_cap,
+// rdma-core mlx5_vfio.c set_hca_cap).
 func (h *HCA) setGeneralCaps() error {
 	maxc, err := h.queryCap(prm.CapGeneral, prm.CapModeMax)
 	if err != nil {
@@ -397,7 +399,8 @@ func (e *HealthError) Error() string {
 	return "mlx5: device unhealthy: " + e.Reason
 }
 
-// healthSyndrome checks the fatal sensors in rdma-core's order (mlx5.md §2.1).
+// healthSyndrome checks the fatal sensors in rdma-core's order
+// (mlx5_vfio.c; health buffer in include/linux/mlx5/device.h).
 func (h *HCA) healthSyndrome() error {
 	m := h.bus.MMIO
 	if m.Read32(prm.InitHealthFWVer) == prm.HealthFWVerDead {

@@ -10,7 +10,7 @@ type iovaRange struct{ start, end uint64 }
 
 // legacyIOVARanges are rdma-core's fallback when the IOMMU reports no
 // IOVA_RANGE capability: everything below 2^39 except the x86 MSI window
-// (mlx5.md §1.4).
+// (rdma-core mlx5_vfio.c: the IOVA ranges VFIO reports, else its legacy ranges).
 var legacyIOVARanges = []iovaRange{{0x10000, 0xFEDFFFFF}, {0xFEF00000, 1<<39 - 1}}
 
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/ovfwd/ovfwd/mlx5/prm"
 )
 
-// Object creation, one function per firmware object (mlx5.md §3). Each
+// Object creation, one function per firmware object (layouts: mlx5_ifc.h). Each
 // returns the object number; the matching Destroy* undoes it. Higher-level
 // assembly with reverse-order cleanup is in port.go.
 
@@ -40,7 +40,7 @@ func (h *HCA) DeallocTransportDomain(td uint32) error {
 	return h.destroy(prm.OpDeallocTransportDomain, prm.InObjID, td)
 }
 
-// CreatePAMkey creates the physical-address mkey of mlx5.md §3.3: data
+// CreatePAMkey creates a physical-address mkey (mkc.access_mode PA, length64): data
 // segment addresses are used as IOVAs directly. It returns the mkey index
 // and the lkey for data segments.
 func (h *HCA) CreatePAMkey(pd uint32) (index, lkey uint32, err error) {
@@ -204,7 +204,8 @@ func (h *HCA) DestroyCQ(cq *CompletionQueue) error {
 	return nil
 }
 
-// RQConfig selects a striding RQ's geometry (mlx5.md §3.6).
+// RQConfig selects a striding RQ's geometry (mlx5_ifc.h wq: log_wqe_num_of_strides,
+// log_wqe_stride_size).
 type RQConfig struct {
 	LogWQEs       uint8
 	LogStrides    uint8 // log2(strides per WQE)
@@ -576,7 +577,7 @@ func (h *HCA) SetRoot(table uint32, disconnect bool) error {
 	return err
 }
 
-// Vport is the NIC vport context (mlx5.md §3.13).
+// Vport is the NIC vport context (mlx5_ifc.h nic_vport_context).
 type Vport struct {
 	MAC        net.HardwareAddr
 	HWMTU      int // L3 MTU + 22
@@ -676,7 +677,7 @@ func (h *HCA) DisableLocalLoopback() error {
 }
 
 // SetPortAdminUp sets the port's administrative state (PAOS register,
-// mlx5.md §3.14); the kernel does this when the interface is opened.
+// kernel port.c mlx5_set_port_admin_status); the kernel does this when the interface is opened.
 func (h *HCA) SetPortAdminUp(up bool) error {
 	in := make([]byte, prm.AccessRegDataOff+16)
 	prm.InOpcode.Set(in, prm.OpAccessReg)

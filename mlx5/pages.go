@@ -9,7 +9,8 @@ import (
 )
 
 // supplyPages asks how many pages a bring-up stage needs (QUERY_PAGES boot
-// or init) and gives them (MANAGE_PAGES GIVE), mlx5.md §2.9.
+// or init) and gives them (MANAGE_PAGES GIVE), as kernel pagealloc.c
+// mlx5_satisfy_startup_pages does.
 func (h *HCA) supplyPages(stage uint16) error {
 	out, err := h.simple(prm.OpQueryPages, stage)
 	if err != nil {

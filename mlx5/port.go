@@ -47,7 +47,7 @@ type Port struct {
 	undo []func() error
 }
 
-// OpenPort creates, in the firmware's order (mlx5.md §3.0), PD, transport
+// OpenPort creates, in the order kernel mlx5e uses (en_main.c), PD, transport
 // domain, PA mkey, TIS, per queue RX CQ + striding RQ (RDY) and TX CQ + SQ
 // (RDY, own UAR), a direct TIR to queue 0 and, for more queues, an RQT and
 // one Toeplitz TIR per traffic type, the NIC RX table classifying into them
@@ -182,7 +182,7 @@ func (p *Port) Close() error {
 }
 
 // rssTypes are the traffic types hashed over all queues when there is more
-// than one (the kernel's TTC defaults, mlx5.md §3.11): TCP and UDP over
+// than one (the kernel's TTC defaults, lib/fs_ttc.c): TCP and UDP over
 // IPv4 and IPv6 on addresses and ports, other IPv4/IPv6 on addresses.
 var rssTypes = []struct {
 	ethertype uint16

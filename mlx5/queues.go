@@ -7,7 +7,7 @@ package mlx5
 // from the DMA seam, so it is identical on VFIO hugepages and on the model.
 //
 // Byte order: the device reads and writes every field in Ring and DBRec
-// big-endian (mlx5.md §0.1). Ring contents are initialised before creation as
+// big-endian (include/linux/mlx5/device.h: every field is __be). Ring contents are initialised before creation as
 // the spec requires (CQ entries: op_own 0xF1 and validity_iteration_count
 // 0xFF; WQ rings: zero), DBRec is zero.
 
@@ -32,7 +32,8 @@ type CompletionQueue struct {
 	Compression CQECompression
 }
 
-// CQECompression is the CQE compression setting of a CQ (mlx5.md §3.5, §4.4).
+// CQECompression is the CQE compression setting of a CQ (mlx5_ifc.h cqc:
+// cqe_comp_en, mini_cqe_res_format, cqe_compression_layout).
 type CQECompression struct {
 	Enabled bool
 	// Layout: 0 basic, 1 enhanced (prm.CQECompLayoutBasic/Enhanced).

@@ -22,7 +22,8 @@ type Paths struct {
 // DefaultPaths are the real roots.
 var DefaultPaths = Paths{Sys: "/sys", Dev: "/dev", Proc: "/proc"}
 
-// connectXDevices are the mlx5 PCI functions (mlx5.md §0.2).
+// connectXDevices are the mlx5 PCI functions (rdma-core providers/mlx5/mlx5.c
+// HCA table; kernel main.c mlx5_core_pci_table marks the VFs).
 var connectXDevices = map[uint16]string{
 	0x1015: "ConnectX-4 Lx", 0x1016: "ConnectX-4 Lx VF", 0x1017: "ConnectX-5", 0x1018: "ConnectX-5 VF",
 	0x1019: "ConnectX-5 Ex", 0x101a: "ConnectX-5 Ex VF", 0x101b: "ConnectX-6", 0x101c: "ConnectX-6 VF",

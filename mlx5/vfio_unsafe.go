@@ -75,7 +75,8 @@ func unmapDMA(cfd uintptr, iova, size uint64) error {
 // barMMIO is BAR0 as the MMIO seam. Registers are big-endian; the host is
 // little-endian (amd64, arm64), so values are byte-swapped. Atomic
 // loads/stores make each access exactly one naturally aligned load/store
-// that the compiler can neither split, merge nor drop (mlx5.md §1.6).
+// that the compiler can neither split, merge nor drop (the kernel's
+// mlx5_write64 / DPDK mlx5_doorbell_ring: one 64-bit store).
 type barMMIO []byte
 
 func (b barMMIO) ptr32(off uint32) *uint32 {

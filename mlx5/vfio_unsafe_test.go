@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// The ioctl argument structs must have the kernel's sizes (mlx5.md §1.2).
+// The ioctl argument structs must have the kernel's sizes (include/uapi/linux/vfio.h).
 func TestVFIOStructSizes(t *testing.T) {
 	for name, got := range map[string]uintptr{
 		"vfio_group_status":          unsafe.Sizeof(vfioGroupStatus{}),

@@ -257,7 +257,8 @@ func (q *RxQueue) account(wqe, stride, cs uint16) bool {
 }
 
 // decompress expands a basic-layout compressed session of cnt packets whose
-// title is at the consumer index (mlx5.md §4.4.1): mini-CQE array 0 sits in
+// title is at the consumer index (kernel en_rx.c mlx5e_decompress_cqes_start;
+// DPDK mlx5_rx.c rxq_cq_decompress): mini-CQE array 0 sits in
 // the next slot, array k ≥ 1 at title + 8k; every other field comes from the
 // title. Afterwards the owner bytes of all cnt consumed slots are rewritten
 // (INVALID opcode, this lap's parity) so the slots hardware left untouched
@@ -325,7 +326,8 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 }
 
 // decompressBlock expands an enhanced-layout block of cnt mini-CQEs (bytes
-// 8i of the slot) against the current title (mlx5.md §4.4.2). The block
+// 8i of the slot) against the current title (kernel en_rx.c
+// mlx5e_decompress_enhanced_cqe). The block
 // consumes cnt CQ indices; the slots after it up to cnt−1 were not written
 // and need no fix-up, as validity is the 8-bit iteration count.
 func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {

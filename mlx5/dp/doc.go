@@ -24,5 +24,6 @@
 // Toward the device: WQE stores, then the doorbell record (an atomic store,
 // which orders it after the WQE stores on amd64's TSO), then the 8-byte MMIO
 // doorbell. From the device: the CQE's owner byte is loaded atomically before
-// any other CQE byte is read (mlx5.md §7.11).
+// any other CQE byte is read (kernel en/txrx.h mlx5e_notify_hw: dma_wmb,
+// doorbell record, wmb, MMIO; wq.h mlx5_cqwq_get_cqe: owner, dma_rmb, body).
 package dp

@@ -4,7 +4,8 @@ package dp
 // the structure, big-endian fields), opcodes and limits. Names follow the
 // kernel's include/linux/mlx5/{device,qp}.h and mlx5_ifc.h; layout_test.go
 // checks every offset against testdata/upstream_layout.txt, a table derived
-// from those headers. Sources: /work/shared/research/mlx5.md §4–§5.
+// from those headers. What each bit means, with its upstream line and test:
+// docs/mlx5-semantics.md.
 
 // struct mlx5_cqe64 (64 bytes).
 const (

@@ -59,7 +59,7 @@ type SQMem struct {
 	MMIO     Doorbeller
 	Doorbell uint32
 	// MinInline: header bytes every SEND must carry inline (0 = none). When
-	// it is non-zero eMPWQE cannot be used (mlx5.md §4.6).
+	// it is non-zero eMPWQE cannot be used (DPDK mlx5.c mlx5_set_min_inline).
 	MinInline int
 	// EnhancedMPW: the device supports opcode 0x29.
 	EnhancedMPW bool
@@ -94,7 +94,8 @@ var errDBRec = errors.New("dp: doorbell record shorter than 8 bytes")
 
 // StrideSizeLog is the stride size (log2) for a linear striding RQ: the
 // smallest power of two holding the headroom, the largest frame rounded up
-// to a cache line, and the shinfo record behind it (mlx5.md §6.1).
+// to a cache line, and the shinfo record behind it (kernel en/params.c
+// mlx5e_mpwqe_get_log_stride_size does the same for a linear SKB).
 func StrideSizeLog(headroom, maxFrame int) uint8 {
 	need := headroom + (maxFrame+63)&^63 + ShinfoSize
 	l := uint8(MPWRQMinStrideLog)

@@ -1,7 +1,7 @@
 package prm
 
 // Every command field the driver or the model reads or writes. Each is
-// declared with its offset as mlx5.md states it and the mlx5_ifc.h path it
+// declared with its offset and the mlx5_ifc.h path it
 // corresponds to; layout_test.go checks all of them against
 // testdata/mlx5_ifc_layout.txt, derived from the public header.
 //
@@ -70,7 +70,7 @@ var (
 	DestroyEQInEQN = def("destroy_eq_in.eq_number", F(0x08, 7, 0))
 )
 
-// Init-phase commands, mlx5.md §2.8.
+// Init-phase commands (kernel main.c, pagealloc.c).
 var (
 	EnableHCAFunctionID     = def("enable_hca_in.function_id", F(0x08, 15, 0))
 	EnableHCAEmbeddedCPU    = def("enable_hca_in.embedded_cpu_function", F(0x08, 31, 31))
@@ -158,7 +158,7 @@ var (
 	CapFTNICRXLogMaxDest       = def("flow_table_nic_cap.flow_table_properties_nic_receive.log_max_destination", F(0x50, 7, 0))
 )
 
-// CREATE_MKEY, mlx5.md §3.3.
+// CREATE_MKEY (mlx5_ifc.h mkc).
 var (
 	MkeyFree          = def("create_mkey_in.memory_key_mkey_entry.free", F(0x10, 30, 30))
 	MkeyLW            = def("create_mkey_in.memory_key_mkey_entry.lw", F(0x10, 11, 11))
@@ -174,7 +174,7 @@ var (
 	MkeyTranslations  = def("create_mkey_in.translations_octword_actual_size", D32(0x60))
 )
 
-// CREATE_EQ, mlx5.md §3.4.
+// CREATE_EQ (mlx5_ifc.h eqc; kernel eq.c).
 var (
 	EQCLogSize     = def("create_eq_in.eq_context_entry.log_eq_size", F(0x1C, 28, 24))
 	EQCUARPage     = def("create_eq_in.eq_context_entry.uar_page", F(0x1C, 23, 0))
@@ -184,7 +184,7 @@ var (
 	EQPAS          = def("create_eq_in.pas", D64(PASOffset))
 )
 
-// CREATE_CQ, mlx5.md §3.5.
+// CREATE_CQ (mlx5_ifc.h cqc; kernel en_main.c mlx5e_create_cq).
 var (
 	CQCCQESz         = def("create_cq_in.cq_context.cqe_sz", F(0x10, 23, 21))
 	CQCOI            = def("create_cq_in.cq_context.oi", F(0x10, 17, 17))
@@ -199,7 +199,7 @@ var (
 	CQPAS            = def("create_cq_in.pas", D64(PASOffset))
 )
 
-// CREATE_RQ / MODIFY_RQ, mlx5.md §3.6, §3.7, §3.9.
+// CREATE_RQ / MODIFY_RQ (mlx5_ifc.h rqc, wq; kernel en_main.c mlx5e_create_rq).
 var (
 	RQCVSD            = def("create_rq_in.ctx.vsd", F(0x20, 28, 28))
 	RQCMemRQType      = def("create_rq_in.ctx.mem_rq_type", F(0x20, 27, 24))
@@ -223,7 +223,7 @@ var (
 	ModifyRQNextState = def("modify_rq_in.ctx.state", F(0x20, 23, 20))
 )
 
-// CREATE_SQ / MODIFY_SQ and CREATE_TIS, mlx5.md §3.8, §3.9.
+// CREATE_SQ / MODIFY_SQ and CREATE_TIS (mlx5_ifc.h sqc, tisc; kernel en_main.c).
 var (
 	SQCFlushInError   = def("create_sq_in.ctx.flush_in_error_en", F(0x20, 28, 28))
 	SQCAllowMultiPkt  = def("create_sq_in.ctx.allow_multi_pkt_send_wqe", F(0x20, 27, 27))
@@ -247,7 +247,7 @@ var (
 	TISCTD            = def("create_tis_in.ctx.transport_domain", F(0x44, 23, 0))
 )
 
-// CREATE_RQT / CREATE_TIR, mlx5.md §3.10, §3.11.
+// CREATE_RQT / CREATE_TIR (mlx5_ifc.h rqtc, tirc; kernel en/rqt.c, en/tir.c).
 var (
 	RQTCMaxSize    = def("create_rqt_in.rqt_context.rqt_max_size", F(0x34, 15, 0))
 	RQTCActualSize = def("create_rqt_in.rqt_context.rqt_actual_size", F(0x38, 15, 0))
@@ -264,7 +264,7 @@ var (
 	TIRCHashFields = def("create_tir_in.ctx.rx_hash_field_selector_outer.selected_fields", F(0x70, 29, 0))
 )
 
-// NIC RX steering, mlx5.md §3.12.
+// NIC RX steering (mlx5_ifc.h flow tables; kernel fs_cmd.c).
 var (
 	FTTableType     = def("create_flow_table_in.table_type", F(0x10, 31, 24))
 	FTMissAction    = def("create_flow_table_in.flow_table_context.table_miss_action", F(0x18, 27, 24))
@@ -296,7 +296,8 @@ var (
 	RootTableID     = def("set_flow_table_root_in.table_id", F(0x14, 23, 0))
 )
 
-// Vport context and link, mlx5.md §3.13, §3.14.
+// Vport context and link (mlx5_ifc.h nic_vport_context, paos_reg; kernel
+// vport.c, port.c).
 var (
 	QVportMinInline   = def("query_nic_vport_context_out.nic_vport_context.min_wqe_inline_mode", F(0x10, 26, 24))
 	QVportMTU         = def("query_nic_vport_context_out.nic_vport_context.mtu", F(0x34, 15, 0))

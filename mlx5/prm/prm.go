@@ -3,8 +3,7 @@
 // the initialization segment, command-queue structures and every command
 // field either side reads or writes.
 //
-// Names follow the spec (mlx5.md, which cites linux include/linux/mlx5/
-// mlx5_ifc.h and device.h). Layout fields are declared in layout.go through
+// Names follow linux include/linux/mlx5/mlx5_ifc.h and device.h. Layout fields are declared in layout.go through
 // def, which also records the mlx5_ifc.h path of each field so that
 // layout_test.go can check every offset against the table in testdata/
 // derived from the public header.
@@ -14,7 +13,7 @@ package prm
 
 import "fmt"
 
-// Initialization segment (BAR0 offset 0), mlx5.md §2.1.
+// Initialization segment (BAR0 offset 0), device.h struct mlx5_init_seg.
 const (
 	InitFWRev          = 0x0000 // [15:0] major, [31:16] minor
 	InitCmdIfRevFWSub  = 0x0004 // [31:16] cmdif revision, [15:0] sub-minor
@@ -70,7 +69,7 @@ const (
 	MPWQELogStrideSzBase = 6
 )
 
-// Command queue entry (struct mlx5_cmd_layout, 64 bytes), mlx5.md §2.3.
+// Command queue entry (struct mlx5_cmd_layout, 64 bytes), device.h.
 const (
 	CmdEntrySize       = 64
 	CmdEntryType       = 0  // byte: must be CmdTypePCI
@@ -196,7 +195,7 @@ func OpcodeName(op uint16) string {
 	return fmt.Sprintf("opcode 0x%x", op)
 }
 
-// Command status (mbox_out.status), mlx5.md §2.5.
+// Command status (mbox_out.status), kernel cmd.c cmd_status_str.
 const (
 	StatusOK           = 0x00
 	StatusInternalErr  = 0x01
@@ -263,7 +262,7 @@ func DeliveryName(s uint8) string {
 	return fmt.Sprintf("delivery status 0x%x", s)
 }
 
-// Health syndromes (health buffer synd), mlx5.md §2.1.
+// Health syndromes (health buffer synd), kernel health.c hsynd_str.
 var healthSyndromes = map[uint8]string{
 	0x1: "FW internal error", 0x7: "IRISC not responding", 0x8: "HW unrecoverable", 0x9: "FW CRC error",
 	0xA: "ICM fetch PCI error", 0xB: "HW fatal", 0xC: "async EQ overrun", 0xD: "EQ error",
@@ -278,7 +277,7 @@ func HealthSyndromeName(s uint8) string {
 	return fmt.Sprintf("syndrome 0x%x", s)
 }
 
-// Event types (EQE type), mlx5.md §3.4.
+// Event types (EQE type), device.h enum mlx5_event.
 const (
 	EventComp           = 0x00
 	EventCQError        = 0x04

@@ -65,7 +65,8 @@ type RxQueue struct {
 	stripBuf [16 << 10]byte
 	// PoisonHoles writes slots inside a compressed session that hardware
 	// leaves untouched with a CQE that looks valid on the next lap, to
-	// catch a driver that skips the owner fix-up (mlx5.md §7.10).
+	// catch a driver that skips the owner fix-up (kernel en_rx.c
+	// mlx5e_decompress_cqes_cont rewrites the consumed slots' owners).
 	PoisonHoles bool
 
 	Stats RxStats
@@ -384,7 +385,8 @@ func flowHash(f []byte) uint32 {
 	return h
 }
 
-// maxBlockMinis: bytes 56..63 of an enhanced block stay a header (mlx5.md U11).
+// maxBlockMinis: bytes 56..63 of an enhanced block stay a header (the
+// kernel's mlx5e_decompress_enhanced_cqe reads at most 7 minis; docs/mlx5.md §4).
 const maxBlockMinis = 7
 
 // writeBlock writes an enhanced-layout block of len(s) mini-CQEs at the

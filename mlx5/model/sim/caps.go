@@ -3,7 +3,7 @@ package sim
 import "github.com/ovfwd/ovfwd/mlx5/prm"
 
 // capability builds the 4096-byte capability the model reports for a
-// QUERY_HCA_CAP op_mod (mlx5.md §7.4). Max and current are the same except
+// QUERY_HCA_CAP op_mod (layouts: mlx5_ifc.h cmd_hca_cap and per_protocol_networking_offload_caps). Max and current are the same except
 // for the general caps, whose current copy SET_HCA_CAP replaces.
 func (d *Device) capability(capType, mode uint16) []byte {
 	c := make([]byte, prm.CapabilitySize)

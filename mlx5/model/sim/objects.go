@@ -168,7 +168,7 @@ func (d *Device) createMkey(in, out []byte) (uint8, uint32) {
 	}
 	if prm.MkeyAccessMode1_0.Get(in) != prm.MkeyAccessPA || prm.MkeyAccessMode4_2.Get(in) != 0 ||
 		prm.MkeyLength64.Get(in) != 1 || prm.MkeyQPN.Get(in) != 0xFFFFFF || prm.MkeyFree.Get(in) != 0 {
-		// Only the physical-address mkey of mlx5.md §3.3 is modelled.
+		// Only the physical-address mkey (mkc.access_mode PA, length64) is modelled.
 		return prm.StatusBadParam, synBadField
 	}
 	o := d.objs.create(kMkey, uint8(prm.Mkey7_0.Get(in)), pd)
@@ -315,7 +315,7 @@ func (d *Device) PostPageRequest(n int32) bool {
 	return true
 }
 
-// postEQE writes one EQE, owner byte last (mlx5.md §7.6).
+// postEQE writes one EQE, owner byte last (kernel lib/eq.h next_eqe_sw reads it first).
 func (d *Device) postEQE(eq *eqState, typ, sub uint8, data []byte) {
 	n := uint32(1) << eq.logSize
 	if eq.p-eq.ci >= n {

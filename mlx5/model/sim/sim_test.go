@@ -119,7 +119,7 @@ func (r *rawCmd) mustOK(in []byte, outLen int) []byte {
 	return out
 }
 
-// The transport checks of mlx5.md §7.3: each broken rule gives its
+// The transport checks (kernel cmd.c delivery statuses): each broken rule gives its
 // delivery status and the command does not run.
 func TestModelRejectsMalformedTransport(t *testing.T) {
 	cases := []struct {

@@ -15,7 +15,8 @@ type pendingCmd struct {
 	outLen    int
 }
 
-// runSlot processes one doorbelled command slot (mlx5.md §7.3). Called with d.mu held.
+// runSlot processes one doorbelled command slot, checking what the kernel's
+// cmd.c builds (struct mlx5_cmd_layout, mailbox chains). Called with d.mu held.
 func (d *Device) runSlot(slot int) {
 	if d.pciCommand&prm.PCICommandBusMaster == 0 || !d.cmdqSet {
 		// Without bus mastering (or a queue address) the device cannot
@@ -149,7 +150,7 @@ func (d *Device) walk(ptr uint64, n int, token uint8, badPtr uint8) ([][]byte, u
 }
 
 // complete scatters the output and hands the slot back to software, the
-// ownership byte last (mlx5.md §7.3 step 6).
+// ownership byte last (the order kernel cmd.c relies on when it polls it).
 func (d *Device) complete(slot int, e, out []byte, outBlocks [][]byte, delivery uint8) {
 	if delivery == prm.DeliveryOK {
 		n := copy(e[prm.CmdEntryOut:prm.CmdEntryOut+prm.CmdInlineBytes], out)
