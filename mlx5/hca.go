@@ -355,6 +355,12 @@ func (h *HCA) setGeneralCaps() error {
 	copy(c, cur)
 	prm.CapCmdIfChecksum.Set(c, 0)
 	prm.CapLogUARPageSz.Set(c, 0) // 4 KiB host pages
+	if prm.CapCacheLine128.Get(maxc) == 1 {
+		// The CPU's line, as kernel main.c handle_hca_cap sets it
+		// (cache_line_size() >= 128): amd64 and arm64 hosts have 64-byte
+		// lines, and the data path lays packets out on them.
+		prm.CapCacheLine128.Set(c, 0)
+	}
 	_, err = h.cmd.exec(in, 16)
 	return err
 }

@@ -258,6 +258,10 @@ func (h *HCA) CreateRQ(cfg RQConfig, cq *CompletionQueue, pd, lkey uint32) (*Rec
 	prm.RQCFlushInError.Set(in, 1)
 	prm.RQCCQN.Set(in, uint64(cq.CQN))
 	prm.RQWQType.Set(in, uint64(wqType))
+	// Full cache-line writes at the packet's end, as the kernel asks unless
+	// it runs LRO with relaxed ordering (en/params.c rq_end_pad_mode). The
+	// pad ends where the shinfo line begins, so the layout is unchanged.
+	prm.RQWQEndPadding.Set(in, prm.WQEndPadAlign)
 	prm.RQWQPD.Set(in, uint64(pd))
 	prm.RQWQDBRAddr.Set(in, r.dbrIOVA)
 	prm.RQWQLogStride.Set(in, 5) // 32-byte WQEs: next + one data segment

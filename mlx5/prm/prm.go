@@ -328,6 +328,7 @@ const (
 
 	WQTypeLinkedList           = 0
 	WQTypeCyclic               = 1
+	WQEndPadAlign              = 1 // MLX5_WQ_END_PAD_MODE_ALIGN: the device pads a packet's last write to a cache line
 	WQTypeLinkedListStridingRQ = 2
 	WQTypeCyclicStridingRQ     = 3
 

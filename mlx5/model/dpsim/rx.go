@@ -57,6 +57,9 @@ type RxQueue struct {
 	MaxFrame int
 	// MaxCompressed bounds a compressed session (cqe_compression_max_num).
 	MaxCompressed int
+	// EndPad is end_padding_mode ALIGN: the device fills the rest of the
+	// packet's last cache line (with 0xEE here, so nothing may rely on it).
+	EndPad bool
 	// Strip is the RQ's VLAN stripping (rqc.vsd = 0): the outer 802.1Q tag
 	// is removed from the frame, its TCI goes to vlan_info and
 	// l4_l3_hdr_type bit 0 says so. Without it (vsd = 1) tagged frames
@@ -176,9 +179,13 @@ func (r *RxQueue) place(f []byte) {
 		hdr |= prm.CQEVLANStripped
 	}
 	// Flush the packet's lines and the (shinfo) line after it.
-	if !r.mem.write(r.wqeAddr+uint64(r.used)<<r.logStride, f, r.Flush, 64) {
+	at := r.wqeAddr + uint64(r.used)<<r.logStride
+	if !r.mem.write(at, f, r.Flush, 64) {
 		r.Stats.Faults++
 		return
+	}
+	if pad := -len(f) & 63; r.EndPad && pad > 0 {
+		r.mem.write(at+uint64(len(f)), endPadBytes[:pad], r.Flush, 0)
 	}
 	r.stage = append(r.stage, staged{wqe: uint16(r.hwWQE & (r.nWQE - 1)), stride: uint16(r.used),
 		bc: k<<prm.MPWRQConsumedShift | uint32(len(f)), hdr: hdr, ok: ok, hash: flowHash(f), vlan: tci})
@@ -214,6 +221,13 @@ func (r *RxQueue) emit() {
 	}
 	r.stage = r.stage[:0]
 }
+
+var endPadBytes = func() (b [64]byte) {
+	for i := range b {
+		b[i] = 0xEE
+	}
+	return
+}()
 
 func compressible(a, b *staged) bool {
 	return b.bc&prm.MPWRQFillerFlag == 0 && a.wqe == b.wqe && a.hdr == b.hdr && a.ok == b.ok && a.vlan == b.vlan

@@ -217,6 +217,7 @@ func (d *Device) rxBinding(rqn uint32, gen uint64) *rxEngine {
 		LogStrides: uint8(info.LogStrides), LogStrideSize: info.LogStrideSize, DBRec: dbr})
 	q.Flush = d.cfg.Flush
 	q.Strip = !info.VSD
+	q.EndPad = info.EndPad
 	q.MaxFrame = d.vport.maxFrame
 	e := &rxEngine{rqn: rqn, info: info, cqn: cq.CQN, cqb: cq.Base, gen: gen, q: q}
 	d.rx = append(d.rx, e)

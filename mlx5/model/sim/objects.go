@@ -411,6 +411,7 @@ type RQInfo struct {
 	TwoByteShift  bool
 	DBR           uint64
 	VSD           bool // VLAN strip disable: tags stay in the frame
+	EndPad        bool // end_padding_mode ALIGN: packet writes end on a cache line
 }
 
 // stridesLog decodes log_wqe_num_of_strides (4-bit two's complement around 9).
@@ -441,7 +442,8 @@ func (d *Device) createRQ(in, out []byte) (uint8, uint32) {
 	}
 	wqType := prm.RQWQType.Get(in)
 	logSz := prm.RQWQLogSz.Get(in)
-	info := RQInfo{WQType: uint8(wqType), LogWQSz: uint8(logSz), CQN: cq.id, VSD: prm.RQCVSD.Get(in) == 1}
+	info := RQInfo{WQType: uint8(wqType), LogWQSz: uint8(logSz), CQN: cq.id, VSD: prm.RQCVSD.Get(in) == 1,
+		EndPad: prm.RQWQEndPadding.Get(in) == prm.WQEndPadAlign}
 	stride := prm.RQWQLogStride.Get(in)
 	switch wqType {
 	case prm.WQTypeCyclicStridingRQ, prm.WQTypeLinkedListStridingRQ:
@@ -451,7 +453,7 @@ func (d *Device) createRQ(in, out []byte) (uint8, uint32) {
 		l, ok := d.stridesLog(prm.RQWQLogNumStrides.Get(in))
 		ss := prm.RQWQLogStrideSize.Get(in) + prm.MPWQELogStrideSzBase
 		minSS := uint64(6)
-		if d.cfg.CacheLine128 {
+		if prm.CapCacheLine128.Get(d.curGeneral) == 1 {
 			minSS = 7
 		}
 		if !ok || ss < minSS || ss > 13 {
