@@ -75,13 +75,26 @@ func ProbePaths(w io.Writer, paths Paths, pciAddr string, opt Options) error {
 }
 
 func probeOne(w io.Writer, paths Paths, addr string, opt Options) error {
-	v, err := OpenVFIO(paths, addr, probeHugepages)
-	if err != nil {
-		return err
+	budget := probeHugepages
+	for try := 0; ; try++ {
+		v, err := OpenVFIO(paths, addr, budget)
+		if err != nil {
+			return err
+		}
+		err = Describe(w, addr, v.Bus(), opt)
+		v.Close()
+		var pb *PageBudgetError
+		if try > 0 || !errors.As(err, &pb) {
+			return err
+		}
+		// Size the budget from what the firmware asked for and try once
+		// more; say so, as it is what `ovfwd run` will need too.
+		budget += (pb.Asked*4096+hugePage2MBytes-1)/hugePage2MBytes + 1
+		fmt.Fprintf(w, "%s: firmware asks for %d pages (%d KiB); retrying with %d hugepages\n", addr, pb.Asked, pb.Asked*4, budget)
 	}
-	defer v.Close()
-	return Describe(w, addr, v.Bus(), opt)
 }
+
+const hugePage2MBytes = 2 << 20
 
 // Describe brings the function on bus up, prints what probe shows and tears
 // it down again.
