@@ -108,7 +108,7 @@ func (h *HCA) PollEvents() error {
 				firstErr = fmt.Errorf("page request for %d pages: %w", n, err)
 			}
 		case prm.EventPortChange:
-			h.LinkEvents++
+			h.linkEvents.Add(1)
 		}
 	}
 	if consumed > 0 {
@@ -172,3 +172,7 @@ func (h *HCA) RunService(interval time.Duration, report func(error)) (stop func(
 		once.Do(func() { close(done); <-exited })
 	}
 }
+
+// LinkEvents is the number of PORT_CHANGE events seen on the async EQ; safe
+// to read while RunService runs.
+func (h *HCA) LinkEvents() uint64 { return h.linkEvents.Load() }

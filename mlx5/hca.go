@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ovfwd/ovfwd/mlx5/prm"
@@ -63,8 +64,8 @@ type HCA struct {
 	closed    bool
 	lastCount uint32
 	stalls    int
-	// LinkEvents counts PORT_CHANGE events seen on the async EQ.
-	LinkEvents int
+	// linkEvents counts PORT_CHANGE events seen on the async EQ.
+	linkEvents atomic.Uint64
 }
 
 // Open brings the function up in the order the firmware expects

@@ -100,8 +100,8 @@ func TestEQOverrunWithoutServiceStaysHealthy(t *testing.T) {
 	if err := h.Service(); err != nil {
 		t.Fatalf("Service after an idle period with link flaps: %v", err)
 	}
-	if h.LinkEvents != 256 {
-		t.Fatalf("%d port-change events consumed, want the 256 the EQ holds", h.LinkEvents)
+	if h.LinkEvents() != 256 {
+		t.Fatalf("%d port-change events consumed, want the 256 the EQ holds", h.LinkEvents())
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
@@ -129,8 +129,8 @@ func TestServiceKeepsEQDrained(t *testing.T) {
 			t.Fatalf("second %d: %v", sec, err)
 		}
 	}
-	if h.LinkEvents != 1200 || h.PagesGiven() != pages+48 {
-		t.Fatalf("saw %d link events (want 1200), gave %d pages (want %d)", h.LinkEvents, h.PagesGiven()-pages, 48)
+	if h.LinkEvents() != 1200 || h.PagesGiven() != pages+48 {
+		t.Fatalf("saw %d link events (want 1200), gave %d pages (want %d)", h.LinkEvents(), h.PagesGiven()-pages, 48)
 	}
 	if s := dev.Stats(); s.EQOverruns != 0 {
 		t.Fatalf("%d EQ overruns", s.EQOverruns)
@@ -347,8 +347,8 @@ func TestRunServiceDrainsEvents(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	stop()
-	if len(errs) != 0 || h.LinkEvents != 2000 {
-		t.Fatalf("service saw %d of 2000 link events, errors %v (model %+v)", h.LinkEvents, errs, dev.Stats())
+	if len(errs) != 0 || h.LinkEvents() != 2000 {
+		t.Fatalf("service saw %d of 2000 link events, errors %v (model %+v)", h.LinkEvents(), errs, dev.Stats())
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,9 @@ type Port struct {
 	dev *Device
 }
 
+// Device is the modelled function under the port.
+func (p *Port) Device() *Device { return p.dev }
+
 // Close destroys the port's objects and buffers, tears the function down
 // and checks the model is empty.
 func (p *Port) Close() error {

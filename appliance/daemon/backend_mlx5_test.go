@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/mlx5/model/fullsim"
+)
+
+// The daemon services an mlx5 function's event queue and health from the
+// control plane: link changes on an idle port are seen within the service
+// interval, with no command running to drain the EQ.
+func TestMLX5FunctionServiced(t *testing.T) {
+	p := &config.Port{Name: "p0", MTU: 1500}
+	fp, closeFn, err := openSim(p, mlx5PortConfig(p, 0, 1, false), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := closeFn(); err != nil {
+			t.Error(err)
+		}
+	}()
+	dev := fp.(*fullsim.Port).Device()
+	for i := 0; i < 10; i++ {
+		dev.Model().SetLink(i%2 == 1)
+	}
+	deadline := time.Now().Add(3 * mlx5ServiceInterval)
+	for dev.HCA().LinkEvents() < 10 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := dev.HCA().LinkEvents(); n != 10 {
+		t.Fatalf("%d of 10 link changes seen within %v", n, 3*mlx5ServiceInterval)
+	}
+}
