@@ -180,12 +180,13 @@ func (r *RxQueue) place(f []byte) {
 	}
 	// Flush the packet's lines and the (shinfo) line after it.
 	at := r.wqeAddr + uint64(r.used)<<r.logStride
+	if pad := -len(f) & 63; r.EndPad && pad > 0 {
+		// Before the packet: its write flushes this line with the rest.
+		r.mem.write(at+uint64(len(f)), endPadBytes[:pad], false, 0)
+	}
 	if !r.mem.write(at, f, r.Flush, 64) {
 		r.Stats.Faults++
 		return
-	}
-	if pad := -len(f) & 63; r.EndPad && pad > 0 {
-		r.mem.write(at+uint64(len(f)), endPadBytes[:pad], r.Flush, 0)
 	}
 	r.stage = append(r.stage, staged{wqe: uint16(r.hwWQE & (r.nWQE - 1)), stride: uint16(r.used),
 		bc: k<<prm.MPWRQConsumedShift | uint32(len(f)), hdr: hdr, ok: ok, hash: flowHash(f), vlan: tci})
