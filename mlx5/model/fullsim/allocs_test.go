@@ -12,13 +12,15 @@ import (
 // the port built by mlx5.NewFwdPort allocates nothing — neither the data
 // path nor the joined model (steering cache, RSS, both engines, doorbell).
 func TestZeroAllocsThroughFullStack(t *testing.T) {
-	for _, comp := range []bool{false, true} {
+	for _, mode := range []struct{ comp, strip bool }{{false, false}, {true, false}, {true, true}} {
+		comp := mode.comp
 		dev, err := Open(Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := mlx5.FwdPortConfig{Queues: 2, PoolID: 1}
 		cfg.RXCompression.Enabled = comp
+		cfg.StripVLAN = mode.strip
 		p, err := dev.OpenPort(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -30,6 +32,9 @@ func TestZeroAllocsThroughFullStack(t *testing.T) {
 		frames := make([][]byte, 32)
 		for i := range frames {
 			frames[i] = udpFrame(r, 64+r.IntN(1400), uint32(i))
+			if i%2 == 1 {
+				frames[i] = tagged(frames[i], uint16(i)) // the tag path: ethertype read, re-insertion when stripped
+			}
 		}
 		b := fwd.NewBatch(fwd.MaxBatch)
 		var rxd, txd int
