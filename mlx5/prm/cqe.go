@@ -114,7 +114,7 @@ const (
 	SendOpSend         = 0x0A // MLX5_OPCODE_SEND
 	SendOpEnhancedMPSW = 0x29 // MLX5_OPCODE_ENHANCED_MPSW
 
-	MinInlineL2     = 18 // MLX5_ESEG_MIN_INLINE_SIZE: Ethernet header + one tag
+	MinInlineL2     = 18 // DPDK MLX5_ESEG_MIN_INLINE_SIZE: Ethernet header + one tag
 	WQECounterMask  = 0xFFFF
 	CQIndexMask     = 0xFFFFFF
 	CQDoorbellSetCI = 0 // set_ci: dword 0 of a CQ doorbell record
