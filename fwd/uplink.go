@@ -82,10 +82,14 @@ func ipVersion(ip []byte) int {
 
 // routeInjected routes one injected IP packet; worker 0 only.
 func (w *Worker) routeInjected(t *tables, s *puntSlot) bool {
-	p := w.alloc(0)
-	if p == nil {
+	a := w.alloc(0)
+	if a == nil {
 		return false
 	}
+	// Off the scratch batch: sending across pools, or a decap batch run
+	// while this packet is routed, reuses it.
+	w.tmpInject = *a
+	p := &w.tmpInject
 	if int(p.Off)+int(s.n) > len(p.Buf) {
 		w.release(p)
 		return false

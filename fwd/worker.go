@@ -36,7 +36,7 @@ type Worker struct {
 	inject  *injectQueue        // worker 0 only: frames from the control plane (inject.go)
 
 	// Packets the worker builds, kept here so they never escape to the heap.
-	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag Packet
+	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject Packet
 
 	cnt []uint64
 	pub pubCounters
@@ -230,7 +230,9 @@ func (w *Worker) flush() {
 	}
 }
 
-// alloc lends one empty buffer of port's pool, or nil.
+// alloc lends one empty buffer of port's pool, or nil. The packet lives in
+// w.scratch, which the next alloc or a send across pools reuses: a caller
+// that keeps it past either copies it to a tmp* packet of its own first.
 func (w *Worker) alloc(port int) *Packet {
 	w.scratch.Reset()
 	if w.e.ports[port].Alloc(w.q, w.scratch, 1) == 0 {
