@@ -135,8 +135,8 @@ type Engine struct {
 // there are as many workers as the smallest queue count.
 func New(cfg Config, ports []Port) (*Engine, error) {
 	cfg.setDefaults()
-	if len(ports) == 0 || len(ports) > 0xffff {
-		return nil, errors.New("fwd: need 1..65535 ports")
+	if len(ports) == 0 || len(ports) >= injectReceived { // port indices stay below the inject ring's markers
+		return nil, errors.New("fwd: need 1..65533 ports")
 	}
 	e := &Engine{cfg: cfg, ports: ports, static: map[netip.Prefix]NextHop{},
 		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{}}

@@ -18,6 +18,9 @@ func fuzzSeeds(f *testing.F) {
 	f.Add(eth([]byte{0x33, 0x33, 0xff, 0, 0, 1}, macA, 0x86dd, ipv6(aV6, solicitedNode(r0v6.Addr()), 58, 255, nd(135, r0v6.Addr(), macA))))
 	f.Add(eth(macR0, macA, 0x86dd, ipv6(aV6, bV6, 44, 64, []byte{17, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0})))
 	f.Add(eth(macR0, macA, 0x88a8, []byte{0, 5, 0x81, 0, 0, 6, 0x08, 0}))
+	// First fragments: a UDP length beyond the fragment, a TCP header cut short.
+	f.Add(eth(macR0, macA, 0x0800, ipv4Frag(ipv4(aV4, r0v4.Addr(), 17, 64, false, udp(5000, 1194, make([]byte, 200))), 0, 96, true)))
+	f.Add(eth(macR0, macA, 0x0800, ipv4Frag(ipv4(aV4, bV4, 6, 64, false, tcpSYN(1, 2, 1460, 0)), 0, 8, true)))
 	f.Add([]byte{})
 }
 

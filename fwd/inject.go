@@ -107,7 +107,7 @@ func (w *Worker) drainInject(t *tables) {
 	sent := uint64(0)
 	for i := h; i < end; i++ {
 		s := &r.slots[i&r.mask]
-		if s.port == injectRoute {
+		if s.port == injectRoute || s.port == injectReceived {
 			if w.routeInjected(t, s) {
 				sent++
 			} else {

@@ -151,28 +151,40 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 	return DropUnsupported
 }
 
-// parseL4 checks the transport header of protocol proto at b[off:].
+// parseL4 checks the transport header of protocol proto at b[off:]. In a
+// first fragment (FlagFrag) the transport header describes the whole
+// datagram, so a UDP length beyond the fragment is expected, and a
+// header cut short by the fragment boundary leaves the packet without L4
+// features rather than malformed: a router forwards fragments as they are.
 func parseL4(p *Packet, proto uint8, b []byte, off int) DropReason {
 	if off > 0xff {
 		return DropNone // beyond what L4Off can say: forwarded without L4 features
 	}
 	t := b[off:]
+	frag := p.Flags&FlagFrag != 0
+	cut := DropMalformed // what a header that does not fit the packet is
+	if frag {
+		cut = DropNone
+	}
 	switch proto {
 	case protoTCP:
 		if len(t) < tcpMinHdrLen {
-			return DropMalformed
+			return cut
 		}
 		doff := int(t[12]>>4) * 4
-		if doff < tcpMinHdrLen || doff > len(t) {
+		if doff < tcpMinHdrLen {
 			return DropMalformed
+		}
+		if doff > len(t) {
+			return cut
 		}
 		p.Flags |= FlagTCP
 	case protoUDP:
 		if len(t) < udpHdrLen {
-			return DropMalformed
+			return cut
 		}
 		n := int(binary.BigEndian.Uint16(t[4:]))
-		if n < udpHdrLen || n > len(t) {
+		if n < udpHdrLen || n > len(t) && !frag {
 			return DropMalformed
 		}
 		p.Flags |= FlagUDP
@@ -181,7 +193,7 @@ func parseL4(p *Packet, proto uint8, b []byte, off int) DropReason {
 			return DropNone // ICMP in IPv6 or ICMPv6 in IPv4: not ours to read
 		}
 		if len(t) < 4 || proto == protoICMP && len(t) < icmpHdrLen {
-			return DropMalformed
+			return cut
 		}
 		p.Flags |= FlagICMP
 	default:

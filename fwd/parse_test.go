@@ -36,6 +36,23 @@ func TestParse(t *testing.T) {
 
 	padded := append(udp4AtoB(64), make([]byte, 20)...) // Ethernet padding after the datagram
 
+	// The first fragment of a 1,552-byte UDP datagram (an OpenVPN client's
+	// full-size P_DATA_V2 at tun-mtu 1500): its UDP length covers the
+	// whole datagram, not the fragment.
+	firstFrag := ipv4(aV4, bV4, 17, 64, false, append([]byte{0x9c, 0x40, 0x04, 0xaa, 0x06, 0x08, 0, 0}, make([]byte, 1472)...))
+	firstFrag[6] = 0x20 // MF, offset 0
+	firstFrag[10], firstFrag[11] = 0, 0
+	s = csum(firstFrag[:20], 0)
+	firstFrag[10], firstFrag[11] = byte(s>>8), byte(s)
+	firstFrag6 := ipv6(aV6, bV6, 44, 64, append([]byte{17, 0, 0, 1, 0, 0, 0, 7, // offset 0, M=1
+		0x9c, 0x40, 0x04, 0xaa, 0x06, 0x08, 0, 0}, make([]byte, 1400)...))
+	// A first fragment cut inside the TCP header: no L4 features, not malformed.
+	cutTCP := ipv4(aV4, bV4, 6, 64, false, make([]byte, 8))
+	cutTCP[6] = 0x20
+	cutTCP[10], cutTCP[11] = 0, 0
+	s = csum(cutTCP[:20], 0)
+	cutTCP[10], cutTCP[11] = byte(s>>8), byte(s)
+
 	cases := []struct {
 		name        string
 		frame       []byte
@@ -49,6 +66,9 @@ func TestParse(t *testing.T) {
 		{"udp4 padded", padded, 0, fwd.DropNone, fwd.FlagIPv4 | fwd.FlagUDP, 0, 14, 34, len(udp4AtoB(64))},
 		{"ipv4 options", eth(macR0, macA, 0x0800, opt), 0, fwd.DropNone, fwd.FlagIPv4 | fwd.FlagUDP, 0, 14, 38, 0},
 		{"ipv4 later fragment", eth(macR0, macA, 0x0800, frag), 0, fwd.DropNone, fwd.FlagIPv4 | fwd.FlagFrag, 0, 14, 0, 0},
+		{"ipv4 first fragment", eth(macR0, macA, 0x0800, firstFrag), 0, fwd.DropNone, fwd.FlagIPv4 | fwd.FlagFrag | fwd.FlagUDP, 0, 14, 34, 0},
+		{"ipv6 first fragment", eth(macR0, macA, 0x86dd, firstFrag6), 0, fwd.DropNone, fwd.FlagIPv6 | fwd.FlagFrag | fwd.FlagUDP, 0, 14, 14 + 48, 0},
+		{"ipv4 first fragment cut in tcp", eth(macR0, macA, 0x0800, cutTCP), 0, fwd.DropNone, fwd.FlagIPv4 | fwd.FlagFrag, 0, 14, 0, 0},
 		{"vlan", ethVLAN(macR0, macA, 100, 0x86dd, ipv6(aV6, bV6, 58, 64, icmpEcho(128, 1, 1, nil))), 0, fwd.DropNone,
 			fwd.FlagVLAN | fwd.FlagIPv6 | fwd.FlagICMP, 100, 18, 58, 0},
 		{"qinq", eth(macR0, macA, 0x88a8, append([]byte{0, 7, 0x81, 0, 0, 9, 0x08, 0}, ipv4(aV4, bV4, 6, 64, false, tcpSYN(1, 2, 1460, 0))...)),

@@ -106,6 +106,11 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 			w.fragment4(t, p, a, mtu)
 			return
 		}
+		if !v4 && how&rOrigin != 0 { // IPv6: only the source fragments (RFC 8200 §4.5)
+			w.rewriteL3(p, how)
+			w.fragment6(t, p, a, mtu)
+			return
+		}
 		w.icmpError(t, p, errTooBig, mtu, how)
 		w.drop(p, DropTooBig)
 		return
@@ -225,7 +230,11 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 	p.Flags |= FlagLocal
 	if p.Flags&FlagFrag != 0 {
-		w.punt(p) // reassembly is the control plane's job
+		// The host stack reassembles (behind an exception TAP; on AF_XDP
+		// the steering program passes fragments to it directly). A
+		// reassembled VPN datagram comes back through InjectReceived.
+		w.cnt[cHostFragments]++
+		w.punt(p)
 		return
 	}
 	d := p.Data()

@@ -20,7 +20,8 @@ type Stats struct {
 	Uplinked      uint64 // IP packets handed to site-to-site uplinks
 	Floods        uint64 // bridge frames flooded
 	Clamped       uint64 // TCP SYNs whose MSS was lowered
-	Fragmented    uint64 // IPv4 datagrams split to fit the egress MTU
+	Fragmented    uint64 // IPv4 datagrams, and IPv6 packets of our own, split to fit the egress MTU
+	HostFragments uint64 // IP fragments for our addresses, handed to the host stack to reassemble
 	LearnDropped  uint64 // neighbour learn messages lost to a full ring
 	MACTableFull  uint64 // bridge MACs not learned for lack of a slot
 	EventsDropped uint64
@@ -42,6 +43,7 @@ const (
 	cMACTableFull
 	cFragments
 	cUplinked
+	cHostFragments
 	cPorts // then 4 per port: rx packets, rx bytes, tx packets, tx bytes
 )
 
@@ -73,6 +75,7 @@ func (e *Engine) Stats() Stats {
 		s.MACTableFull += get(cMACTableFull)
 		s.Fragmented += get(cFragments)
 		s.Uplinked += get(cUplinked)
+		s.HostFragments += get(cHostFragments)
 		for p := range s.Ports {
 			b := cPorts + 4*p
 			s.Ports[p].RxPackets += get(b)

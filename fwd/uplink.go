@@ -28,9 +28,13 @@ const MaxUplinkPacket = len(puntSlot{}.data)
 // in the site-to-site test.
 const UplinkRingSlots = 2048
 
-// injectRoute marks an inject slot that holds an IP packet to route, not
-// an Ethernet frame for a port.
-const injectRoute = 0xffff
+// Inject slots that hold an IP packet to route, not an Ethernet frame for
+// a port: injectRoute as if out of a tunnel (InjectIP), injectReceived as
+// if from the wire (InjectReceived).
+const (
+	injectRoute    = 0xffff
+	injectReceived = 0xfffe
+)
 
 // ErrUplinkPacket is returned by InjectIP for what is not an IP packet of
 // a sane size; the caller counts it.
@@ -73,6 +77,18 @@ func (e *Engine) InjectIP(ip []byte) error {
 	return e.workers[0].inject.put(injectRoute, ip)
 }
 
+// InjectReceived queues an IP packet for our own address that the host
+// stack reassembled from fragments (a VPN client's full-size datagram) for
+// worker 0 to handle as if it had arrived whole from the wire: to the VPN
+// port it is decapsulated like any data packet. The packet is copied. It
+// never blocks: a full ring returns ErrInjectFull.
+func (e *Engine) InjectReceived(ip []byte) error {
+	if len(ip) < ipv4MinHdrLen || len(ip) > MaxUplinkPacket || ip[0]>>4 != 4 && ip[0]>>4 != 6 {
+		return fmt.Errorf("%w (got %d bytes, version %d)", ErrUplinkPacket, len(ip), ipVersion(ip))
+	}
+	return e.workers[0].inject.put(injectReceived, ip)
+}
+
 func ipVersion(ip []byte) int {
 	if len(ip) == 0 {
 		return 0
@@ -80,7 +96,8 @@ func ipVersion(ip []byte) int {
 	return int(ip[0] >> 4)
 }
 
-// routeInjected routes one injected IP packet; worker 0 only.
+// routeInjected routes one injected IP packet (InjectIP, InjectReceived);
+// worker 0 only.
 func (w *Worker) routeInjected(t *tables, s *puntSlot) bool {
 	a := w.alloc(0)
 	if a == nil {
@@ -100,6 +117,10 @@ func (w *Worker) routeInjected(t *tables, s *puntSlot) bool {
 		w.drop(p, r)
 		return true
 	}
-	w.routeIP(t, p, rInner)
+	how := uint8(rInner)
+	if s.port == injectReceived {
+		how = 0
+	}
+	w.routeIP(t, p, how)
 	return true
 }

@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"time"
 )
@@ -24,6 +25,8 @@ type Worker struct {
 
 	lim    Limits  // a copy of *limSrc, taken at the start of a poll
 	limSrc *Limits // the engine's published Limits lim was copied from
+
+	fragID uint32 // last IPv6 fragment identification this worker used (fragment6)
 
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
@@ -63,6 +66,10 @@ func newWorker(e *Engine, q int) *Worker {
 	if q == 0 {
 		w.inject = newInjectQueue()
 	}
+	// RFC 7739 §5: fragment identifications should not be predictable
+	// from the outside; a random start per worker and a counter suffice
+	// for the appliance's own (tunnel) traffic.
+	w.fragID = rand.Uint32()
 	w.icmpTokens = int64(e.cfg.ICMPBurst) * 1e9
 	w.hold.init(holdEntries, e.cfg.NeighHold)
 	w.refreshLimits()
