@@ -52,7 +52,10 @@ const (
 //     kernel — SSH, ping to the box, the VPN control channel — except UDP to
 //     the VPN port whose first payload byte carries opcode P_DATA_V2, which
 //     is ovfwd's data plane, and neighbour solicitations/advertisements,
-//     because ovfwd owns neighbour discovery as it owns ARP;
+//     because ovfwd owns neighbour discovery as it owns ARP. Fragments
+//     (IPv4 with MF or an offset; IPv6 with a Fragment header) are the
+//     kernel's even to the VPN port: it reassembles them, with its own
+//     bounds (net.ipv4.ipfrag_*, net.ipv6.ip6frag_*), for its socket;
 //   - everything else (transit, ARP, ND, malformed) goes to ovfwd, which
 //     counts what it drops.
 //
@@ -287,8 +290,10 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Ja.Label("ovfwd"),
 
 		// IPv4: local destination? Then UDP to the VPN port with P_DATA_V2
-		// is ours, the rest the kernel's. Non-first fragments go to the
-		// kernel.
+		// is ours, the rest the kernel's. Every fragment (more follow, or
+		// an offset) goes to the kernel, which reassembles them for its
+		// socket on the VPN port; the daemon hands a reassembled P_DATA_V2
+		// to the data plane (daemon's vpn reader, fwd.Engine.InjectReceived).
 		asm.Mov.Reg(r2, r7).WithSymbol("ipv4"),
 		asm.Add.Imm(r2, 20),
 		asm.JGT.Reg(r2, r9, "ovfwd"),
@@ -307,7 +312,7 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 			asm.LoadMem(r2, r7, 9, B),
 			asm.JNE.Imm(r2, ipProtoUDP, "pass"),
 			asm.LoadMem(r2, r7, 6, H),
-			asm.And.Imm(r2, be16(0x1fff)),
+			asm.And.Imm(r2, be16(ipv4FlagMF|ipv4FragOffset)),
 			asm.JNE.Imm(r2, 0, "pass"),
 			asm.LoadMem(r2, r7, 0, B),
 			asm.And.Imm(r2, 0x0f),

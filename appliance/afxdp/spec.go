@@ -40,6 +40,10 @@ const (
 	ipv6HeaderLen = 40
 	udpHeaderLen  = 8
 
+	// RFC 791 §3.1: the flags and fragment offset word at byte 6
+	ipv4FlagMF     = 0x2000
+	ipv4FragOffset = 0x1fff
+
 	// OpenVPN: the first payload byte is opcode<<3 | key id; P_DATA_V2 is
 	// opcode 9 (research/openvpn.md §2).
 	openvpnOpcodeShift = 3

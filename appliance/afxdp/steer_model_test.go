@@ -34,7 +34,8 @@ func steerModel(f []byte, local map[netip.Addr]bool, vpnPort uint16) bool {
 		if !local[dst] {
 			return true
 		}
-		if vpnPort == 0 || ip[9] != 17 || binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
+		// Fragments are the kernel's: it reassembles them.
+		if vpnPort == 0 || ip[9] != 17 || binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
 			return false
 		}
 		ihl := int(ip[0]&0x0f) * 4
@@ -186,6 +187,12 @@ func steeringSeeds() [][]byte {
 		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(53, 9<<3))),
 		eth(0x0800, v4(modelLocal4, 17, 7, 0, udp(modelVPNPort, 9<<3|1))),
 		eth(0x0800, v4(modelLocal4, 17, 5, 0x0010, udp(modelVPNPort, 9<<3))),
+		// The first fragment of a P_DATA_V2 datagram (MF, offset 0), and
+		// the last one (offset, no MF): both the kernel's.
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x2000, udp(modelVPNPort, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x00b9, udp(modelVPNPort, 9<<3))),
+		// An IPv6 first fragment: next header 44, the kernel's.
+		eth(0x86dd, v6(modelLocal6, 44, append([]byte{17, 0, 0, 1, 0, 0, 0, 1}, udp(modelVPNPort, 9<<3)...))),
 		eth(0x0800, v4(modelLocal4, 17, 15, 0, nil)),
 		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))[:28]),
 		eth(0x0800, []byte{0x45, 0}),

@@ -70,8 +70,10 @@ func (d *daemon) snapshot() status.Snapshot {
 		}
 		s.Ports = append(s.Ports, p)
 	}
+	s.Engine["fragment"] = st.HostFragments
 	if d.vpn != nil {
 		s.VPN = d.vpn.snapshot()
+		s.Engine["vpn_data_via_kernel"] = d.vpn.conn.handed.Load()
 	}
 	if d.uplinks != nil {
 		s.Uplinks = d.uplinks.snapshot()

@@ -29,7 +29,7 @@ type vpnServer struct {
 	d      *daemon
 	tun    *vpn.Tunnel
 	srv    *control.Server
-	conn   net.PacketConn
+	conn   *kernelDataConn // P_DATA_V2 the kernel reassembled goes to the data plane (kerneldata.go)
 	listen string
 	served chan struct{}
 	// maxPeers is the size the tunnel table and pools were built for.
@@ -79,12 +79,18 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	if len(c.Listen) > 1 && addr.Addr() != netip.IPv6Unspecified() {
 		d.log.Warn("vpn listens on one address only", "used", addr, "configured", c.Listen)
 	}
-	if v.conn, err = net.ListenPacket("udp", addr.String()); err != nil {
+	pc, err := net.ListenPacket("udp", addr.String())
+	if err != nil {
 		v.srv.Close()
 		return nil, fmt.Errorf("vpn: %w", err)
 	}
+	if v.conn, err = newKernelDataConn(pc.(*net.UDPConn), d.engine); err != nil {
+		pc.Close()
+		v.srv.Close()
+		return nil, fmt.Errorf("vpn: socket %s: destination addresses (IP_PKTINFO): %w", addr, err)
+	}
 	v.listen = addr.String()
-	if rcv, snd, err := setSocketBuffers(v.conn, controlSocketBuffer); err != nil || rcv < controlSocketBuffer || snd < controlSocketBuffer {
+	if rcv, snd, err := setSocketBuffers(v.conn.UDPConn, controlSocketBuffer); err != nil || rcv < controlSocketBuffer || snd < controlSocketBuffer {
 		d.log.Warn("vpn control socket buffers smaller than wanted; handshake bursts may overflow them",
 			"want", controlSocketBuffer, "rcvbuf", rcv, "sndbuf", snd, "err", err)
 	}
@@ -337,5 +343,6 @@ func (v *vpnServer) snapshot() *status.VPN {
 	for name, n := range v.srv.Drops() {
 		s.Drops["control_"+name] = n
 	}
+	s.Drops["kernel_data_refused"] = v.conn.refused.Load()
 	return s
 }
