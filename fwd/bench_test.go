@@ -50,6 +50,15 @@ var hotCases = []struct {
 	{"FragmentIPv4", fwd.ModeRouter, func() [][]byte {
 		return [][]byte{eth(macR0, macA, 0x0800, ipv4(aV4, bV4, 17, 64, false, udp(1, 2, make([]byte, 1800))))}
 	}},
+	// Full-size TCP with a finished checksum (the check for an unfinished
+	// one costs a pseudo-header sum), and with an unfinished one, which
+	// the router completes (a pass over the segment).
+	{"RouteIPv4TCP", fwd.ModeRouter, func() [][]byte {
+		return [][]byte{eth(macR0, macA, 0x0800, ipv4(aV4, bV4, 6, 64, true, tcpSeg(1, 2, make([]byte, 1400))))}
+	}},
+	{"RouteIPv4TCPCsumPartial", fwd.ModeRouter, func() [][]byte {
+		return [][]byte{eth(macR0, macA, 0x0800, partial(ipv4(aV4, bV4, 6, 64, true, tcpSeg(1, 2, make([]byte, 1400)))))}
+	}},
 	{"TTLExceededICMP", fwd.ModeRouter, func() [][]byte { return [][]byte{udp4AtoB(1), udp6AtoB(1)} }},
 	{"EchoReply", fwd.ModeRouter, func() [][]byte {
 		return [][]byte{eth(macR0, macA, 0x0800, ipv4(aV4, r0v4.Addr(), 1, 5, false, icmpEcho(8, 1, 1, nil)))}

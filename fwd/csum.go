@@ -5,22 +5,34 @@ import "encoding/binary"
 // Internet checksum (RFC 1071) and its incremental update (RFC 1624).
 
 // sumBytes adds b to a running one's-complement sum as big-endian 16-bit
-// words (an odd last byte is padded with zero).
+// words (an odd last byte is padded with zero). It adds 32-bit words into
+// 64 bits and folds once at the end: 2^16 ≡ 1 modulo 2^16-1, so a 32-bit
+// word's value folds to the sum of its two 16-bit halves (RFC 1071 §2(C)).
+// The result is below 2^17, so callers may add small terms to it.
 func sumBytes(sum uint32, b []byte) uint32 {
-	for len(b) >= 8 {
-		sum += uint32(binary.BigEndian.Uint16(b)) + uint32(binary.BigEndian.Uint16(b[2:])) +
-			uint32(binary.BigEndian.Uint16(b[4:])) + uint32(binary.BigEndian.Uint16(b[6:]))
-		sum = (sum & 0xffff) + (sum >> 16)
-		b = b[8:]
+	s := uint64(sum)
+	for len(b) >= 32 {
+		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:])) +
+			uint64(binary.BigEndian.Uint32(b[8:])) + uint64(binary.BigEndian.Uint32(b[12:])) +
+			uint64(binary.BigEndian.Uint32(b[16:])) + uint64(binary.BigEndian.Uint32(b[20:])) +
+			uint64(binary.BigEndian.Uint32(b[24:])) + uint64(binary.BigEndian.Uint32(b[28:]))
+		b = b[32:]
 	}
-	for len(b) >= 2 {
-		sum += uint32(binary.BigEndian.Uint16(b))
+	for len(b) >= 4 {
+		s += uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
+		s += uint64(b[0]) << 8
 	}
-	return sum
+	s = s&0xffffffff + s>>32 // < 2^33
+	s = s&0xffffffff + s>>32 // < 2^32
+	s = s&0xffff + s>>16     // < 2^17
+	return uint32(s)
 }
 
 // fold reduces a running sum to 16 bits and complements it: the value to
@@ -57,4 +69,59 @@ func csumReplace16(hc, old, new uint16) uint16 {
 // word changing from old to new.
 func fixCsum16(field []byte, old, new uint16) {
 	binary.BigEndian.PutUint16(field, csumReplace16(binary.BigEndian.Uint16(field), old, new))
+}
+
+// Unfinished transport checksums. A Linux host that offloads checksums
+// (a veth's default, so every container and VM bridge) hands its driver
+// TCP and UDP with CHECKSUM_PARTIAL: the checksum field holds only the
+// pseudo-header sum, folded but not complemented (tcp_v4_send_check,
+// udp4_hwcsum, and their IPv6 twins in the kernel), and the device is to
+// finish it. A veth peer receives the skb so; XDP and AF_XDP get its bytes
+// and nothing else (struct xdp_md carries no checksum state, the XDP
+// metadata kfuncs offer hash, timestamp and VLAN only), so a forwarder
+// must recognise it from the bytes.
+//
+// The test: the field equals the pseudo-header sum (a few adds over the
+// addresses, no pass over the payload), and the segment does not already
+// verify. The second part rules out the false positive — a finished
+// checksum that happens to have that value (one packet in 65,536 of
+// random data): then the sum over the segment checks and the packet is
+// left alone. Only packets that pass the cheap test pay for the pass over
+// the payload, and those need it to be finished anyway.
+
+// finishPartialCsum completes p's TCP or UDP checksum when the sender left
+// only the pseudo-header sum in it, and reports whether it did. p is
+// parsed, not a fragment, and carries its whole transport segment.
+func finishPartialCsum(p *Packet) bool {
+	d := p.Data()
+	l3, l4 := d[p.L3Off:], d[p.L4Off:]
+	proto, field, n := uint32(protoTCP), 16, len(l4)
+	if p.Flags&FlagUDP != 0 {
+		proto, field, n = protoUDP, 6, int(binary.BigEndian.Uint16(l4[4:]))
+	}
+	if n < field+2 || n > len(l4) {
+		return false
+	}
+	addrs := l3[8:40] // IPv6 source and destination
+	if p.Flags&FlagIPv4 != 0 {
+		addrs = l3[12:20]
+	}
+	ps := sumBytes(proto+uint32(n>>16)+uint32(n&0xffff), addrs)
+	seg := l4[:n]
+	stored := binary.BigEndian.Uint16(seg[field:])
+	if stored != ^fold(ps) {
+		return false
+	}
+	// One pass: the sum with the stored value in place says whether the
+	// checksum is already right; adding its complement takes it out again.
+	sum := sumBytes(ps, seg)
+	if fold(sum) == 0 {
+		return false // a finished checksum that equals the pseudo-header sum
+	}
+	c := fold(sum + uint32(^stored))
+	if c == 0 && proto == protoUDP {
+		c = 0xffff // RFC 768: zero means "no checksum"; a computed zero is sent as all ones
+	}
+	binary.BigEndian.PutUint16(seg[field:], c)
+	return true
 }

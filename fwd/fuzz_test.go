@@ -67,6 +67,9 @@ func fuzzEngine(f *testing.F, mode fwd.Mode) {
 	f.Add(eth(bcast, macA, 0x0806, arp(1, macA, aV4, make([]byte, 6), r0v4.Addr())), false)
 	f.Add(eth([]byte{0x33, 0x33, 0xff, 0, 0, 1}, macA, 0x86dd, ipv6(aV6, solicitedNode(r0v6.Addr()), 58, 255, nd(135, r0v6.Addr(), macA))), false)
 	f.Add(eth(macR0, macA, 0x88a8, []byte{0, 5, 0x81, 0, 0, 6, 0x08, 0}), false)
+	// Unfinished checksums (a host with checksum offload), TCP and UDP.
+	f.Add(eth(macR0, macA, 0x0800, partial(ipv4(aV4, bV4, 6, 64, true, tcpSeg(1, 2, make([]byte, 100))))), false)
+	f.Add(eth(macR0, macA, 0x86dd, partial(ipv6(aV6, bV6, 17, 64, udp(1, 2, make([]byte, 33))))), false)
 	f.Add([]byte{}, false)
 	f.Fuzz(func(t *testing.T, frame []byte, fix bool) {
 		if len(frame) > 2048 {

@@ -85,6 +85,11 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.drop(p, DropTTLExceeded)
 		return
 	}
+	// Before any header edit (MSS clamp, NAT) updates the checksum
+	// incrementally: see finishPartialCsum.
+	if how&rOrigin == 0 && p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 && finishPartialCsum(p) {
+		w.cnt[cCsumPartial]++
+	}
 	if a.kind == adjTunnel {
 		if t.tunnel == nil || how&rNoTunnel != 0 {
 			w.drop(p, DropTunnel)

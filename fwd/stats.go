@@ -22,6 +22,7 @@ type Stats struct {
 	Clamped       uint64 // TCP SYNs whose MSS was lowered
 	Fragmented    uint64 // IPv4 datagrams, and IPv6 packets of our own, split to fit the egress MTU
 	HostFragments uint64 // IP fragments for our addresses, handed to the host stack to reassemble
+	CsumPartial   uint64 // forwarded TCP/UDP whose unfinished checksum (pseudo-header sum only) was completed
 	LearnDropped  uint64 // neighbour learn messages lost to a full ring
 	MACTableFull  uint64 // bridge MACs not learned for lack of a slot
 	EventsDropped uint64
@@ -44,6 +45,7 @@ const (
 	cFragments
 	cUplinked
 	cHostFragments
+	cCsumPartial
 	cPorts // then 4 per port: rx packets, rx bytes, tx packets, tx bytes
 )
 
@@ -76,6 +78,7 @@ func (e *Engine) Stats() Stats {
 		s.Fragmented += get(cFragments)
 		s.Uplinked += get(cUplinked)
 		s.HostFragments += get(cHostFragments)
+		s.CsumPartial += get(cCsumPartial)
 		for p := range s.Ports {
 			b := cPorts + 4*p
 			s.Ports[p].RxPackets += get(b)
