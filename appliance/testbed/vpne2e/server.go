@@ -25,6 +25,9 @@ type ServerOptions struct {
 	TLSAuth bool
 	// NeighbourReachable sets ovfwd's neighbour_reachable (0: its default).
 	NeighbourReachable time.Duration
+	// XDPMode sets both ports' [port.afxdp] xdp_mode ("": its default,
+	// native then generic).
+	XDPMode string
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -116,6 +119,9 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
 		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), sock)
+	if o.XDPMode != "" {
+		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
+	}
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
