@@ -158,6 +158,11 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 	}
 	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
+	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
+		if d.wake, err = newInjectWake(d.engine); err != nil {
+			return err
+		}
+	}
 	if cfg.VPN.Enabled {
 		if d.vpn, err = d.startVPN(&cfg.VPN); err != nil {
 			return err
@@ -168,9 +173,6 @@ func (d *daemon) start(cfg *config.Config) error {
 			d.fib.uplinkNames = append(d.fib.uplinkNames, c.Name)
 		}
 		d.fib.replace(srcUplink, uplinkRoutes(cfg.VPN.Clients))
-		if d.wake, err = newInjectWake(d.engine); err != nil {
-			return err
-		}
 		d.uplinks = startUplinks(cfg.VPN.Clients, d.wake, d.log)
 	}
 	if err := d.startExceptionTAPs(cfg); err != nil {

@@ -27,10 +27,14 @@ import (
 // where it is decrypted like one that arrived whole. A full ring refuses
 // and counts.
 
+// receivedInjector hands a reassembled datagram to the data plane:
+// fwd.Engine, or injectWake, which also wakes worker 0.
+type receivedInjector interface{ InjectReceived(ip []byte) error }
+
 // kernelDataConn is the VPN socket as the control server reads it.
 type kernelDataConn struct {
 	*net.UDPConn
-	engine *fwd.Engine
+	engine receivedInjector
 	port   uint16
 	oob    []byte
 	pkt    []byte
@@ -42,7 +46,7 @@ type kernelDataConn struct {
 // newKernelDataConn asks the kernel for each datagram's destination
 // address (IP_PKTINFO, IPV6_RECVPKTINFO: a wildcard socket does not know
 // it otherwise) and wraps c.
-func newKernelDataConn(c *net.UDPConn, e *fwd.Engine) (*kernelDataConn, error) {
+func newKernelDataConn(c *net.UDPConn, e receivedInjector) (*kernelDataConn, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 		v.srv.Close()
 		return nil, fmt.Errorf("vpn: %w", err)
 	}
-	if v.conn, err = newKernelDataConn(pc.(*net.UDPConn), d.engine); err != nil {
+	if v.conn, err = newKernelDataConn(pc.(*net.UDPConn), d.wake); err != nil {
 		pc.Close()
 		v.srv.Close()
 		return nil, fmt.Errorf("vpn: socket %s: destination addresses (IP_PKTINFO): %w", addr, err)

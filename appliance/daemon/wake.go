@@ -9,8 +9,9 @@ import (
 )
 
 // injectWake wakes worker 0 from its idle poll(2) when the control plane
-// injects packets (an uplink's decrypted traffic), so they are routed at
-// once rather than when the worker's sleep times out (up to idleWait).
+// injects packets (an uplink's decrypted traffic, a VPN datagram the
+// kernel reassembled), so they are routed at once rather than when the
+// worker's sleep times out (up to idleWait).
 //
 // The handshake is Dekker's: the worker stores sleeping before it checks
 // the inject ring one last time and sleeps; an injector publishes into the
@@ -37,11 +38,25 @@ func (k *injectWake) InjectIP(ip []byte) error {
 	if err := k.eng.InjectIP(ip); err != nil {
 		return err
 	}
+	k.wake()
+	return nil
+}
+
+// InjectReceived is Engine.InjectReceived followed by a wake-up when
+// worker 0 sleeps.
+func (k *injectWake) InjectReceived(ip []byte) error {
+	if err := k.eng.InjectReceived(ip); err != nil {
+		return err
+	}
+	k.wake()
+	return nil
+}
+
+func (k *injectWake) wake() {
 	if k.sleeping.Load() {
 		var one = [8]byte{1}
 		_, _ = unix.Write(k.fd, one[:])
 	}
-	return nil
 }
 
 // Uplinked is Engine.Uplinked.

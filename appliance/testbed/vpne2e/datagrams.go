@@ -16,6 +16,7 @@ import (
 // arrived with exactly the content sent, and how many arrived different.
 type DatagramResult struct {
 	Sent, Intact, Corrupt, Duplicate int
+	Sending                          time.Duration // from the first send to the last
 }
 
 // Loss is the share of datagrams that did not arrive intact, in percent.
@@ -101,6 +102,7 @@ func Datagrams(src, dst *netns.NS, to netip.Addr, size, count, burst int, gap ti
 	}
 	defer sc.Close()
 	b := make([]byte, size)
+	start := time.Now()
 	for seq := 0; seq < count; seq++ {
 		datagram(b, uint32(seq))
 		// A failed send (ECONNREFUSED after an ICMP error, ENOBUFS) is
@@ -111,6 +113,7 @@ func Datagrams(src, dst *netns.NS, to netip.Addr, size, count, burst int, gap ti
 			time.Sleep(gap)
 		}
 	}
+	res.Sending = time.Since(start)
 	time.Sleep(2 * time.Second)
 	rc.SetReadDeadline(time.Now())
 	t := <-done

@@ -14,7 +14,18 @@ import (
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
-var pingLoss = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+var (
+	pingLoss = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+	pingRTT  = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
+)
+
+// pingAvg is the average round trip ping reported, or "-".
+func pingAvg(out string) string {
+	if m := pingRTT.FindStringSubmatch(out); m != nil {
+		return m[1] + " ms"
+	}
+	return "-"
+}
 
 // pingLossPct pings to from ns count times with size bytes of payload
 // and returns the loss in percent (100 when ping fails outright).
@@ -73,7 +84,7 @@ func TestFullSizeInnerPackets(t *testing.T) {
 		pingLossPct(c.NS, vpne2e.LANHost6, 56, 2)
 		for _, p := range probes {
 			loss, out := pingLossPct(p.from, p.dst, p.size, 10)
-			t.Logf("%-36s %5.1f %% loss", p.what, loss)
+			t.Logf("%-36s %5.1f %% loss, rtt avg %s", p.what, loss, pingAvg(out))
 			if loss != 0 {
 				t.Errorf("%s: %.0f %% loss, want none:\n%s", p.what, loss, out)
 			}

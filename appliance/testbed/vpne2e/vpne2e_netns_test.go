@@ -26,7 +26,7 @@ const tag = "v2e"
 // setup builds a lab for n clients with ovfwd serving o, and iperf3
 // servers for each client (two per client: one per direction when a test
 // runs both at once).
-func setup(t *testing.T, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Server) {
+func setup(t testing.TB, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Server) {
 	t.Helper()
 	netns.RequireRoot(t)
 	for _, tool := range []string{"openvpn", "iperf3", "ethtool"} {
@@ -57,7 +57,7 @@ func setup(t *testing.T, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Se
 }
 
 // dumpLogs logs the end of every server and client log in dir.
-func dumpLogs(t *testing.T, dir string) {
+func dumpLogs(t testing.TB, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, p := range logs {
 		if strings.Contains(p, "iperf3") {
@@ -73,7 +73,7 @@ func dumpLogs(t *testing.T, dir string) {
 
 // connect starts client i with profile p and waits for its addresses,
 // which must come from the pools.
-func connect(t *testing.T, l *vpne2e.Lab, i int, p pki.Profile) *vpne2e.Client {
+func connect(t testing.TB, l *vpne2e.Lab, i int, p pki.Profile) *vpne2e.Client {
 	t.Helper()
 	profile, err := l.NewProfile(i, p)
 	if err != nil {
@@ -91,7 +91,7 @@ func connect(t *testing.T, l *vpne2e.Lab, i int, p pki.Profile) *vpne2e.Client {
 }
 
 // checkPushed: tun0 carries addresses from both pools.
-func checkPushed(t *testing.T, c *vpne2e.Client) {
+func checkPushed(t testing.TB, c *vpne2e.Client) {
 	t.Helper()
 	if !vpne2e.Pool4.Contains(c.V4) || !vpne2e.Pool6.Contains(c.V6) {
 		t.Fatalf("client %d got %v and %v on tun0, want addresses in %v and %v", c.Index, c.V4, c.V6, vpne2e.Pool4, vpne2e.Pool6)
@@ -130,7 +130,7 @@ func transferErr(l *vpne2e.Lab, c *vpne2e.Client, n int64, logf func(string, ...
 
 // logDrops logs the server's non-zero drop and port counters: TCP hides
 // loss, these show where it happened.
-func logDrops(t *testing.T, srv *vpne2e.Server) {
+func logDrops(t testing.TB, srv *vpne2e.Server) {
 	t.Helper()
 	s, err := status.Fetch(srv.Status, 2*time.Second)
 	if err != nil {
