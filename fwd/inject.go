@@ -96,13 +96,14 @@ func (e *Engine) SetHostCopies(port int, on bool) error {
 }
 
 // drainInject sends what the control plane injected (and routes what it
-// injected with InjectIP); worker 0 only.
-func (w *Worker) drainInject(t *tables) {
+// injected with InjectIP and InjectReceived) and returns how many it
+// took; worker 0 only.
+func (w *Worker) drainInject(t *tables) int {
 	iq := w.inject
 	r := iq.ring
 	h, end := r.head.Load(), r.tail.Load()
 	if h == end {
-		return
+		return 0
 	}
 	sent := uint64(0)
 	for i := h; i < end; i++ {
@@ -131,6 +132,7 @@ func (w *Worker) drainInject(t *tables) {
 	}
 	r.head.Store(end)
 	iq.sent.Add(sent)
+	return int(end - h)
 }
 
 // puntCopy puts a copy of p on the punt ring and leaves p to the caller.

@@ -77,7 +77,8 @@ func newWorker(e *Engine, q int) *Worker {
 }
 
 // Poll does one pass over queue q of every port and returns how many
-// packets it received.
+// packets it received, counting those the control plane injected: a
+// runner that sleeps when idle keeps polling while they flow.
 func (w *Worker) Poll() int {
 	w.now = w.e.cfg.Now()
 	w.nowSec = uint32(w.now / 1e9)
@@ -111,7 +112,7 @@ func (w *Worker) Poll() int {
 		w.runTunnel(t)
 	}
 	if w.inject != nil {
-		w.drainInject(t)
+		total += w.drainInject(t)
 		w.runTunnel(t) // injected packets routed into the tunnel
 	}
 	if w.hold.active > 0 {

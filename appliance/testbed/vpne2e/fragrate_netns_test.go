@@ -1,9 +1,11 @@
 package vpne2e_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -29,6 +31,15 @@ func BenchmarkFragmentPath(t *testing.B) {
 				t.Logf("%-7s %4d-byte datagrams, bursts of %3d/ms: offered %6.0f/s, delivered intact %6.0f/s, %v",
 					name, size, burst, float64(r.Sent)/r.Sending.Seconds(), float64(r.Intact)/r.Sending.Seconds(), r)
 			}
+		}
+		// Where the rest went: the appliance's socket buffers and
+		// reassembly, the client's socket buffer.
+		for _, ns := range []struct {
+			name string
+			ns   *netns.NS
+		}{{"appliance", l.App}, {"client", c.NS}} {
+			out, _ := ns.ns.Run("nstat", "-az", "UdpRcvbufErrors", "Udp6RcvbufErrors", "IpReasmOKs", "IpReasmFails", "Ip6ReasmOKs", "Ip6ReasmFails")
+			t.Logf("%s %s namespace: %s", name, ns.name, strings.Join(strings.Fields(out), " "))
 		}
 		c.Stop()
 	}
