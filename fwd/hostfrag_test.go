@@ -200,3 +200,20 @@ func TestFragment6DoesNotAllocate(t *testing.T) {
 		t.Fatalf("fragmented %d, too_big %d", s.Fragmented, s.Drops[fwd.DropTooBig])
 	}
 }
+
+// Fragments in transit are forwarded as they are, the first one too (its
+// UDP length is the whole datagram's). Before, the first fragment of
+// every fragmented UDP datagram routed through the appliance was dropped
+// as malformed.
+func TestTransitFragmentsAreForwarded(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	must(t, r.e.SetNeighbour(1, bV4, macB))
+	dgram := ipv4(aV4, bV4, 17, 64, false, udp(5000, 4500, make([]byte, 2000)))
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4Frag(dgram, 0, 1480, true)))
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4Frag(dgram, 1480, len(dgram)-20-1480, false)))
+	r.poll()
+	if out := r.drain(1); len(out) != 2 {
+		t.Fatalf("%d fragments forwarded, want 2 (malformed drops %d)", len(out), r.drops(fwd.DropMalformed))
+	}
+	r.checkNoLeak()
+}

@@ -71,6 +71,7 @@ func (d *daemon) snapshot() status.Snapshot {
 		s.Ports = append(s.Ports, p)
 	}
 	s.Engine["fragment"] = st.HostFragments
+	s.Engine["fragmented"] = st.Fragmented
 	s.Engine["csum_partial"] = st.CsumPartial
 	if d.vpn != nil {
 		s.VPN = d.vpn.snapshot()
