@@ -1,0 +1,50 @@
+package nat
+
+// Incremental Internet checksum updates (RFC 1624).
+
+// fix16 updates the checksum stored at c for a 16-bit word changing from
+// old to new: RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m').
+func fix16(c []byte, old, new uint16) {
+	s := uint32(^be16(c)) + uint32(^old) + uint32(new)
+	put16(c, ^fold16(s))
+}
+
+// fix32 is fix16 for a 32-bit value (an address).
+func fix32(c []byte, old, new uint32) {
+	s := uint32(^be16(c)) + uint32(^uint16(old>>16)) + uint32(^uint16(old)) + uint32(uint16(new>>16)) + uint32(uint16(new))
+	put16(c, ^fold16(s))
+}
+
+// put16c writes v at b and updates the checksum at c for it.
+func put16c(b []byte, v uint16, c []byte) {
+	old := be16(b)
+	put16(b, v)
+	fix16(c, old, v)
+}
+
+// put32c writes v at b and updates the checksum at c for it.
+func put32c(b []byte, v uint32, c []byte) {
+	old := be32(b)
+	put32(b, v)
+	fix32(c, old, v)
+}
+
+// fold16 folds a one's-complement sum to 16 bits (not complemented).
+func fold16(s uint32) uint16 {
+	s = (s & 0xffff) + (s >> 16)
+	s = (s & 0xffff) + (s >> 16)
+	return uint16(s)
+}
+
+// sum is the one's-complement sum of b as big-endian words, unfolded.
+func sum(b []byte) uint32 {
+	var s uint32
+	for len(b) >= 2 {
+		s += uint32(be16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint32(b[0]) << 8
+	}
+	return s
+}

@@ -1,0 +1,798 @@
+package nat
+
+import "sync/atomic"
+
+// Verdict is what Out or In decided for a packet.
+type Verdict uint8
+
+const (
+	Pass            Verdict = iota // not NAT's: carry on unchanged
+	Done                           // translated in place
+	Handoff                        // owned by another worker (see the owner result)
+	DropNoPort                     // the client's port blocks are full and no block is left
+	DropTableFull                  // the session table is full
+	DropNoSession                  // inbound to a NAT port without a session (filtered)
+	DropFragNoState                // a later fragment whose first fragment was not seen
+	DropUnsupported                // a protocol NAT cannot translate from a NAT'd source
+	DropMalformed                  // too short to translate
+	numVerdicts
+)
+
+var verdictNames = [numVerdicts]string{"pass", "done", "handoff", "no_port", "table_full", "no_session",
+	"frag_no_state", "unsupported", "malformed"}
+
+func (v Verdict) String() string {
+	if v < numVerdicts {
+		return verdictNames[v]
+	}
+	return "unknown"
+}
+
+// Protocol indexes of per-protocol state.
+const (
+	pTCP = iota
+	pUDP
+	pICMP
+	numProtos
+)
+
+// TCP state bits of a session.
+const (
+	stSynOut = 1 << iota
+	stSynIn
+	stFinOut
+	stFinIn
+	stRst
+)
+
+type skey struct {
+	in, rem         uint32
+	inPort, remPort uint16
+	proto           uint8
+}
+
+type session struct {
+	k     skey
+	m     uint32 // mapping id + 1; 0: the record is free
+	last  uint32 // engine seconds of the last packet
+	state uint8
+}
+
+type mkey struct {
+	in    uint32
+	port  uint16
+	proto uint8
+	rule  uint8
+}
+
+type okey struct {
+	out   uint32
+	port  uint16
+	proto uint8
+}
+
+type mapping struct {
+	ik     mkey
+	ok     okey
+	client uint32 // client id
+	refs   uint32 // sessions using it; 0: the record is free
+	oi     uint16 // outside address index
+	blk    uint8  // index into the client's blocks
+}
+
+type ckey struct {
+	addr uint32
+	rule uint8
+}
+
+type client struct {
+	k      ckey
+	live   bool
+	oi     uint16 // outside address index: every block of a client is on one address
+	n      uint8  // blocks held
+	cursor uint16 // port scan start within the current block
+	blocks [maxBlocksCap]uint16
+	used   [maxBlocksCap]uint32 // mappings per block
+}
+
+// addrState is a worker's share of one outside address: which of its
+// ports are mapped (per protocol) and which of the worker's blocks are free.
+type addrState struct {
+	used [numProtos][]uint64
+	free []uint16
+}
+
+// Table is one worker's NAT state (see the package doc for the threading
+// rules). Its zero value is not usable: use NewTable.
+type Table struct {
+	k    *Compiled
+	w, n int
+	now  uint32
+
+	limit   int
+	sess    []session
+	sfree   []uint32
+	sidx    index
+	maps    []mapping
+	mfree   []uint32
+	midx    index // by mkey
+	oidx    index // by okey
+	clients []client
+	cfree   []uint32
+	cidx    index
+	addrs   []addrState
+
+	frags  [fragSlots]frag
+	sweep  uint32
+	csweep uint32
+
+	events *ring
+	cnt    [numCounters]uint64
+	pub    [numCounters]atomic.Uint64
+}
+
+// NewTable makes worker w's table of n workers. It holds nothing until
+// Refresh gives it a configuration.
+func NewTable(w, n int) *Table {
+	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots)}
+}
+
+// Counters.
+const (
+	cOut = iota
+	cIn
+	cHairpin
+	cFragOut
+	cFragIn
+	cCreated
+	cExpired
+	cBlocksAlloc
+	cBlocksFree
+	cEventsLost
+	cLiveTCP
+	cLiveUDP
+	cLiveICMP
+	cMappings
+	cClients
+	cBlocks
+	cDrops      // then one per Verdict
+	numCounters = cDrops + int(numVerdicts)
+)
+
+// Stats are a table's counters (Stats.Add sums workers).
+type Stats struct {
+	Translated, Untranslated, Hairpinned uint64
+	FragmentsOut, FragmentsIn            uint64
+	SessionsCreated, SessionsExpired     uint64
+	BlocksAllocated, BlocksReleased      uint64
+	EventsLost                           uint64 // block log lines lost to a full ring
+	Sessions                             [numProtos]uint64
+	Mappings, Clients, Blocks            uint64
+	Drops                                [numVerdicts]uint64
+}
+
+// SessionsTCP etc. name Stats.Sessions' indexes.
+const (
+	SessionsTCP  = pTCP
+	SessionsUDP  = pUDP
+	SessionsICMP = pICMP
+)
+
+// DropNames lists the drop reasons in Stats.Drops order (Pass..Handoff unused).
+func DropNames() []string { return verdictNames[:] }
+
+// Add adds o to s.
+func (s *Stats) Add(o Stats) {
+	s.Translated += o.Translated
+	s.Untranslated += o.Untranslated
+	s.Hairpinned += o.Hairpinned
+	s.FragmentsOut += o.FragmentsOut
+	s.FragmentsIn += o.FragmentsIn
+	s.SessionsCreated += o.SessionsCreated
+	s.SessionsExpired += o.SessionsExpired
+	s.BlocksAllocated += o.BlocksAllocated
+	s.BlocksReleased += o.BlocksReleased
+	s.EventsLost += o.EventsLost
+	for i := range s.Sessions {
+		s.Sessions[i] += o.Sessions[i]
+	}
+	s.Mappings += o.Mappings
+	s.Clients += o.Clients
+	s.Blocks += o.Blocks
+	for i := range s.Drops {
+		s.Drops[i] += o.Drops[i]
+	}
+}
+
+// Stats reads the counters as of the table's last Refresh; any goroutine.
+func (t *Table) Stats() Stats {
+	g := func(i int) uint64 { return t.pub[i].Load() }
+	s := Stats{Translated: g(cOut), Untranslated: g(cIn), Hairpinned: g(cHairpin), FragmentsOut: g(cFragOut),
+		FragmentsIn: g(cFragIn), SessionsCreated: g(cCreated), SessionsExpired: g(cExpired),
+		BlocksAllocated: g(cBlocksAlloc), BlocksReleased: g(cBlocksFree), EventsLost: g(cEventsLost),
+		Sessions: [numProtos]uint64{g(cLiveTCP), g(cLiveUDP), g(cLiveICMP)},
+		Mappings: g(cMappings), Clients: g(cClients), Blocks: g(cBlocks)}
+	for i := range s.Drops {
+		s.Drops[i] = g(cDrops + i)
+	}
+	return s
+}
+
+// Hairpinned counts one hairpinned packet (the caller did Out then In).
+func (t *Table) Hairpinned() { t.cnt[cHairpin]++ }
+
+// Active reports whether the table translates anything.
+func (t *Table) Active() bool { return t.k != nil }
+
+// Config returns the configuration the table runs, or nil.
+func (t *Table) Config() *Compiled { return t.k }
+
+// sweepPerRefresh bounds the expiry work of one Refresh.
+const (
+	sweepPerRefresh  = 256
+	csweepPerRefresh = 16
+)
+
+// Refresh is the worker's once-per-poll step: it takes the configuration
+// k (nil: NAT off) and the clock (engine seconds), expires a bounded slice
+// of sessions and idle port blocks, and publishes the counters.
+func (t *Table) Refresh(k *Compiled, now uint32) {
+	t.now = now
+	if k != t.k {
+		t.reconfigure(k)
+	}
+	if t.k != nil {
+		for range min(sweepPerRefresh, len(t.sess)) {
+			i := t.sweep
+			t.sweep++
+			if int(t.sweep) >= len(t.sess) {
+				t.sweep = 0
+			}
+			if s := &t.sess[i]; s.m != 0 && t.expired(s) {
+				t.freeSession(i)
+				t.cnt[cExpired]++
+			}
+		}
+		for range min(csweepPerRefresh, len(t.clients)) {
+			i := t.csweep
+			t.csweep++
+			if int(t.csweep) >= len(t.clients) {
+				t.csweep = 0
+			}
+			if c := &t.clients[i]; c.live {
+				t.releaseIdleBlocks(i)
+			}
+		}
+	}
+	for i, v := range t.cnt {
+		if t.pub[i].Load() != v {
+			t.pub[i].Store(v)
+		}
+	}
+}
+
+func (t *Table) timeout(s *session) uint32 {
+	switch s.k.proto {
+	case protoTCP:
+		if s.state&(stSynOut|stSynIn) == stSynOut|stSynIn && s.state&stRst == 0 &&
+			s.state&(stFinOut|stFinIn) != stFinOut|stFinIn {
+			return t.k.timeout[0]
+		}
+		return t.k.timeout[1]
+	case protoUDP:
+		return t.k.timeout[2]
+	}
+	return t.k.timeout[3]
+}
+
+func (t *Table) expired(s *session) bool { return t.now-s.last > t.timeout(s) }
+
+// reconfigure switches to k, keeping the state of rules k keeps unchanged.
+func (t *Table) reconfigure(k *Compiled) {
+	old := t.k
+	if t.sess == nil && k != nil {
+		t.alloc(k)
+	}
+	// ruleMap[i]: old rule i's index in k, or -1.
+	var ruleMap [maxRules + 1]int
+	var oiMap []int
+	if old != nil {
+		for i := range old.rules {
+			ruleMap[i] = -1
+			for j := range k.rulesOrNil() {
+				if sameRule(old, i, k, j) {
+					ruleMap[i] = j
+					break
+				}
+			}
+		}
+		oiMap = make([]int, len(old.out))
+		for i := range old.out {
+			oiMap[i] = -1
+			if ruleMap[old.out[i].rule] >= 0 {
+				oiMap[i] = k.outsideIndex(old.out[i].addr)
+			}
+		}
+		for i := range t.sess {
+			s := &t.sess[i]
+			if s.m != 0 && ruleMap[t.maps[s.m-1].ik.rule] < 0 {
+				t.freeSession(uint32(i))
+			}
+		}
+		for i := range t.clients {
+			if c := &t.clients[i]; c.live && ruleMap[c.k.rule] < 0 {
+				t.releaseIdleBlocks(uint32(i)) // every block is idle now
+				if c.live {                    // no room for the log lines: drop the blocks unlogged, counted
+					t.cnt[cEventsLost] += uint64(c.n)
+					t.cnt[cBlocks] -= uint64(c.n)
+					c.n = 0
+					t.freeClient(uint32(i))
+				}
+			}
+		}
+	}
+	if k == nil {
+		t.k = nil
+		return
+	}
+	// Carry the kept addresses' state over; fresh state for new ones.
+	addrs := make([]addrState, len(k.out))
+	for i := range k.out {
+		found := false
+		for j, nj := range oiMap {
+			if nj == i {
+				addrs[i], found = t.addrs[j], true
+			}
+		}
+		if !found {
+			addrs[i] = t.newAddrState(k, i)
+		}
+	}
+	for i := range t.maps {
+		if m := &t.maps[i]; m.refs != 0 {
+			m.ik.rule = uint8(ruleMap[m.ik.rule])
+			m.oi = uint16(oiMap[m.oi])
+		}
+	}
+	for i := range t.clients {
+		if c := &t.clients[i]; c.live {
+			c.k.rule = uint8(ruleMap[c.k.rule])
+			c.oi = uint16(oiMap[c.oi])
+		}
+	}
+	t.addrs, t.k = addrs, k
+	t.limit = min(len(t.sess), (k.cfg.MaxSessions+t.n-1)/t.n)
+}
+
+func (k *Compiled) rulesOrNil() []crule {
+	if k == nil {
+		return nil
+	}
+	return k.rules
+}
+
+// alloc sizes the table for k's share of sessions; once, on the first
+// configuration (a larger max_sessions later needs a restart).
+func (t *Table) alloc(k *Compiled) {
+	n := (k.cfg.MaxSessions + t.n - 1) / t.n
+	t.sess = make([]session, n)
+	t.sfree = make([]uint32, n)
+	t.maps = make([]mapping, n)
+	t.mfree = make([]uint32, n)
+	for i := range n {
+		t.sfree[i] = uint32(n - 1 - i)
+		t.mfree[i] = uint32(n - 1 - i)
+	}
+	t.sidx, t.midx, t.oidx = newIndex(n), newIndex(n), newIndex(n)
+}
+
+func (t *Table) newAddrState(k *Compiled, i int) addrState {
+	o := &k.out[i]
+	words := (int(o.hi) - int(o.lo) + 64) / 64
+	var a addrState
+	for p := range a.used {
+		a.used[p] = make([]uint64, words)
+	}
+	for b := o.blocks - 1; b >= 0; b-- {
+		if b%t.n == t.w {
+			a.free = append(a.free, uint16(b))
+		}
+	}
+	// Clients are bounded by the blocks this worker can hand out.
+	need := len(t.clients) + len(a.free)
+	if need > cap(t.clients) {
+		t.growClients(need)
+	}
+	return a
+}
+
+func (t *Table) growClients(n int) {
+	c := make([]client, len(t.clients), n)
+	copy(c, t.clients)
+	t.clients = c
+	t.cidx = newIndex(n)
+	for i := range t.clients {
+		if t.clients[i].live {
+			t.cidx.insert(hashC(t.clients[i].k), uint32(i))
+		}
+	}
+}
+
+// Owner returns the worker owning inside address a.
+func (t *Table) ownerIn(a uint32) int {
+	if t.n == 1 {
+		return 0
+	}
+	return int(mix32(a) % uint32(t.n))
+}
+
+// ownerOut returns the worker owning outside port port of address oi.
+func (t *Table) ownerOut(oi int, port uint16) int {
+	if t.n == 1 {
+		return 0
+	}
+	o := &t.k.out[oi]
+	return int((port-o.lo)/uint16(t.k.cfg.BlockSize)) % t.n
+}
+
+// ---- sessions and mappings ----
+
+func (t *Table) findSession(k skey) (uint32, bool) {
+	h := hashS(k)
+	x := &t.sidx
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0, false
+		}
+		if uint32(v>>32) == h {
+			if id := uint32(v) - 1; t.sess[id].k == k {
+				return id, true
+			}
+		}
+	}
+}
+
+func (t *Table) findMapping(k mkey) (uint32, bool) {
+	h := hashM(k)
+	x := &t.midx
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0, false
+		}
+		if uint32(v>>32) == h {
+			if id := uint32(v) - 1; t.maps[id].ik == k {
+				return id, true
+			}
+		}
+	}
+}
+
+func (t *Table) findOutside(k okey) (uint32, bool) {
+	h := hashO(k)
+	x := &t.oidx
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0, false
+		}
+		if uint32(v>>32) == h {
+			if id := uint32(v) - 1; t.maps[id].ok == k {
+				return id, true
+			}
+		}
+	}
+}
+
+func (t *Table) findClient(k ckey) (uint32, bool) {
+	if len(t.cidx.s) == 0 {
+		return 0, false
+	}
+	h := hashC(k)
+	x := &t.cidx
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0, false
+		}
+		if uint32(v>>32) == h {
+			if id := uint32(v) - 1; t.clients[id].k == k {
+				return id, true
+			}
+		}
+	}
+}
+
+func live(proto uint8) int {
+	switch proto {
+	case protoTCP:
+		return cLiveTCP
+	case protoUDP:
+		return cLiveUDP
+	}
+	return cLiveICMP
+}
+
+func pidx(proto uint8) int {
+	switch proto {
+	case protoTCP:
+		return pTCP
+	case protoUDP:
+		return pUDP
+	}
+	return pICMP
+}
+
+// newSession adds a session for k on mapping m, or reports the table full.
+func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
+	if len(t.sfree) == 0 || len(t.sess)-len(t.sfree) >= t.limit {
+		return 0, DropTableFull
+	}
+	id := t.sfree[len(t.sfree)-1]
+	t.sfree = t.sfree[:len(t.sfree)-1]
+	t.sess[id] = session{k: k, m: m + 1, last: t.now}
+	t.sidx.insert(hashS(k), id)
+	t.maps[m].refs++
+	t.cnt[live(k.proto)]++
+	t.cnt[cCreated]++
+	return id, Done
+}
+
+func (t *Table) freeSession(id uint32) {
+	s := &t.sess[id]
+	t.sidx.remove(hashS(s.k), id)
+	t.cnt[live(s.k.proto)]--
+	mi := s.m - 1
+	s.m = 0
+	t.sfree = append(t.sfree, id)
+	m := &t.maps[mi]
+	if m.refs--; m.refs == 0 {
+		t.midx.remove(hashM(m.ik), mi)
+		t.oidx.remove(hashO(m.ok), mi)
+		a := &t.addrs[m.oi]
+		off := m.ok.port - t.k.out[m.oi].lo
+		a.used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
+		t.clients[m.client].used[m.blk]--
+		t.mfree = append(t.mfree, mi)
+		t.cnt[cMappings]--
+	}
+}
+
+// newMapping gives inside endpoint k an outside port from its client's
+// blocks, taking a new block when they are full.
+func (t *Table) newMapping(k mkey) (uint32, Verdict) {
+	if len(t.mfree) == 0 {
+		return 0, DropTableFull
+	}
+	ci, ok := t.findClient(ckey{k.in, k.rule})
+	if !ok {
+		var v Verdict
+		if ci, v = t.newClient(ckey{k.in, k.rule}); v != Done {
+			return 0, v
+		}
+	}
+	c := &t.clients[ci]
+	p := pidx(k.proto)
+	for {
+		for bi := range int(c.n) {
+			if port, ok := t.takePort(c, bi, p); ok {
+				mi := t.mfree[len(t.mfree)-1]
+				t.mfree = t.mfree[:len(t.mfree)-1]
+				o := &t.k.out[c.oi]
+				t.maps[mi] = mapping{ik: k, ok: okey{o.addr, port, k.proto}, client: ci, oi: c.oi, blk: uint8(bi)}
+				c.used[bi]++
+				t.midx.insert(hashM(k), mi)
+				t.oidx.insert(hashO(t.maps[mi].ok), mi)
+				t.cnt[cMappings]++
+				return mi, Done
+			}
+		}
+		if int(c.n) >= t.k.cfg.MaxBlocks || !t.takeBlock(ci, int(c.oi)) {
+			if c.n == 0 {
+				t.freeClient(ci)
+			}
+			return 0, DropNoPort
+		}
+	}
+}
+
+// takePort finds a free port of proto index p in block bi of client c.
+func (t *Table) takePort(c *client, bi, p int) (uint16, bool) {
+	o := &t.k.out[c.oi]
+	bs := t.k.cfg.BlockSize
+	start := int(c.blocks[bi]) * bs
+	end := min(start+bs, int(o.hi)-int(o.lo)+1)
+	used := t.addrs[c.oi].used[p]
+	n := end - start
+	cur := int(c.cursor) % n
+	for i := 0; i < n; {
+		off := start + (cur+i)%n
+		w := used[off>>6]
+		if w == ^uint64(0) {
+			i += 64 - off&63
+			continue
+		}
+		if w&(1<<(off&63)) == 0 && o.lo+uint16(off) != t.k.cfg.Exclude {
+			used[off>>6] |= 1 << (off & 63)
+			c.cursor = uint16((cur + i + 1) % n)
+			return o.lo + uint16(off), true
+		}
+		i++
+	}
+	return 0, false
+}
+
+func (t *Table) newClient(k ckey) (uint32, Verdict) {
+	if len(t.clients) == cap(t.clients) {
+		// Reuse a dead record (clients are few: at most one per block).
+		for i := range t.clients {
+			if !t.clients[i].live {
+				return t.initClient(uint32(i), k)
+			}
+		}
+		return 0, DropNoPort
+	}
+	t.clients = t.clients[:len(t.clients)+1]
+	return t.initClient(uint32(len(t.clients)-1), k)
+}
+
+func (t *Table) initClient(i uint32, k ckey) (uint32, Verdict) {
+	r := &t.k.rules[k.rule]
+	c := &t.clients[i]
+	*c = client{k: k, live: true}
+	// Paired pooling: the client's address is fixed by its first block.
+	first := int(mix32(k.addr) % uint32(r.n))
+	for j := range r.n {
+		oi := r.first + (first+j)%r.n
+		c.oi = uint16(oi)
+		if t.takeBlock(i, oi) {
+			t.cidx.insert(hashC(k), i)
+			t.cnt[cClients]++
+			return i, Done
+		}
+	}
+	c.live = false
+	return 0, DropNoPort
+}
+
+func (t *Table) freeClient(i uint32) {
+	c := &t.clients[i]
+	t.cidx.remove(hashC(c.k), i)
+	c.live = false
+	t.cnt[cClients]--
+}
+
+// takeBlock gives client ci a free block of outside address oi, logging
+// it; without room for the log line it gives none (no unlogged block).
+func (t *Table) takeBlock(ci uint32, oi int) bool {
+	a := &t.addrs[oi]
+	if len(a.free) == 0 {
+		return false
+	}
+	c := &t.clients[ci]
+	b := a.free[len(a.free)-1]
+	if !t.emit(true, c, oi, b) {
+		return false
+	}
+	a.free = a.free[:len(a.free)-1]
+	c.blocks[c.n], c.used[c.n] = b, 0
+	c.n++
+	t.cnt[cBlocksAlloc]++
+	t.cnt[cBlocks]++
+	return true
+}
+
+// releaseIdleBlocks returns client ci's unused blocks, and the client when
+// it has none left.
+func (t *Table) releaseIdleBlocks(ci uint32) {
+	c := &t.clients[ci]
+	for bi := 0; bi < int(c.n); {
+		if c.used[bi] != 0 {
+			bi++
+			continue
+		}
+		if !t.emit(false, c, int(c.oi), c.blocks[bi]) {
+			return // keep it until the log line fits
+		}
+		a := &t.addrs[c.oi]
+		a.free = append(a.free, c.blocks[bi])
+		last := int(c.n) - 1
+		if bi != last {
+			// Mappings name their block by index: move the last block's.
+			c.blocks[bi], c.used[bi] = c.blocks[last], c.used[last]
+			t.reblock(ci, uint8(last), uint8(bi))
+		}
+		c.n--
+		t.cnt[cBlocksFree]++
+		t.cnt[cBlocks]--
+	}
+	if c.n == 0 {
+		t.freeClient(ci)
+	}
+}
+
+// reblock renames block index from to to in client ci's mappings.
+func (t *Table) reblock(ci uint32, from, to uint8) {
+	c := &t.clients[ci]
+	if c.used[to] == 0 {
+		return
+	}
+	for i := range t.maps {
+		if m := &t.maps[i]; m.refs != 0 && m.client == ci && m.blk == from {
+			m.blk = to
+		}
+	}
+}
+
+// ---- index ----
+
+// index is an open-addressing hash index of record ids with linear probing
+// and backward-shift deletion; a slot holds hash<<32 | id+1 (0: empty), and
+// a record's home slot is its hash masked, so deletion needs no rehash.
+type index struct {
+	s    []uint64
+	mask uint32
+}
+
+func newIndex(n int) index {
+	c := 16
+	for c < 2*n {
+		c <<= 1
+	}
+	return index{s: make([]uint64, c), mask: uint32(c - 1)}
+}
+
+func (x *index) insert(h, id uint32) {
+	i := h & x.mask
+	for x.s[i] != 0 {
+		i = (i + 1) & x.mask
+	}
+	x.s[i] = uint64(h)<<32 | uint64(id+1)
+}
+
+func (x *index) remove(h, id uint32) {
+	want := uint64(h)<<32 | uint64(id+1)
+	i := h & x.mask
+	for x.s[i] != want {
+		if x.s[i] == 0 {
+			return
+		}
+		i = (i + 1) & x.mask
+	}
+	// Backward shift: pull later entries of the cluster into the hole when
+	// their home slot is not between the hole and them.
+	for j := (i + 1) & x.mask; x.s[j] != 0; j = (j + 1) & x.mask {
+		home := uint32(x.s[j]>>32) & x.mask
+		if (j-home)&x.mask >= (j-i)&x.mask {
+			x.s[i] = x.s[j]
+			i = j
+		}
+	}
+	x.s[i] = 0
+}
+
+func mix32(v uint32) uint32 {
+	h := uint64(v) * 0x9e3779b97f4a7c15
+	return uint32(h >> 32)
+}
+
+func mix64(v uint64) uint32 {
+	v ^= v >> 33
+	v *= 0xff51afd7ed558ccd
+	v ^= v >> 33
+	v *= 0xc4ceb9fe1a85ec53
+	return uint32(v>>32) ^ uint32(v)
+}
+
+func hashS(k skey) uint32 {
+	return mix64(uint64(k.in)<<32|uint64(k.rem)) ^ mix64(uint64(k.inPort)<<24|uint64(k.remPort)<<8|uint64(k.proto))
+}
+
+func hashM(k mkey) uint32 { // not the rule: a reload renumbers rules in place
+	return mix64(uint64(k.in)<<32 | uint64(k.port)<<8 | uint64(k.proto))
+}
+
+func hashO(k okey) uint32 { return mix64(uint64(k.out)<<32 | uint64(k.port)<<8 | uint64(k.proto)) }
+
+func hashC(k ckey) uint32 { return mix32(k.addr) } // not the rule, as hashM

@@ -1,0 +1,433 @@
+package nat
+
+// Out translates an IPv4 packet routed out of egress port port: pkt is
+// the datagram from its IP header on (Parse-checked, trimmed to its total
+// length), l4 the offset of its transport header (0 when there is none: a
+// later fragment, or too deep to read). It returns Pass when no rule
+// covers the packet, Handoff and the owning worker when another worker
+// owns its source, Done when translated, or a Drop* verdict (counted).
+func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
+	k := t.k
+	if k == nil || len(pkt) < ipv4MinHdrLen {
+		return Pass, 0
+	}
+	src := be32(pkt[12:])
+	ri := k.match(src, port)
+	if ri < 0 {
+		return Pass, 0
+	}
+	if o := t.ownerIn(src); o != t.w {
+		return Handoff, o
+	}
+	proto := pkt[9]
+	if be16(pkt[6:])&ipv4FragMask != 0 {
+		return t.fragOut(pkt, src, proto)
+	}
+	if l4 < ipv4MinHdrLen || l4+icmpHdrLen > len(pkt) {
+		return t.drop(DropUnsupported)
+	}
+	l := pkt[l4:]
+	var ip, rp uint16
+	switch proto {
+	case protoTCP:
+		if len(l) < tcpCsumOff+2 {
+			return t.drop(DropMalformed)
+		}
+		ip, rp = be16(l), be16(l[2:])
+	case protoUDP:
+		ip, rp = be16(l), be16(l[2:])
+	case protoICMP:
+		switch l[0] {
+		case icmpEchoRequest, icmpEchoReply:
+			ip = be16(l[4:])
+		case icmpUnreachable, icmpTimeExceeded, icmpParamProblem, icmpSourceQuench:
+			return t.errorOut(pkt, l4)
+		default:
+			return t.drop(DropUnsupported)
+		}
+	default:
+		return t.drop(DropUnsupported)
+	}
+	key := skey{src, be32(pkt[16:]), ip, rp, proto}
+	sid, ok := t.findSession(key)
+	if ok && (t.expired(&t.sess[sid]) || t.maps[t.sess[sid].m-1].ik.rule != uint8(ri)) {
+		t.freeSession(sid)
+		t.cnt[cExpired]++
+		ok = false
+	}
+	if !ok {
+		mk := mkey{src, ip, proto, uint8(ri)}
+		mi, found := t.findMapping(mk)
+		if !found {
+			var v Verdict
+			if mi, v = t.newMapping(mk); v != Done {
+				return t.drop(v)
+			}
+		}
+		var v Verdict
+		if sid, v = t.newSession(key, mi); v != Done {
+			if !found {
+				t.unmap(mi)
+			}
+			return t.drop(v)
+		}
+	}
+	s := &t.sess[sid]
+	m := &t.maps[s.m-1]
+	s.last = t.now
+	put32c(pkt[12:], m.ok.out, pkt[ipCsumOff:])
+	switch proto {
+	case protoTCP:
+		c := l[tcpCsumOff:]
+		fix32(c, src, m.ok.out)
+		put16c(l, m.ok.port, c)
+		s.state |= tcpState(l[13], stSynOut, stFinOut)
+	case protoUDP:
+		if c := l[udpCsumOff:]; be16(c) != 0 {
+			fix32(c, src, m.ok.out)
+			put16c(l, m.ok.port, c)
+			if be16(c) == 0 {
+				put16(c, 0xffff)
+			}
+		} else {
+			put16(l, m.ok.port)
+		}
+	case protoICMP:
+		put16c(l[4:], m.ok.port, l[icmpCsumOff:])
+	}
+	if be16(pkt[6:])&ipv4FlagMF != 0 {
+		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, m.ok.out)
+	}
+	t.cnt[cOut]++
+	return Done, 0
+}
+
+// In translates an IPv4 packet addressed to an outside address back to the
+// inside endpoint (arguments and results as Out). Packets to an outside
+// address that are not NAT's (outside the port range, echo requests, the
+// excluded port) Pass: they are the appliance's own.
+func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
+	k := t.k
+	if k == nil || len(pkt) < ipv4MinHdrLen {
+		return Pass, 0
+	}
+	dst := be32(pkt[16:])
+	oi := k.outsideIndex(dst)
+	if oi < 0 {
+		return Pass, 0
+	}
+	proto := pkt[9]
+	if be16(pkt[6:])&ipv4FragMask != 0 {
+		return t.fragIn(pkt, proto)
+	}
+	if l4 < ipv4MinHdrLen || l4+icmpHdrLen > len(pkt) {
+		return Pass, 0
+	}
+	l := pkt[l4:]
+	var op, rp uint16
+	switch proto {
+	case protoTCP:
+		if len(l) < tcpCsumOff+2 {
+			return Pass, 0
+		}
+		op, rp = be16(l[2:]), be16(l)
+	case protoUDP:
+		op, rp = be16(l[2:]), be16(l)
+	case protoICMP:
+		switch l[0] {
+		case icmpEchoReply:
+			op = be16(l[4:])
+		case icmpUnreachable, icmpTimeExceeded, icmpParamProblem, icmpSourceQuench:
+			return t.errorIn(pkt, l4, oi)
+		default:
+			return Pass, 0
+		}
+	default:
+		return Pass, 0
+	}
+	o := &k.out[oi]
+	if op < o.lo || op > o.hi || op == k.cfg.Exclude {
+		return Pass, 0
+	}
+	if own := t.ownerOut(oi, op); own != t.w {
+		return Handoff, own
+	}
+	mi, ok := t.findOutside(okey{dst, op, proto})
+	if !ok {
+		return t.drop(DropNoSession)
+	}
+	src := be32(pkt[12:])
+	key := skey{t.maps[mi].ik.in, src, t.maps[mi].ik.port, rp, proto}
+	sid, ok := t.findSession(key)
+	if ok && t.expired(&t.sess[sid]) {
+		t.freeSession(sid) // may free the mapping too
+		t.cnt[cExpired]++
+		if mi, ok = t.findOutside(okey{dst, op, proto}); !ok {
+			return t.drop(DropNoSession)
+		}
+		ok = false
+	}
+	if !ok {
+		if !k.cfg.EndpointIndependentFiltering {
+			return t.drop(DropNoSession)
+		}
+		var v Verdict
+		if sid, v = t.newSession(key, mi); v != Done {
+			return t.drop(v)
+		}
+	}
+	s := &t.sess[sid]
+	m := &t.maps[s.m-1]
+	s.last = t.now
+	put32c(pkt[16:], m.ik.in, pkt[ipCsumOff:])
+	switch proto {
+	case protoTCP:
+		c := l[tcpCsumOff:]
+		fix32(c, dst, m.ik.in)
+		put16c(l[2:], m.ik.port, c)
+		s.state |= tcpState(l[13], stSynIn, stFinIn)
+	case protoUDP:
+		if c := l[udpCsumOff:]; be16(c) != 0 {
+			fix32(c, dst, m.ik.in)
+			put16c(l[2:], m.ik.port, c)
+			if be16(c) == 0 {
+				put16(c, 0xffff)
+			}
+		} else {
+			put16(l[2:], m.ik.port)
+		}
+	case protoICMP:
+		put16c(l[4:], m.ik.port, l[icmpCsumOff:])
+	}
+	if be16(pkt[6:])&ipv4FlagMF != 0 {
+		t.record(fragIn, src, dst, be16(pkt[4:]), proto, m.ik.in)
+	}
+	t.cnt[cIn]++
+	return Done, 0
+}
+
+// OutsidePort reports whether dst is an outside address, and its rule's
+// egress port: a packet from an inside client to it is hairpinned (Out
+// with that port, then In).
+func (t *Table) OutsidePort(dst [4]byte) (int, bool) {
+	if t.k == nil {
+		return 0, false
+	}
+	return t.k.Outside(dst)
+}
+
+func tcpState(flags uint8, syn, fin uint8) uint8 {
+	var s uint8
+	if flags&tcpSYN != 0 {
+		s |= syn
+	}
+	if flags&tcpFIN != 0 {
+		s |= fin
+	}
+	if flags&tcpRST != 0 {
+		s |= stRst
+	}
+	return s
+}
+
+func (t *Table) drop(v Verdict) (Verdict, int) {
+	t.cnt[cDrops+int(v)]++
+	return v, 0
+}
+
+// unmap frees a mapping no session took.
+func (t *Table) unmap(mi uint32) {
+	m := &t.maps[mi]
+	if m.refs != 0 {
+		return
+	}
+	t.midx.remove(hashM(m.ik), mi)
+	t.oidx.remove(hashO(m.ok), mi)
+	off := m.ok.port - t.k.out[m.oi].lo
+	t.addrs[m.oi].used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
+	t.clients[m.client].used[m.blk]--
+	t.mfree = append(t.mfree, mi)
+	t.cnt[cMappings]--
+}
+
+// quoted returns the header an ICMP error at pkt[l4:] quotes and its
+// transport part (RFC 792: the IP header and at least 8 bytes), or false.
+func quoted(pkt []byte, l4 int) (q, ql []byte, ok bool) {
+	q = pkt[l4+icmpHdrLen:]
+	if len(q) < ipv4MinHdrLen || q[0]>>4 != 4 {
+		return nil, nil, false
+	}
+	ihl := int(q[0]&0x0f) * 4
+	if ihl < ipv4MinHdrLen || len(q) < ihl+8 || be16(q[6:])&ipv4FragMask != 0 {
+		return nil, nil, false
+	}
+	return q, q[ihl:], true
+}
+
+// quotedPorts reads the quoted packet's source and destination ports (the
+// echo identifier for both, for ICMP echo).
+func quotedPorts(q, ql []byte) (sp, dp uint16, ok bool) {
+	switch q[9] {
+	case protoTCP, protoUDP:
+		return be16(ql), be16(ql[2:]), true
+	case protoICMP:
+		if ql[0] == icmpEchoRequest || ql[0] == icmpEchoReply {
+			return be16(ql[4:]), 0, true
+		}
+	}
+	return 0, 0, false
+}
+
+// errorIn translates an ICMP error about a packet NAT sent out (RFC 5508
+// REQ-3): the quoted packet's source is the mapping; outer destination,
+// quoted source and port, and every checksum they are in are rewritten.
+func (t *Table) errorIn(pkt []byte, l4, oi int) (Verdict, int) {
+	q, ql, ok := quoted(pkt, l4)
+	if !ok {
+		return Pass, 0
+	}
+	o := &t.k.out[oi]
+	qsrc := be32(q[12:])
+	sp, dp, ok := quotedPorts(q, ql)
+	if !ok || qsrc != o.addr || sp < o.lo || sp > o.hi || sp == t.k.cfg.Exclude {
+		return Pass, 0
+	}
+	if own := t.ownerOut(oi, sp); own != t.w {
+		return Handoff, own
+	}
+	proto := q[9]
+	if proto == protoICMP {
+		dp = 0
+	}
+	mi, ok := t.findOutside(okey{qsrc, sp, proto})
+	if !ok {
+		return t.drop(DropNoSession)
+	}
+	m := &t.maps[mi]
+	sid, ok := t.findSession(skey{m.ik.in, be32(q[16:]), m.ik.port, dp, proto})
+	if !ok || t.expired(&t.sess[sid]) {
+		return t.drop(DropNoSession)
+	}
+	put32c(pkt[16:], m.ik.in, pkt[ipCsumOff:])
+	t.rewriteQuoted(pkt[l4:], q, ql, 12, m.ik.in, 0, m.ik.port)
+	t.cnt[cIn]++
+	return Done, 0
+}
+
+// errorOut translates an ICMP error an inside host sends about a packet
+// NAT delivered to it: the quoted destination is the inside endpoint.
+func (t *Table) errorOut(pkt []byte, l4 int) (Verdict, int) {
+	q, ql, ok := quoted(pkt, l4)
+	if !ok {
+		return t.drop(DropMalformed)
+	}
+	sp, dp, ok := quotedPorts(q, ql)
+	if !ok {
+		return t.drop(DropUnsupported)
+	}
+	proto := q[9]
+	in, rp := dp, sp
+	if proto == protoICMP {
+		in, rp = sp, 0
+	}
+	sid, ok := t.findSession(skey{be32(q[16:]), be32(q[12:]), in, rp, proto})
+	if !ok || t.expired(&t.sess[sid]) || be32(q[16:]) != be32(pkt[12:]) {
+		return t.drop(DropNoSession)
+	}
+	m := &t.maps[t.sess[sid].m-1]
+	put32c(pkt[12:], m.ok.out, pkt[ipCsumOff:])
+	t.rewriteQuoted(pkt[l4:], q, ql, 16, m.ok.out, 2, m.ok.port)
+	t.cnt[cOut]++
+	return Done, 0
+}
+
+// rewriteQuoted sets the quoted header's address at offset aoff and its
+// port at transport offset poff (the echo identifier for ICMP) with the
+// quoted checksums, then corrects the ICMP error's own checksum by the
+// difference of the edited bytes (RFC 1624 over a range).
+func (t *Table) rewriteQuoted(icmp, q, ql []byte, aoff int, addr uint32, poff int, port uint16) {
+	ihl := len(q) - len(ql)
+	region := q[:min(len(q), ihl+tcpCsumOff+2)]
+	before := sum(region)
+	old := be32(q[aoff:])
+	put32c(q[aoff:], addr, q[ipCsumOff:])
+	switch q[9] {
+	case protoTCP:
+		if len(ql) >= tcpCsumOff+2 {
+			fix32(ql[tcpCsumOff:], old, addr)
+			put16c(ql[poff:], port, ql[tcpCsumOff:])
+		} else {
+			put16(ql[poff:], port)
+		}
+	case protoUDP:
+		if be16(ql[udpCsumOff:]) != 0 {
+			fix32(ql[udpCsumOff:], old, addr)
+			put16c(ql[poff:], port, ql[udpCsumOff:])
+		} else {
+			put16(ql[poff:], port)
+		}
+	case protoICMP:
+		put16c(ql[4:], port, ql[icmpCsumOff:])
+	}
+	after := sum(region)
+	c := uint32(^be16(icmp[icmpCsumOff:])) + uint32(^fold16(before)) + uint32(fold16(after))
+	put16(icmp[icmpCsumOff:], ^fold16(c))
+}
+
+// ---- fragments ----
+
+// Later fragments carry no ports: the first fragment's translation is
+// remembered by (source, destination, IP ID, protocol) in a small
+// direct-mapped table (bounded; an overwritten or missing entry drops the
+// later fragment, counted as frag_no_state).
+const (
+	fragSlots = 1024
+	fragLife  = 15 // seconds, RFC 791's suggested reassembly timer
+	fragOut   = 1
+	fragIn    = 2
+)
+
+type frag struct {
+	src, dst uint32
+	id       uint16
+	proto    uint8
+	dir      uint8
+	addr     uint32
+	until    uint32
+}
+
+func fragSlot(src, dst uint32, id uint16, proto, dir uint8) int {
+	return int(mix64(uint64(src)<<32|uint64(dst))^mix32(uint32(id)<<16|uint32(proto)<<8|uint32(dir))) & (fragSlots - 1)
+}
+
+func (t *Table) record(dir uint8, src, dst uint32, id uint16, proto uint8, addr uint32) {
+	t.frags[fragSlot(src, dst, id, proto, dir)] = frag{src, dst, id, proto, dir, addr, t.now + fragLife}
+}
+
+func (t *Table) lookupFrag(dir uint8, src, dst uint32, id uint16, proto uint8) (uint32, bool) {
+	f := &t.frags[fragSlot(src, dst, id, proto, dir)]
+	if f.dir != dir || f.src != src || f.dst != dst || f.id != id || f.proto != proto || int32(f.until-t.now) < 0 {
+		return 0, false
+	}
+	return f.addr, true
+}
+
+func (t *Table) fragOut(pkt []byte, src uint32, proto uint8) (Verdict, int) {
+	a, ok := t.lookupFrag(fragOut, src, be32(pkt[16:]), be16(pkt[4:]), proto)
+	if !ok {
+		return t.drop(DropFragNoState)
+	}
+	put32c(pkt[12:], a, pkt[ipCsumOff:])
+	t.cnt[cFragOut]++
+	return Done, 0
+}
+
+func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
+	a, ok := t.lookupFrag(fragIn, be32(pkt[12:]), be32(pkt[16:]), be16(pkt[4:]), proto)
+	if !ok {
+		return Pass, 0 // may be the appliance's own
+	}
+	put32c(pkt[16:], a, pkt[ipCsumOff:])
+	t.cnt[cFragIn]++
+	return Done, 0
+}

@@ -1,0 +1,421 @@
+package nat
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestTCPRoundTrip(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	p := ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "hello"))
+	mustOut(t, tb, p)
+	if src(p) != out1 || sport(p) < 1024 || sport(p) > 2047 {
+		t.Fatalf("translated to %v:%d", src(p), sport(p))
+	}
+	op := sport(p)
+	r := ipPacket(remote, out1, protoTCP, tcp(80, op, tcpSYN|0x10, "world"))
+	mustIn(t, tb, r)
+	if dst(r) != inA || dport(r) != 40000 {
+		t.Fatalf("untranslated to %v:%d", dst(r), dport(r))
+	}
+	st := tb.sess[0].state
+	if st&(stSynOut|stSynIn) != stSynOut|stSynIn {
+		t.Fatalf("state %b", st)
+	}
+}
+
+func TestUDPZeroChecksumStaysZero(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "q"))
+	p[26], p[27] = 0, 0
+	mustOut(t, tb, p)
+	if p[26] != 0 || p[27] != 0 {
+		t.Fatal("a zero UDP checksum (none) was changed")
+	}
+}
+
+func TestEchoIdentifierIsThePort(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	p := ipPacket(inA, remote, protoICMP, echo(icmpEchoRequest, 7, 1))
+	mustOut(t, tb, p)
+	id := echoID(p)
+	if id < 1024 || id > 2047 {
+		t.Fatalf("echo id %d outside the range", id)
+	}
+	r := ipPacket(remote, out1, protoICMP, echo(icmpEchoReply, id, 1))
+	mustIn(t, tb, r)
+	if dst(r) != inA || echoID(r) != 7 {
+		t.Fatalf("reply to %v id %d", dst(r), echoID(r))
+	}
+	// An echo request to the outside address is the appliance's own.
+	q := ipPacket(remote, out1, protoICMP, echo(icmpEchoRequest, id, 1))
+	if v, _ := tb.In(q, 20); v != Pass {
+		t.Fatalf("echo request to the outside address: %v", v)
+	}
+}
+
+// RFC 4787 REQ-1: one inside endpoint keeps its mapping for every remote;
+// two clients with the same source port get distinct mappings.
+func TestMappings(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	a1 := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	a2 := ipPacket(inA, remote2, protoUDP, udp(5000, 53, "x"))
+	b1 := ipPacket(inB, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, tb, a1)
+	mustOut(t, tb, a2)
+	mustOut(t, tb, b1)
+	if sport(a1) != sport(a2) {
+		t.Fatalf("mapping not endpoint-independent: %d, %d", sport(a1), sport(a2))
+	}
+	if sport(a1) == sport(b1) {
+		t.Fatalf("two clients share outside port %d", sport(a1))
+	}
+	if s := tb.Stats(); s.Sessions[SessionsUDP] != 0 {
+		t.Fatal("stats published before Refresh")
+	}
+	tb.Refresh(tb.k, 1001)
+	if s := tb.Stats(); s.Sessions[SessionsUDP] != 3 || s.Mappings != 2 || s.Clients != 2 || s.Blocks != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// Endpoint-dependent filtering by default; endpoint-independent as a choice.
+func TestFiltering(t *testing.T) {
+	for _, eif := range []bool{false, true} {
+		c := testConfig()
+		c.EndpointIndependentFiltering = eif
+		tb := newTestTable(t, c)
+		p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+		mustOut(t, tb, p)
+		r := ipPacket(remote2, out1, protoUDP, udp(53, sport(p), "y"))
+		v, _ := tb.In(r, 20)
+		if want := map[bool]Verdict{false: DropNoSession, true: Done}[eif]; v != want {
+			t.Fatalf("eif=%v: stranger got %v, want %v", eif, v, want)
+		}
+		if eif {
+			verify(t, r)
+		}
+	}
+}
+
+func TestInboundWithoutMapping(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	r := ipPacket(remote, out1, protoUDP, udp(53, 1500, "y"))
+	if v, _ := tb.In(r, 20); v != DropNoSession {
+		t.Fatalf("got %v", v)
+	}
+	// Outside the port range and the excluded port: the appliance's own.
+	r = ipPacket(remote, out1, protoUDP, udp(53, 1194, "y"))
+	if v, _ := tb.In(r, 20); v != Pass {
+		t.Fatalf("port 1194: %v", v)
+	}
+	tb.Refresh(tb.k, 1000)
+	if tb.Stats().Drops[DropNoSession] != 1 {
+		t.Fatal("no_session not counted")
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, tb, p)
+	op := sport(p)
+	// Idle less than the UDP timeout (20 s): still there.
+	tb.Refresh(tb.k, 1015)
+	mustIn(t, tb, ipPacket(remote, out1, protoUDP, udp(53, op, "y")))
+	// Idle longer: gone, from In's check and from the sweep.
+	tb.Refresh(tb.k, 1036)
+	if v, _ := tb.In(ipPacket(remote, out1, protoUDP, udp(53, op, "y")), 20); v != DropNoSession {
+		t.Fatalf("after the timeout: %v", v)
+	}
+	for range 10 {
+		tb.Refresh(tb.k, 1036)
+	}
+	if s := tb.Stats(); s.Sessions[SessionsUDP] != 0 || s.Mappings != 0 || s.Blocks != 0 || s.Clients != 0 || s.BlocksReleased != 1 {
+		t.Fatalf("after sweeping: %+v", s)
+	}
+	var evs []Event
+	tb.Events(func(e Event) { evs = append(evs, e) })
+	if len(evs) != 2 || !evs[0].Alloc || evs[1].Alloc || evs[0].Inside != inA || evs[0].Outside != out1 ||
+		evs[0].PortHi-evs[0].PortLo != 63 || evs[1].Time != 1036 {
+		t.Fatalf("events %+v", evs)
+	}
+}
+
+// RFC 5382: established TCP lasts the long timeout, a half-open or closed
+// one the transitory one.
+func TestTCPTimeouts(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	syn := ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, ""))
+	mustOut(t, tb, syn)
+	op := sport(syn)
+	mustIn(t, tb, ipPacket(remote, out1, protoTCP, tcp(80, op, tcpSYN|0x10, "")))
+	tb.Refresh(tb.k, 1050) // past transitory (10 s), within established (100 s)
+	mustIn(t, tb, ipPacket(remote, out1, protoTCP, tcp(80, op, 0x10, "data")))
+	mustOut(t, tb, ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpFIN|0x10, "")))
+	mustIn(t, tb, ipPacket(remote, out1, protoTCP, tcp(80, op, tcpFIN|0x10, "")))
+	tb.Refresh(tb.k, 1061) // both FINs: transitory again
+	if v, _ := tb.In(ipPacket(remote, out1, protoTCP, tcp(80, op, 0x10, "")), 20); v != DropNoSession {
+		t.Fatalf("closed session after the transitory timeout: %v", v)
+	}
+	// A SYN nobody answered expires after the transitory timeout.
+	syn = ipPacket(inB, remote, protoTCP, tcp(40000, 80, tcpSYN, ""))
+	mustOut(t, tb, syn)
+	tb.Refresh(tb.k, 1072)
+	if v, _ := tb.In(ipPacket(remote, out1, protoTCP, tcp(80, sport(syn), tcpSYN|0x10, "")), 20); v != DropNoSession {
+		t.Fatalf("unanswered SYN after the transitory timeout: %v", v)
+	}
+}
+
+// Port exhaustion is refused and counted; existing sessions keep working.
+func TestPortExhaustion(t *testing.T) {
+	c := testConfig()
+	c.BlockSize, c.MaxBlocks = 4, 1
+	tb := newTestTable(t, c)
+	var ports []uint16
+	for i := range 4 {
+		p := ipPacket(inA, remote, protoUDP, udp(uint16(5000+i), 53, "x"))
+		mustOut(t, tb, p)
+		ports = append(ports, sport(p))
+	}
+	p := ipPacket(inA, remote, protoUDP, udp(6000, 53, "x"))
+	if v, _ := tb.Out(p, 20, 1); v != DropNoPort {
+		t.Fatalf("fifth mapping of a 4-port block: %v", v)
+	}
+	for i, op := range ports {
+		r := ipPacket(remote, out1, protoUDP, udp(53, op, "y"))
+		mustIn(t, tb, r)
+		if dport(r) != uint16(5000+i) {
+			t.Fatal("existing session disturbed")
+		}
+	}
+	// Another protocol has its own ports in the same block.
+	mustOut(t, tb, ipPacket(inA, remote, protoTCP, tcp(6000, 80, tcpSYN, "")))
+	tb.Refresh(tb.k, 1000)
+	if tb.Stats().Drops[DropNoPort] != 1 {
+		t.Fatal("no_port not counted")
+	}
+}
+
+func TestTableFull(t *testing.T) {
+	c := testConfig()
+	c.MaxSessions = 3
+	tb := newTestTable(t, c)
+	for i := range 3 {
+		mustOut(t, tb, ipPacket(inA, remote, protoUDP, udp(uint16(5000+i), 53, "x")))
+	}
+	if v, _ := tb.Out(ipPacket(inA, remote, protoUDP, udp(6000, 53, "x")), 20, 1); v != DropTableFull {
+		t.Fatalf("got %v", v)
+	}
+	if tb.cnt[cMappings] != 3 {
+		t.Fatalf("a refused session leaked its mapping: %d mappings", tb.cnt[cMappings])
+	}
+}
+
+// RFC 5508: an ICMP error about a translated packet reaches the inside
+// host with the quoted header translated back, every checksum right.
+func TestICMPErrorIn(t *testing.T) {
+	for _, proto := range []uint8{protoUDP, protoTCP, protoICMP} {
+		tb := newTestTable(t, testConfig())
+		var p []byte
+		switch proto {
+		case protoUDP:
+			p = ipPacket(inA, remote, protoUDP, udp(5000, 33434, "probe"))
+		case protoTCP:
+			p = ipPacket(inA, remote, protoTCP, tcp(5000, 80, tcpSYN, ""))
+		default:
+			p = ipPacket(inA, remote, protoICMP, echo(icmpEchoRequest, 5000, 1))
+		}
+		p[8] = 1
+		p[10], p[11] = 0, 0
+		copy(p[10:], []byte{byte(csum(p[:20]) >> 8), byte(csum(p[:20]))})
+		mustOut(t, tb, p)
+		router := netip.MustParseAddr("198.18.2.1")
+		e := icmpError(router, out1, icmpTimeExceeded, 0, p)
+		mustIn(t, tb, e)
+		q := e[28:]
+		if dst(e) != inA || src(q) != inA || dst(q) != remote {
+			t.Fatalf("proto %d: outer to %v, quoted %v -> %v", proto, dst(e), src(q), dst(q))
+		}
+		if proto == protoICMP {
+			if echoID(q) != 5000 {
+				t.Fatalf("quoted echo id %d", echoID(q))
+			}
+		} else if sport(q) != 5000 {
+			t.Fatalf("proto %d: quoted source port %d", proto, sport(q))
+		}
+		if c := csum(q[:20]); c != 0 {
+			t.Fatalf("proto %d: quoted IP header checksum wrong", proto)
+		}
+	}
+}
+
+func TestICMPErrorOut(t *testing.T) {
+	c := testConfig()
+	c.EndpointIndependentFiltering = true
+	tb := newTestTable(t, c)
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, tb, p)
+	r := ipPacket(remote, out1, protoUDP, udp(53, sport(p), "answer"))
+	mustIn(t, tb, r)
+	// The inside host says port unreachable about the delivered packet.
+	e := icmpError(inA, remote, icmpUnreachable, 3, r)
+	mustOut(t, tb, e)
+	q := e[28:]
+	if src(e) != out1 || dst(q) != out1 || dport(q) != sport(p) {
+		t.Fatalf("outer from %v, quoted to %v:%d", src(e), dst(q), dport(q))
+	}
+}
+
+func TestFragments(t *testing.T) {
+	tb := newTestTable(t, testConfig())
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "0123456789abcdef"))
+	p[6] = 0x20 // MF: a first fragment
+	p[10], p[11] = 0, 0
+	c := csum(p[:20])
+	p[10], p[11] = byte(c>>8), byte(c)
+	if v, _ := tb.Out(p, 20, 1); v != Done {
+		t.Fatal(v)
+	}
+	later := ipPacket(inA, remote, 200, []byte("more data"))
+	later[9] = protoUDP
+	later[6], later[7] = 0, 3 // offset 24
+	later[10], later[11] = 0, 0
+	c = csum(later[:20])
+	later[10], later[11] = byte(c>>8), byte(c)
+	if v, _ := tb.Out(later, 0, 1); v != Done || src(later) != out1 {
+		t.Fatalf("later fragment: %v from %v", v, src(later))
+	}
+	verify(t, later)
+	other := append([]byte(nil), later...)
+	copy(other[12:], inB.AsSlice())
+	other[10], other[11] = 0, 0
+	c = csum(other[:20])
+	other[10], other[11] = byte(c>>8), byte(c)
+	if v, _ := tb.Out(other, 0, 1); v != DropFragNoState {
+		t.Fatalf("unknown later fragment: %v", v)
+	}
+}
+
+func TestHandoffOwners(t *testing.T) {
+	k, err := Compile(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := []*Table{NewTable(0, 2), NewTable(1, 2)}
+	for _, tb := range w {
+		tb.Refresh(k, 1000)
+	}
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	v, own := w[0].Out(append([]byte(nil), p...), 20, 1)
+	if v == Handoff {
+		if v, own = w[own].Out(p, 20, 1); v != Done {
+			t.Fatal(v)
+		}
+	} else {
+		if v != Done {
+			t.Fatal(v)
+		}
+		copy(p, ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")))
+		w[0].Out(p, 20, 1)
+	}
+	owner := w[0].ownerIn(a4(inA))
+	if v, o := w[1-owner].Out(ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")), 20, 1); v != Handoff || o != owner {
+		t.Fatalf("non-owner: %v to %d, owner %d", v, o, owner)
+	}
+	// The returning packet belongs to the worker whose block holds the port,
+	// which is the client's owner.
+	r := ipPacket(remote, out1, protoUDP, udp(53, sport(p), "y"))
+	for i := range w {
+		v, o := w[i].In(append([]byte(nil), r...), 20)
+		if i == owner && v != Done || i != owner && (v != Handoff || o != owner) {
+			t.Fatalf("worker %d: %v to %d (owner %d)", i, v, o, owner)
+		}
+	}
+}
+
+func TestReloadKeepsUnchangedRules(t *testing.T) {
+	c := testConfig()
+	c.Rules = append(c.Rules, Rule{Name: "lan", Sources: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}, Port: 1,
+		Outside: []netip.Addr{netip.MustParseAddr("198.18.1.2")}, PortLo: 1024, PortHi: 2047})
+	tb := newTestTable(t, c)
+	lan := netip.MustParseAddr("10.9.0.5")
+	pv := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	pl := ipPacket(lan, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, tb, pv)
+	mustOut(t, tb, pl)
+	// Reload: the vpn rule moves to second place unchanged, the lan rule
+	// changes its range.
+	c2 := c
+	c2.Rules = []Rule{c.Rules[1], c.Rules[0]}
+	c2.Rules[0].PortHi = 3000
+	k2, err := Compile(c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Refresh(k2, 1001)
+	mustIn(t, tb, ipPacket(remote, out1, protoUDP, udp(53, sport(pv), "y")))
+	if v, _ := tb.In(ipPacket(remote, netip.MustParseAddr("198.18.1.2"), protoUDP, udp(53, sport(pl), "y")), 20); v != DropNoSession {
+		t.Fatalf("session of a changed rule survived: %v", v)
+	}
+	// The kept client still gets ports from its block.
+	p := ipPacket(inA, remote, protoUDP, udp(5001, 53, "x"))
+	mustOut(t, tb, p)
+	tb.Refresh(nil, 1002)
+	if v, _ := tb.Out(ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")), 20, 1); v != Pass {
+		t.Fatalf("NAT off: %v", v)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	good := testConfig()
+	for name, mut := range map[string]func(*Config){
+		"no sources":  func(c *Config) { c.Rules[0].Sources = nil },
+		"no outside":  func(c *Config) { c.Rules[0].Outside = nil },
+		"bad range":   func(c *Config) { c.Rules[0].PortLo, c.Rules[0].PortHi = 3000, 2000 },
+		"v6 source":   func(c *Config) { c.Rules[0].Sources = []netip.Prefix{netip.MustParsePrefix("2001:db8::/64")} },
+		"block size":  func(c *Config) { c.BlockSize = -1 },
+		"max blocks":  func(c *Config) { c.MaxBlocks = 100 },
+		"timeout":     func(c *Config) { c.Timeouts.UDP = time.Millisecond },
+		"dup outside": func(c *Config) { c.Rules = append(c.Rules, c.Rules[0]) },
+	} {
+		c := good
+		c.Rules = append([]Rule(nil), good.Rules...)
+		mut(&c)
+		if _, err := Compile(c); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// Every mapping of a busy table is found again after many frees (the
+// backward-shift deletion keeps clusters intact).
+func TestIndexChurn(t *testing.T) {
+	c := testConfig()
+	c.BlockSize, c.MaxBlocks, c.MaxSessions = 256, 4, 4096
+	c.Rules[0].PortHi = 65535
+	tb := newTestTable(t, c)
+	live := map[uint16]uint16{} // inside port -> outside port
+	for i := range 20000 {
+		ip := uint16(1000 + (i*7919)%900)
+		if op, ok := live[ip]; ok && i%3 == 0 {
+			sid, found := tb.findSession(skey{a4(inA), a4(remote), ip, 53, protoUDP})
+			if !found {
+				t.Fatalf("step %d: session of port %d lost", i, ip)
+			}
+			if tb.maps[tb.sess[sid].m-1].ok.port != op {
+				t.Fatal("mapping changed")
+			}
+			tb.freeSession(sid)
+			delete(live, ip)
+			continue
+		}
+		p := ipPacket(inA, remote, protoUDP, udp(ip, 53, "x"))
+		mustOut(t, tb, p)
+		if op, ok := live[ip]; ok && op != sport(p) {
+			t.Fatalf("step %d: port %d remapped %d -> %d", i, ip, op, sport(p))
+		}
+		live[ip] = sport(p)
+	}
+}
