@@ -20,6 +20,8 @@ const (
 	DropTunnel                   // the tunnel refused it (see the tunnel's own counters)
 	DropLinkDown                 // egress link down
 	DropUplinkFull               // the ring to a site-to-site uplink is full
+	DropNAT                      // NAT refused it (reasons in the NAT counters)
+	DropHandoffFull              // the ring to the worker owning its NAT flow is full
 	NumDropReasons
 )
 
@@ -27,6 +29,7 @@ var dropNames = [NumDropReasons]string{
 	"none", "malformed", "not_for_us", "no_route", "ttl_exceeded", "too_big",
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
+	"nat", "handoff_full",
 }
 
 func (r DropReason) String() string {

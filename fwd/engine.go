@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/fwd/lpm"
+	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
 // Mode selects what the engine does with frames.
@@ -122,6 +123,7 @@ type Engine struct {
 	tables atomic.Pointer[tables]
 	neigh  atomic.Pointer[neighTable]
 	limits atomic.Pointer[Limits] // SetLimits; workers copy it per poll
+	nat    atomic.Pointer[nat.Compiled]
 
 	mu       sync.Mutex // serialises the control plane
 	static   map[netip.Prefix]NextHop
@@ -166,6 +168,9 @@ func New(cfg Config, ports []Port) (*Engine, error) {
 	e.macs = newMACTable(cfg.BridgeTable, uint32(cfg.BridgeAging/time.Second))
 	for q := range queues {
 		e.workers = append(e.workers, newWorker(e, q))
+	}
+	for _, w := range e.workers {
+		w.nat = nat.NewTable(w.q, len(e.workers))
 	}
 	return e, nil
 }

@@ -25,6 +25,8 @@ type fibBatch struct {
 	val6 []uint32
 	ok6  []bool
 
+	natSlot []uint64 // NAT index slots of pend, probed together (nat.Table.Probe)
+
 	// single makes routeLater route at once with one Lookup per packet
 	// (the unbatched path), for comparison in benchmarks.
 	single bool
@@ -35,6 +37,7 @@ func newFIBBatch(n int) fibBatch {
 		pend: make([]*Packet, 0, n), slot: make([]uint16, 0, n),
 		dst4: make([][4]byte, 0, n), val4: make([]uint32, n), ok4: make([]bool, n),
 		dst6: make([][16]byte, 0, n), val6: make([]uint32, n), ok6: make([]bool, n),
+		natSlot: make([]uint64, n),
 	}
 }
 
@@ -61,12 +64,22 @@ func (w *Worker) routeLater(t *tables, p *Packet) {
 // calls in all, and forwards the packets in the order they arrived.
 func (w *Worker) routePending(t *tables) {
 	f := &w.fib
+	clear(f.natSlot[:len(f.pend)])
+	if w.nat.Active() { // NAT's cache misses overlap each other and the FIB's
+		for i, p := range f.pend {
+			f.natSlot[i] = w.nat.Probe(p.Data()[p.L3Off:], l4Off(p))
+		}
+		w.nat.Load(f.natSlot[:len(f.pend)])
+		w.nat.Touch(f.natSlot[:len(f.pend)])
+	}
 	t.v4.LookupBatch(f.dst4, f.val4, f.ok4)
 	t.v6.LookupBatch(f.dst6, f.val6, f.ok6)
 	for i, p := range f.pend {
 		j := f.slot[i]
 		if p.Flags&FlagIPv4 != 0 {
+			w.natHint = f.natSlot[i]
 			w.forwardIP(t, p, 0, f.val4[j], f.ok4[j])
+			w.natHint = 0
 		} else {
 			w.forwardIP(t, p, 0, f.val6[j], f.ok6[j])
 		}

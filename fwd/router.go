@@ -74,7 +74,9 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	a := &t.adj[ai]
 	switch a.kind {
 	case adjLocal:
-		w.localInput(t, p, how)
+		if !w.natLocal(t, p, how) {
+			w.localInput(t, p, how)
+		}
 		return
 	case adjBlackhole:
 		w.drop(p, DropNoRoute)
@@ -107,6 +109,9 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	}
 	if int(p.Len)-int(p.L3Off) > mtu {
 		if v4 && binary.BigEndian.Uint16(l3[6:])&ipv4FlagDF == 0 {
+			if !w.natOut(p, a, how) {
+				return
+			}
 			w.rewriteL3(p, how)
 			w.fragment4(t, p, a, mtu)
 			return
@@ -118,6 +123,9 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		}
 		w.icmpError(t, p, errTooBig, mtu, how)
 		w.drop(p, DropTooBig)
+		return
+	}
+	if !w.natOut(p, a, how) {
 		return
 	}
 	w.rewriteL3(p, how)

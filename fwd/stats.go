@@ -18,6 +18,7 @@ type Stats struct {
 	Replies       uint64 // ARP replies, neighbour adverts and echo replies sent
 	Punts         uint64 // frames handed to the control plane
 	Uplinked      uint64 // IP packets handed to site-to-site uplinks
+	Handoffs      uint64 // NAT'd packets copied to the worker owning their flow
 	Floods        uint64 // bridge frames flooded
 	Clamped       uint64 // TCP SYNs whose MSS was lowered
 	Fragmented    uint64 // IPv4 datagrams, and IPv6 packets of our own, split to fit the egress MTU
@@ -46,6 +47,7 @@ const (
 	cUplinked
 	cHostFragments
 	cCsumPartial
+	cHandoffs
 	cPorts // then 4 per port: rx packets, rx bytes, tx packets, tx bytes
 )
 
@@ -79,6 +81,7 @@ func (e *Engine) Stats() Stats {
 		s.Uplinked += get(cUplinked)
 		s.HostFragments += get(cHostFragments)
 		s.CsumPartial += get(cCsumPartial)
+		s.Handoffs += get(cHandoffs)
 		for p := range s.Ports {
 			b := cPorts + 4*p
 			s.Ports[p].RxPackets += get(b)

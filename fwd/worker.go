@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"time"
+
+	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
 // Worker is the data plane of queue index q: it polls queue q of every
@@ -35,11 +37,14 @@ type Worker struct {
 	hold    holdTable
 	learn   *spscRing[learnMsg]
 	punts   *spscRing[puntSlot]
-	uplinks *spscRing[puntSlot] // IP packets routed to an uplink (uplink.go)
-	inject  *injectQueue        // worker 0 only: frames from the control plane (inject.go)
+	uplinks *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
+	inject  *injectQueue          // worker 0 only: frames from the control plane (inject.go)
+	nat     *nat.Table            // this worker's NAT sessions (nat.go)
+	natHint uint64                // the routed packet's loaded NAT index slot (fib.go), or 0
+	hand    []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 
 	// Packets the worker builds, kept here so they never escape to the heap.
-	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject Packet
+	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject, tmpHand Packet
 
 	cnt []uint64
 	pub pubCounters
@@ -85,6 +90,7 @@ func (w *Worker) Poll() int {
 	w.refreshLimits()
 	w.refillICMP()
 	t := w.e.tables.Load()
+	w.nat.Refresh(w.e.nat.Load(), w.now)
 	total := 0
 	for pi, port := range w.e.ports {
 		w.rx.Reset()
@@ -111,6 +117,10 @@ func (w *Worker) Poll() int {
 		}
 		w.runTunnel(t)
 	}
+	if w.hand != nil {
+		w.drainHandoffs(t)
+		w.runTunnel(t)
+	}
 	if w.inject != nil {
 		total += w.drainInject(t)
 		w.runTunnel(t) // injected packets routed into the tunnel
@@ -120,6 +130,7 @@ func (w *Worker) Poll() int {
 	}
 	w.flush()
 	w.publishCounters()
+	w.nat.Publish()
 	return total
 }
 

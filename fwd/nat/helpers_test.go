@@ -152,7 +152,8 @@ func newTestTable(t testing.TB, c Config) *Table {
 		t.Fatal(err)
 	}
 	tb := NewTable(0, 1)
-	tb.Refresh(k, 1000)
+	tb.Refresh(k, 1000e9)
+	tb.Publish()
 	return tb
 }
 

@@ -122,11 +122,15 @@ type Table struct {
 	cidx    index
 	addrs   []addrState
 
-	frags  [fragSlots]frag
-	sweep  uint32
-	csweep uint32
+	frags     [fragSlots]frag
+	lastNs    int64
+	sweep     uint32
+	csweep    uint32
+	sweepAcc  int64
+	csweepAcc int64
 
 	events *ring
+	sink   uint32 // Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
 	pub    [numCounters]atomic.Uint64
 }
@@ -227,25 +231,35 @@ func (t *Table) Active() bool { return t.k != nil }
 // Config returns the configuration the table runs, or nil.
 func (t *Table) Config() *Compiled { return t.k }
 
-// sweepPerRefresh bounds the expiry work of one Refresh.
+// Expiry sweeps: every session record is visited once per sessionSweep
+// and every client once per clientSweep, a slice per Refresh in proportion
+// to the time since the last one, so the cost per poll is small however
+// fast the worker polls (In and Out also check a session's age on use).
 const (
-	sweepPerRefresh  = 256
-	csweepPerRefresh = 16
+	sessionSweep = 5e9 // ns
+	clientSweep  = 1e9
 )
 
 // Refresh is the worker's once-per-poll step: it takes the configuration
-// k (nil: NAT off) and the clock (engine seconds), expires a bounded slice
-// of sessions and idle port blocks, and publishes the counters.
-func (t *Table) Refresh(k *Compiled, now uint32) {
-	t.now = now
+// k (nil: NAT off) and the engine clock (ns), and expires a
+// time-proportional slice of sessions and idle port blocks.
+func (t *Table) Refresh(k *Compiled, nowNs int64) {
+	t.now = uint32(nowNs / 1e9)
 	if k != t.k {
 		t.reconfigure(k)
 	}
+	el := min(max(nowNs-t.lastNs, 0), sessionSweep)
+	if t.lastNs == 0 {
+		el = 0
+	}
+	t.lastNs = nowNs
 	if t.k != nil {
-		for range min(sweepPerRefresh, len(t.sess)) {
+		t.sweepAcc += el * int64(len(t.sess))
+		n := t.sweepAcc / sessionSweep
+		t.sweepAcc -= n * sessionSweep
+		for range n {
 			i := t.sweep
-			t.sweep++
-			if int(t.sweep) >= len(t.sess) {
+			if t.sweep++; int(t.sweep) >= len(t.sess) {
 				t.sweep = 0
 			}
 			if s := &t.sess[i]; s.m != 0 && t.expired(s) {
@@ -253,10 +267,12 @@ func (t *Table) Refresh(k *Compiled, now uint32) {
 				t.cnt[cExpired]++
 			}
 		}
-		for range min(csweepPerRefresh, len(t.clients)) {
+		t.csweepAcc += min(el, clientSweep) * int64(len(t.clients))
+		n = t.csweepAcc / clientSweep
+		t.csweepAcc -= n * clientSweep
+		for range n {
 			i := t.csweep
-			t.csweep++
-			if int(t.csweep) >= len(t.clients) {
+			if t.csweep++; int(t.csweep) >= len(t.clients) {
 				t.csweep = 0
 			}
 			if c := &t.clients[i]; c.live {
@@ -264,6 +280,11 @@ func (t *Table) Refresh(k *Compiled, now uint32) {
 			}
 		}
 	}
+}
+
+// Publish makes the counters visible to Stats; the worker calls it once
+// per poll, after the packets.
+func (t *Table) Publish() {
 	for i, v := range t.cnt {
 		if t.pub[i].Load() != v {
 			t.pub[i].Store(v)
@@ -786,7 +807,10 @@ func mix64(v uint64) uint32 {
 }
 
 func hashS(k skey) uint32 {
-	return mix64(uint64(k.in)<<32|uint64(k.rem)) ^ mix64(uint64(k.inPort)<<24|uint64(k.remPort)<<8|uint64(k.proto))
+	x := (uint64(k.in)<<32|uint64(k.rem))*0x9e3779b97f4a7c15 ^ (uint64(k.inPort)<<24|uint64(k.remPort)<<8|uint64(k.proto))*0xc2b2ae3d27d4eb4f
+	x ^= x >> 31
+	x *= 0xd6e8feb86659fd93
+	return uint32(x >> 32)
 }
 
 func hashM(k mkey) uint32 { // not the rule: a reload renumbers rules in place
@@ -796,3 +820,72 @@ func hashM(k mkey) uint32 { // not the rule: a reload renumbers rules in place
 func hashO(k okey) uint32 { return mix64(uint64(k.out)<<32 | uint64(k.port)<<8 | uint64(k.proto)) }
 
 func hashC(k ckey) uint32 { return mix32(k.addr) } // not the rule, as hashM
+
+// Warming. With many sessions each lookup is a cache miss or two; Probe
+// and Touch let the worker take a received batch's misses together (the
+// loads of different packets are independent, so they overlap) before it
+// translates the packets one by one, as the FIB lookup does (fwd/lpm).
+
+// Probe returns the hash a packet's lookup will start from, tagged with
+// its index (no memory but the packet's is read); 0 when NAT would not
+// look. Load turns a batch of them into loaded slots, Touch loads the
+// records they name.
+func (t *Table) Probe(pkt []byte, l4 int) uint64 {
+	k := t.k
+	if k == nil || len(pkt) < ipv4MinHdrLen || pkt[0]>>4 != 4 || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
+		return 0
+	}
+	proto := pkt[9]
+	if proto != protoTCP && proto != protoUDP {
+		return 0
+	}
+	src, dst := be32(pkt[12:]), be32(pkt[16:])
+	sp, dp := be16(pkt[l4:]), be16(pkt[l4+2:])
+	for i := range k.rules {
+		for _, p := range k.rules[i].pfx {
+			if src&p.mask == p.addr {
+				return uint64(hashS(skey{src, dst, sp, dp, proto})) | probeSess
+			}
+		}
+	}
+	if k.outsideIndex(dst) >= 0 {
+		return uint64(hashO(okey{dst, dp, proto})) | probeMap
+	}
+	return 0
+}
+
+const (
+	probeSess = 1 << 62
+	probeMap  = 1 << 63
+)
+
+// Load replaces each probe in hs with the index slot it starts at (kind
+// bits kept): a tight loop of independent loads, so the misses overlap.
+func (t *Table) Load(hs []uint64) {
+	ss, sm := t.sidx.s, t.sidx.mask
+	os, om := t.oidx.s, t.oidx.mask
+	for i, h := range hs {
+		switch {
+		case h&probeSess != 0:
+			hs[i] = ss[uint32(h)&sm]&0xffffffff | probeSess
+		case h&probeMap != 0:
+			hs[i] = os[uint32(h)&om]&0xffffffff | probeMap
+		}
+	}
+}
+
+// Touch loads the records the loaded slots name.
+func (t *Table) Touch(hs []uint64) {
+	var sink uint32
+	for _, v := range hs {
+		id := uint32(v)
+		switch {
+		case id == 0:
+		case v&probeSess != 0 && int(id) <= len(t.sess):
+			sink += t.sess[id-1].last
+		case v&probeMap != 0 && int(id) <= len(t.maps):
+			sink += t.maps[id-1].refs
+		}
+	}
+	t.sink += sink
+}

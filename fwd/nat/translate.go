@@ -7,6 +7,12 @@ package nat
 // covers the packet, Handoff and the owning worker when another worker
 // owns its source, Done when translated, or a Drop* verdict (counted).
 func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
+	return t.OutHint(pkt, l4, port, 0)
+}
+
+// OutHint is Out with the packet's loaded index slot from Probe and Load
+// (0: none), which spares the lookup when it names the session.
+func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	k := t.k
 	if k == nil || len(pkt) < ipv4MinHdrLen {
 		return Pass, 0
@@ -49,7 +55,13 @@ func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
 		return t.drop(DropUnsupported)
 	}
 	key := skey{src, be32(pkt[16:]), ip, rp, proto}
-	sid, ok := t.findSession(key)
+	var sid uint32
+	var ok bool
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
+		sid, ok = id-1, true
+	} else {
+		sid, ok = t.findSession(key)
+	}
 	if ok && (t.expired(&t.sess[sid]) || t.maps[t.sess[sid].m-1].ik.rule != uint8(ri)) {
 		t.freeSession(sid)
 		t.cnt[cExpired]++
@@ -430,4 +442,20 @@ func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
 	put32c(pkt[16:], a, pkt[ipCsumOff:])
 	t.cnt[cFragIn]++
 	return Done, 0
+}
+
+// Claims reports whether a TCP or UDP packet to an outside address is
+// NAT's by its destination port (in the range, not the excluded one): the
+// test for hairpinning a packet from an inside client.
+func (t *Table) Claims(pkt []byte, l4 int) bool {
+	if t.k == nil || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+4 > len(pkt) ||
+		pkt[9] != protoTCP && pkt[9] != protoUDP || be16(pkt[6:])&ipv4FragMask != 0 {
+		return false
+	}
+	oi := t.k.outsideIndex(be32(pkt[16:]))
+	if oi < 0 {
+		return false
+	}
+	op, o := be16(pkt[l4+2:]), &t.k.out[oi]
+	return op >= o.lo && op <= o.hi && op != t.k.cfg.Exclude
 }

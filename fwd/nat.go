@@ -1,0 +1,180 @@
+package fwd
+
+import "github.com/ovfwd/ovfwd/fwd/nat"
+
+// NAT44 hook (fwd/nat does the translating). Outbound: a routed IPv4
+// packet leaving through a port is offered to the worker's nat.Table after
+// the TTL and MTU checks (so ICMP errors quote what the sender sent) and
+// before the per-hop rewrite and neighbour resolution. Inbound: a packet
+// the FIB says is ours is offered before local delivery; a translated one
+// is routed again by its new (inside) destination, usually into the
+// tunnel. A flow belongs to one worker (see fwd/nat); a packet that
+// arrived on another worker's queue is copied over a bounded ring to its
+// owner, which routes it from the start.
+
+// handSlots bounds each worker-to-worker handoff ring.
+const handSlots = 256
+
+type handSlot struct {
+	port uint16
+	how  uint8
+	n    uint16
+	data [2048]byte
+}
+
+// SetNAT publishes a NAT configuration to every worker (from its next
+// poll); nil turns NAT off. Sessions of rules k keeps unchanged survive.
+func (e *Engine) SetNAT(k *nat.Compiled) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k != nil && len(e.workers) > 1 && e.workers[0].hand == nil {
+		for _, w := range e.workers {
+			hand := make([]*spscRing[handSlot], len(e.workers))
+			for j := range hand {
+				if j != w.q {
+					hand[j] = newSPSCRing[handSlot](handSlots)
+				}
+			}
+			w.hand = hand
+		}
+	}
+	e.nat.Store(k) // after the rings: a worker that sees k sees them
+}
+
+// NATStats sums the workers' NAT counters as of their last poll.
+func (e *Engine) NATStats() nat.Stats {
+	var s nat.Stats
+	for _, w := range e.workers {
+		s.Add(w.nat.Stats())
+	}
+	return s
+}
+
+// NATEvents calls fn with every port block allocation and release since
+// the last call; the control plane logs them.
+func (e *Engine) NATEvents(fn func(nat.Event)) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, w := range e.workers {
+		n += w.nat.Events(fn)
+	}
+	return n
+}
+
+func l4Off(p *Packet) int {
+	if p.L4Off == 0 {
+		return 0
+	}
+	return int(p.L4Off) - int(p.L3Off)
+}
+
+// natOut translates a packet about to leave through a's port; false when
+// it was consumed (dropped or handed to its owner).
+func (w *Worker) natOut(p *Packet, a *adjacency, how uint8) bool {
+	if !w.nat.Active() || how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
+		return true
+	}
+	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), int(a.port), w.natHint)
+	switch v {
+	case nat.Pass, nat.Done:
+		return true
+	case nat.Handoff:
+		w.handoff(p, owner, how)
+		return false
+	}
+	w.drop(p, DropNAT)
+	return false
+}
+
+// natLocal offers a packet for one of our addresses to NAT: a returning
+// packet for an inside host, or a hairpinned one (an inside client to an
+// outside address and port, RFC 4787 REQ-9: its source is translated as
+// if it left, then it is delivered as if it came back). false: not NAT's,
+// deliver it locally.
+func (w *Worker) natLocal(t *tables, p *Packet, how uint8) bool {
+	if !w.nat.Active() || how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 {
+		return false
+	}
+	l3, l4 := p.Data()[p.L3Off:], l4Off(p)
+	hair := false
+	if port, ok := w.nat.OutsidePort([4]byte(l3[16:20])); ok && w.nat.Claims(l3, l4) {
+		switch v, owner := w.nat.Out(l3, l4, port); v {
+		case nat.Done:
+			hair = true
+		case nat.Pass:
+		case nat.Handoff:
+			w.handoff(p, owner, how)
+			return true
+		default:
+			w.drop(p, DropNAT)
+			return true
+		}
+	}
+	switch v, owner := w.nat.In(l3, l4); v {
+	case nat.Pass:
+		return false
+	case nat.Done:
+		if hair {
+			w.nat.Hairpinned()
+		}
+		w.routeIP(t, p, how)
+	case nat.Handoff:
+		if hair {
+			how = 0 // translated: it is an outside packet now
+		}
+		w.handoff(p, owner, how)
+	default:
+		w.drop(p, DropNAT)
+	}
+	return true
+}
+
+// handoff copies p's IP packet to worker to's ring and frees p.
+func (w *Worker) handoff(p *Packet, to int, how uint8) {
+	r := w.hand[to]
+	s := r.slot()
+	l3 := p.Data()[p.L3Off:]
+	if s == nil || len(l3) > len(s.data) {
+		w.drop(p, DropHandoffFull)
+		return
+	}
+	s.port, s.how, s.n = p.InPort, how, uint16(copy(s.data[:], l3))
+	r.publish()
+	w.cnt[cHandoffs]++
+	w.release(p)
+}
+
+// drainHandoffs routes what other workers handed this one, in buffers of
+// the port each packet came in on.
+func (w *Worker) drainHandoffs(t *tables) {
+	for _, o := range w.e.workers {
+		if o == w {
+			continue
+		}
+		r := o.hand[w.q]
+		h, end := r.head.Load(), r.tail.Load()
+		for i := h; i < end; i++ {
+			s := &r.slots[i&r.mask]
+			a := w.alloc(int(s.port))
+			if a == nil {
+				w.cnt[cDrops+int(DropHandoffFull)]++
+				continue
+			}
+			w.tmpHand = *a // alloc's slot is reused by the next alloc (ICMP errors)
+			p := &w.tmpHand
+			if int(p.Off)+int(s.n) > len(p.Buf) {
+				w.drop(p, DropHandoffFull)
+				continue
+			}
+			p.Len = uint16(copy(p.Buf[p.Off:], s.data[:s.n]))
+			p.Flags = FlagL3Only
+			if r := Parse(p); r != DropNone {
+				w.drop(p, r)
+				continue
+			}
+			w.routeIP(t, p, s.how)
+		}
+		r.head.Store(end)
+	}
+}

@@ -1,0 +1,222 @@
+package fwd_test
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/fwd/nat"
+	"github.com/ovfwd/ovfwd/fwd/porttest"
+)
+
+// NAT rig: port 0 is the inside (198.18.0.0/24), port 1 the outside with
+// outside address r1v4 (198.18.1.1); B (198.18.1.20) is "the internet".
+var (
+	cV4    = netip.MustParseAddr("198.18.0.11")
+	inside = netip.MustParsePrefix("198.18.0.0/24")
+)
+
+func natConfig(eif bool) nat.Config {
+	return nat.Config{
+		Rules: []nat.Rule{{Name: "in", Sources: []netip.Prefix{inside}, Port: 1,
+			Outside: []netip.Addr{r1v4.Addr()}, PortLo: 1024, PortHi: 32767}},
+		MaxSessions: 1 << 17, BlockSize: 256, MaxBlocks: 4, EndpointIndependentFiltering: eif,
+	}
+}
+
+func setNAT(t testing.TB, e *fwd.Engine, c nat.Config) {
+	t.Helper()
+	k, err := nat.Compile(c)
+	must(t, err)
+	e.SetNAT(k)
+}
+
+func natRig(t testing.TB, eif bool) *rig {
+	r := newRig(t, rigOpt{})
+	must(t, r.e.SetNeighbour(1, bV4, macB))
+	must(t, r.e.SetNeighbour(0, aV4, macA))
+	must(t, r.e.SetNeighbour(0, cV4, macC))
+	setNAT(t, r.e, natConfig(eif))
+	return r
+}
+
+func udpFrame(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, sp, dp uint16, payload string) []byte {
+	return eth(dstMAC, srcMAC, 0x0800, ipv4(src, dst, 17, 64, true, udp(sp, dp, []byte(payload))))
+}
+
+// l4ports returns a checked IPv4 frame's addresses and transport ports.
+func l4ports(t testing.TB, f []byte) (src, dst netip.Addr, sp, dp uint16) {
+	t.Helper()
+	hdr, l4 := checkIPv4(t, parseEth(t, f).l3)
+	return netip.AddrFrom4([4]byte(hdr[12:16])), netip.AddrFrom4([4]byte(hdr[16:20])),
+		binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
+}
+
+func TestNATRoundTrip(t *testing.T) {
+	r := natRig(t, false)
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, "query"))
+	r.poll()
+	src, dst, sp, dp := l4ports(t, r.drainOne(1))
+	if src != r1v4.Addr() || dst != bV4 || sp < 1024 || sp > 32767 || dp != 53 {
+		t.Fatalf("left as %v:%d -> %v:%d", src, sp, dst, dp)
+	}
+	r.inject(1, udpFrame(macB, macR1, bV4, r1v4.Addr(), 53, sp, "answer"))
+	r.poll()
+	src, dst, sp2, dp2 := l4ports(t, r.drainOne(0))
+	if src != bV4 || dst != aV4 || sp2 != 53 || dp2 != 5000 {
+		t.Fatalf("returned as %v:%d -> %v:%d", src, sp2, dst, dp2)
+	}
+	// A stranger to the same outside port is filtered and counted.
+	r.inject(1, udpFrame(macB, macR1, netip.MustParseAddr("198.18.1.30"), r1v4.Addr(), 53, sp, "x"))
+	r.poll()
+	r.expectNone(0)
+	if r.drops(fwd.DropNAT) != 1 || r.e.NATStats().Drops[nat.DropNoSession] != 1 {
+		t.Fatalf("filtered packet: drops %d, nat %+v", r.drops(fwd.DropNAT), r.e.NATStats())
+	}
+	// Traffic to the outside address outside the NAT range is ours (echo).
+	r.inject(1, eth(macR1, macB, 0x0800, ipv4(bV4, r1v4.Addr(), 1, 64, false, icmpEcho(8, 77, 1, nil))))
+	r.poll()
+	if _, l4 := checkIPv4(t, parseEth(t, r.drainOne(1)).l3); l4[0] != 0 {
+		t.Fatal("no echo reply from the outside address")
+	}
+	var evs []nat.Event
+	r.e.NATEvents(func(e nat.Event) { evs = append(evs, e) })
+	if len(evs) != 1 || !evs[0].Alloc || evs[0].Inside != aV4 || evs[0].Outside != r1v4.Addr() {
+		t.Fatalf("events %+v", evs)
+	}
+	r.checkNoLeak()
+}
+
+// A packet too big for the egress MTU gets its ICMP error quoting what the
+// client sent (untranslated); the TTL error likewise.
+func TestNATErrorsQuoteTheOriginal(t *testing.T) {
+	r := natRig(t, false)
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, string(make([]byte, 1600))))
+	r.poll()
+	f := r.drainOne(0)
+	_, l4 := checkIPv4(t, parseEth(t, f).l3)
+	q := l4[8:]
+	if l4[0] != 3 || l4[1] != 4 || netip.AddrFrom4([4]byte(q[12:16])) != aV4 || binary.BigEndian.Uint16(q[20:]) != 5000 {
+		t.Fatalf("frag-needed quotes % x", q[:24])
+	}
+	r.checkNoLeak()
+}
+
+// RFC 4787 REQ-9: a client reaches another client's mapping on the
+// outside address; the packet arrives from the sender's mapping.
+func TestNATHairpin(t *testing.T) {
+	r := natRig(t, true)
+	r.inject(0, udpFrame(macC, macR0, cV4, bV4, 6000, 3478, "stun"))
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 3478, "stun"))
+	r.poll()
+	out := r.drain(1)
+	if len(out) != 2 {
+		t.Fatalf("%d frames out", len(out))
+	}
+	_, _, cPort, _ := l4ports(t, out[0])
+	_, _, aPort, _ := l4ports(t, out[1])
+	r.inject(0, udpFrame(macA, macR0, aV4, r1v4.Addr(), 5000, cPort, "hello C"))
+	r.poll()
+	src, dst, sp, dp := l4ports(t, r.drainOne(0))
+	if src != r1v4.Addr() || sp != aPort || dst != cV4 || dp != 6000 {
+		t.Fatalf("hairpinned as %v:%d -> %v:%d (A's mapping %d)", src, sp, dst, dp, aPort)
+	}
+	if r.e.NATStats().Hairpinned != 1 {
+		t.Fatal("hairpin not counted")
+	}
+	r.checkNoLeak()
+}
+
+// Two queues: whichever queue a packet arrives on, the worker owning the
+// flow translates it.
+func TestNATTwoWorkers(t *testing.T) {
+	pool := porttest.NewPool(1, 1024, 0)
+	p0 := porttest.New("p0", macR0, 1500, 2, pool)
+	p1 := porttest.New("p1", macR1, 1500, 2, pool)
+	now := int64(time.Hour)
+	e, err := fwd.New(fwd.Config{Now: func() int64 { return now }}, []fwd.Port{p0, p1})
+	must(t, err)
+	must(t, e.AddAddress(0, r0v4))
+	must(t, e.AddAddress(1, r1v4))
+	must(t, e.SetNeighbour(1, bV4, macB))
+	for i := range 40 {
+		must(t, e.SetNeighbour(0, netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)}), macA))
+	}
+	setNAT(t, e, natConfig(false))
+	ws := e.Workers()
+	pollAll := func() {
+		for range 2 { // a handed-off packet is routed on the owner's next poll
+			for _, w := range ws {
+				w.Poll()
+			}
+		}
+	}
+	drain := func(p *porttest.Port) (f [][]byte) {
+		return append(p.Drain(0), p.Drain(1)...)
+	}
+	// 40 clients, each sending on queue 0 and queue 1 alternately, with the
+	// same source port: 40 distinct mappings, one per client whatever the queue.
+	mapped := map[uint16]netip.Addr{}
+	for i := range 40 {
+		a := netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)})
+		for q := range 2 {
+			p0.Inject(q, udpFrame(macA, macR0, a, bV4, 5000, 53, "q"))
+			pollAll()
+			f := drain(p1)
+			if len(f) != 1 {
+				t.Fatalf("client %v queue %d: %d frames out; stats %+v nat %+v", a, q, len(f), e.Stats(), e.NATStats())
+			}
+			_, _, sp, _ := l4ports(t, f[0])
+			if prev, ok := mapped[sp]; ok && prev != a {
+				t.Fatalf("port %d mapped to %v and %v", sp, prev, a)
+			}
+			mapped[sp] = a
+		}
+	}
+	if len(mapped) != 40 {
+		t.Fatalf("%d mappings for 40 clients", len(mapped))
+	}
+	// Returns on both queues reach the right client.
+	for sp, a := range mapped {
+		for q := range 2 {
+			p1.Inject(q, udpFrame(macB, macR1, bV4, r1v4.Addr(), 53, sp, "a"))
+			pollAll()
+			f := drain(p0)
+			if len(f) != 1 {
+				t.Fatalf("return to %d on queue %d: %d frames", sp, q, len(f))
+			}
+			if _, dst, _, dp := l4ports(t, f[0]); dst != a || dp != 5000 {
+				t.Fatalf("return to %d went to %v:%d, want %v:5000", sp, dst, dp, a)
+			}
+		}
+	}
+	if s := e.Stats(); s.Handoffs == 0 || s.Drops[fwd.DropHandoffFull] != 0 {
+		t.Fatalf("handoffs %d, full %d", s.Handoffs, s.Drops[fwd.DropHandoffFull])
+	}
+	if s := e.NATStats(); s.Mappings != 40 || s.Sessions[nat.SessionsUDP] != 40 {
+		t.Fatalf("nat stats %+v", s)
+	}
+}
+
+// Reload: the same rule keeps its sessions; NAT off stops translating.
+func TestNATReload(t *testing.T) {
+	r := natRig(t, false)
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, "q"))
+	r.poll()
+	_, _, sp, _ := l4ports(t, r.drainOne(1))
+	setNAT(t, r.e, natConfig(false)) // same rules, new pointer
+	r.poll()
+	r.inject(1, udpFrame(macB, macR1, bV4, r1v4.Addr(), 53, sp, "a"))
+	r.poll()
+	r.drainOne(0)
+	r.e.SetNAT(nil)
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, "q"))
+	r.poll()
+	if src, _, _, _ := l4ports(t, r.drainOne(1)); src != aV4 {
+		t.Fatalf("NAT off, left from %v", src)
+	}
+	r.checkNoLeak()
+}
