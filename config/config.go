@@ -9,15 +9,17 @@ import (
 // Config is one decoded, validated ovfwd.toml. Every field holds its default
 // when the file does not set it (see Default and packaging/ovfwd.toml).
 type Config struct {
-	File      string // the file it came from, as given to Load or Parse
-	Appliance Appliance
-	Ports     []Port
-	Routes    []Route
-	VPN       VPN
-	Netlink   Netlink
-	Metrics   Metrics
-	Status    Status
-	Log       Log
+	File       string // the file it came from, as given to Load or Parse
+	Appliance  Appliance
+	Ports      []Port
+	Routes     []Route
+	VPN        VPN
+	Netlink    Netlink
+	Metrics    Metrics
+	Status     Status
+	Log        Log
+	NAT        []NAT
+	NATOptions NATOptions
 }
 
 // Modes of [appliance] mode.
@@ -263,10 +265,11 @@ func Default() *Config {
 			TunMTU:            1500,
 			CompressStub:      true,
 		},
-		Netlink: Netlink{Table: 254},
-		Metrics: Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
-		Status:  Status{Socket: "/run/ovfwd/ovfwd.sock"},
-		Log:     Log{Level: "info", Format: "text"},
+		Netlink:    Netlink{Table: 254},
+		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
+		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock"},
+		Log:        Log{Level: "info", Format: "text"},
+		NATOptions: DefaultNATOptions(),
 	}
 }
 

@@ -192,6 +192,38 @@ routes = ["198.19.0.0/16"] #<`},
 		{"iroute without routes", "vpn.iroute[0]", "iroute without routes", twoPorts + vpnOn + `
 [[vpn.iroute]] #<
 common_name = "site-a"`},
+		{"nat unknown port", "nat[0].port", `no port named "wan9"`, twoPorts + `
+[[nat]]
+sources = ["198.19.0.0/24"]
+port = "wan9" #<`},
+		{"nat without sources", "nat[0]", "NAT rule without sources", twoPorts + `
+[[nat]] #<
+port = "wan0"`},
+		{"nat ipv6 source", "nat[0].sources[0]", "source 2001:db8::/64 is not IPv4", twoPorts + `
+[[nat]]
+sources = ["2001:db8::/64"] #<
+port = "wan0"`},
+		{"nat bad port range", "nat[0].ports", `bad port range "2000-1000"`, twoPorts + `
+[[nat]]
+sources = ["198.19.0.0/24"]
+port = "wan0"
+ports = "2000-1000" #<`},
+		{"nat range below a block", "nat[0].ports", "port range 2000-2010 is smaller than one port block", twoPorts + `
+[[nat]]
+sources = ["198.19.0.0/24"]
+port = "wan0"
+ports = "2000-2010" #<`},
+		{"nat outside twice", "nat[1].outside[0]", "outside address 198.18.1.1 is already nat[0]'s", twoPorts + `
+[[nat]]
+sources = ["198.19.0.0/24"]
+port = "wan0"
+[[nat]]
+sources = ["198.19.1.0/24"]
+port = "wan0"
+outside = ["198.18.1.1"] #<`},
+		{"nat bad filtering", "nat_options.filtering", `"full-cone"`, twoPorts + `
+[nat_options]
+filtering = "full-cone" #<`},
 		{"iroute without the server", "vpn.iroute", "iroutes need the VPN server", twoPorts + `
 [[vpn.iroute]] #<
 common_name = "site-a"

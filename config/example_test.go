@@ -75,18 +75,20 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	// ask them with empty values to learn their keys.
 	keys := map[string][]string{"": root.known}
 	for name, decode := range map[string]func(*table){
-		"appliance":  func(t *table) { d.appliance(t, &Appliance{}) },
-		"port":       func(t *table) { p := defaultPort(); d.port(t, &p) },
-		"port.afxdp": func(t *table) { d.afxdp(t, &AFXDP{}) },
-		"port.mlx5":  func(t *table) { d.mlx5(t, &MLX5{SQLogSize: 10}) },
-		"route":      func(t *table) { d.route(t, &Route{}) },
-		"vpn":        func(t *table) { d.vpn(t, &VPN{}) },
-		"vpn.client": func(t *table) { d.vpnClient(t, &VPNClient{}) },
-		"vpn.iroute": func(t *table) { d.vpnIRoute(t, &VPNIRoute{}) },
-		"netlink":    func(t *table) { d.netlink(t, &Netlink{}) },
-		"metrics":    func(t *table) { d.metrics(t, &Metrics{}) },
-		"status":     func(t *table) { d.status(t, &Status{}) },
-		"log":        func(t *table) { d.log(t, &Log{}) },
+		"appliance":   func(t *table) { d.appliance(t, &Appliance{}) },
+		"port":        func(t *table) { p := defaultPort(); d.port(t, &p) },
+		"port.afxdp":  func(t *table) { d.afxdp(t, &AFXDP{}) },
+		"port.mlx5":   func(t *table) { d.mlx5(t, &MLX5{SQLogSize: 10}) },
+		"route":       func(t *table) { d.route(t, &Route{}) },
+		"vpn":         func(t *table) { d.vpn(t, &VPN{}) },
+		"vpn.client":  func(t *table) { d.vpnClient(t, &VPNClient{}) },
+		"vpn.iroute":  func(t *table) { d.vpnIRoute(t, &VPNIRoute{}) },
+		"netlink":     func(t *table) { d.netlink(t, &Netlink{}) },
+		"metrics":     func(t *table) { d.metrics(t, &Metrics{}) },
+		"status":      func(t *table) { d.status(t, &Status{}) },
+		"log":         func(t *table) { d.log(t, &Log{}) },
+		"nat":         func(t *table) { d.nat(t, &NAT{}) },
+		"nat_options": func(t *table) { d.natOptions(t, &NATOptions{}) },
 	} {
 		tb := &table{d: d, path: name, m: map[string]any{}}
 		decode(tb)

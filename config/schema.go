@@ -28,6 +28,12 @@ func (d *decoder) decodeRoot(root *table, c *Config) {
 	d.metrics(root.sub("metrics"), &c.Metrics)
 	d.status(root.sub("status"), &c.Status)
 	d.log(root.sub("log"), &c.Log)
+	for _, t := range root.list("nat") {
+		var n NAT
+		d.nat(t, &n)
+		c.NAT = append(c.NAT, n)
+	}
+	d.natOptions(root.sub("nat_options"), &c.NATOptions)
 	root.done()
 }
 

@@ -13,6 +13,7 @@ func (d *decoder) validate(c *Config) {
 	d.validatePorts(c)
 	d.validateRoutes(c)
 	d.validateVPN(c)
+	d.validateNAT(c)
 }
 
 func portKey(i int, k string) string { return joinPath(indexPath("port", i), k) }
