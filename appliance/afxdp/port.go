@@ -152,6 +152,10 @@ func (p *Port) RefreshLocal() error {
 // SetLocal replaces the addresses the kernel keeps on this port.
 func (p *Port) SetLocal(addrs []netip.Addr) error { return p.steer.SetLocal(addrs) }
 
+// SetNAT hands ovfwd what NAT owns on the local IPv4 addresses: ports
+// lo..hi (Steering.SetNAT); 0, 0 turns it off.
+func (p *Port) SetNAT(lo, hi uint16) error { return p.steer.SetNAT(lo, hi) }
+
 // Modes reports, per queue, zero-copy or copy and native or generic XDP.
 func (p *Port) Modes() []QueueMode { return append([]QueueMode(nil), p.modes...) }
 

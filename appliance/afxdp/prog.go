@@ -43,6 +43,7 @@ const (
 	mapXSKs   = "ovfwd_xsks"
 	mapLocal4 = "ovfwd_local4"
 	mapLocal6 = "ovfwd_local6"
+	mapNAT    = "ovfwd_nat"
 )
 
 // Steering is the XDP program that splits a port's traffic between ovfwd
@@ -52,7 +53,11 @@ const (
 //     kernel — SSH, ping to the box, the VPN control channel — except UDP to
 //     the VPN port whose first payload byte carries opcode P_DATA_V2, which
 //     is ovfwd's data plane, and neighbour solicitations/advertisements,
-//     because ovfwd owns neighbour discovery as it owns ARP. Fragments
+//     because ovfwd owns neighbour discovery as it owns ARP, and, while a
+//     NAT port range is set (SetNAT), what NAT owns: TCP/UDP to a port in
+//     the range (not the VPN port), ICMP echo replies whose identifier is
+//     in it, ICMP errors quoting a TCP/UDP source port or echo identifier
+//     in it, and non-first IPv4 fragments. Other fragments
 //     (IPv4 with MF or an offset; IPv6 with a Fragment header) are the
 //     kernel's even to the VPN port: it reassembles them, with its own
 //     bounds (net.ipv4.ipfrag_*, net.ipv6.ip6frag_*), for its socket;
@@ -65,6 +70,7 @@ type Steering struct {
 	xsks    *ebpf.Map // BPF_MAP_TYPE_XSKMAP, queue -> socket
 	local4  *ebpf.Map // hash: IPv4 address -> 1
 	local6  *ebpf.Map // hash: IPv6 address -> 1
+	nat     *ebpf.Map // array[1]: NAT port range lo | hi<<16; 0 = no NAT
 	vpnPort uint16
 	prog    *ebpf.Program
 	link    link.Link
@@ -90,6 +96,9 @@ func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
 	if s.local6, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapLocal6, Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: maxLocalAddrs}); err != nil {
 		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapLocal6, err))
 	}
+	if s.nat, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapNAT, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
+		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapNAT, err))
+	}
 	if s.prog, err = s.load("ovfwd_steer", false); err != nil {
 		return nil, s.fail(err)
 	}
@@ -100,7 +109,7 @@ func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
 // shape (see steeringProgram).
 func (s *Steering) load(name string, verdictOnly bool) (*ebpf.Program, error) {
 	insns := steeringProgram(s.vpnPort, verdictOnly)
-	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6} {
+	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6, mapNAT: s.nat} {
 		if err := insns.AssociateMap(sym, m); err != nil && !errors.Is(err, asm.ErrUnreferencedSymbol) {
 			return nil, fmt.Errorf("afxdp: program %s: map %s: %w", name, sym, err)
 		}
@@ -203,6 +212,20 @@ func (s *Steering) SetLocal(addrs []netip.Addr) error {
 	return errors.Join(errs...)
 }
 
+// SetNAT makes the program hand ovfwd what NAT owns on the local IPv4
+// addresses: ports lo..hi (see Steering); 0, 0 turns it off.
+func (s *Steering) SetNAT(lo, hi uint16) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("afxdp: steering closed")
+	}
+	if err := s.nat.Put(uint32(0), uint32(lo)|uint32(hi)<<16); err != nil {
+		return fmt.Errorf("afxdp: set NAT range: %w", err)
+	}
+	return nil
+}
+
 func (s *Steering) localMap(a netip.Addr) *ebpf.Map {
 	if a.Is4() {
 		return s.local4
@@ -252,12 +275,12 @@ func (s *Steering) Close() error {
 	if s.prog != nil {
 		errs = append(errs, s.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{s.xsks, s.local4, s.local6} {
+	for _, m := range []*ebpf.Map{s.xsks, s.local4, s.local6, s.nat} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	s.prog, s.xsks, s.local4, s.local6 = nil, nil, nil, nil
+	s.prog, s.xsks, s.local4, s.local6, s.nat = nil, nil, nil, nil, nil
 	s.mode = 0
 	return errors.Join(errs...)
 }
@@ -269,8 +292,8 @@ func (s *Steering) Close() error {
 // redirecting, so BPF_PROG_TEST_RUN can tell the two outcomes apart.
 func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 	const (
-		r0, r1, r2, r3, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
-		W, H, B, DW                         = asm.Word, asm.Half, asm.Byte, asm.DWord
+		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B, DW                                 = asm.Word, asm.Half, asm.Byte, asm.DWord
 	)
 	p := asm.Instructions{
 		asm.Mov.Reg(r6, r1),
@@ -304,12 +327,92 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Add.Imm(r2, -4),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(r0, 0, "ovfwd"),
+
+		// NAT (SetNAT): r5 = lo | hi<<16, r8 = the transport header.
+		asm.StoreImm(r10, -8, 0, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapNAT),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -8),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "vpn4"),
+		asm.LoadMem(r5, r0, 0, W),
+		asm.JEq.Imm(r5, 0, "vpn4"),
+		asm.LoadMem(r2, r7, 6, H),
+		asm.And.Imm(r2, be16(0x1fff)),
+		asm.JNE.Imm(r2, 0, "ovfwd"),
+		asm.LoadMem(r2, r7, 0, B),
+		asm.And.Imm(r2, 0x0f),
+		asm.LSh.Imm(r2, 2),
+		asm.Mov.Reg(r8, r7),
+		asm.Add.Reg(r8, r2),
+		asm.LoadMem(r3, r7, 9, B),
+		asm.JEq.Imm(r3, ipProtoTCP, "nat_l4"),
+		asm.JEq.Imm(r3, ipProtoUDP, "nat_l4"),
+		asm.JEq.Imm(r3, ipProtoICMP, "nat_icmp"),
+		asm.Ja.Label("vpn4"),
+
+		// TCP/UDP: the destination port, unless it is the VPN's.
+		asm.Mov.Reg(r2, r8).WithSymbol("nat_l4"),
+		asm.Add.Imm(r2, 4),
+		asm.JGT.Reg(r2, r9, "vpn4"),
+		asm.LoadMem(r2, r8, 2, H),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.JEq.Imm(r2, int32(vpnPort), "vpn4"),
+		asm.Ja.Label("nat_range"),
+
+		// ICMP: an echo reply's identifier, or what an error quotes.
+		asm.Mov.Reg(r2, r8).WithSymbol("nat_icmp"),
+		asm.Add.Imm(r2, 8),
+		asm.JGT.Reg(r2, r9, "vpn4"),
+		asm.LoadMem(r3, r8, 0, B),
+		asm.JEq.Imm(r3, icmpEchoReply, "nat_echo"),
+		asm.JEq.Imm(r3, icmpUnreachable, "nat_err"),
+		asm.JEq.Imm(r3, icmpSourceQuench, "nat_err"),
+		asm.JEq.Imm(r3, icmpTimeExceeded, "nat_err"),
+		asm.JEq.Imm(r3, icmpParamProblem, "nat_err"),
+		asm.Ja.Label("vpn4"),
+		asm.LoadMem(r2, r8, 4, H).WithSymbol("nat_echo"),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Ja.Label("nat_range"),
+		// r4 = the quoted IP header, r3 = its transport header.
+		asm.Mov.Reg(r4, r8).WithSymbol("nat_err"),
+		asm.Add.Imm(r4, 8),
+		asm.Mov.Reg(r2, r4),
+		asm.Add.Imm(r2, 20),
+		asm.JGT.Reg(r2, r9, "vpn4"),
+		asm.LoadMem(r2, r4, 0, B),
+		asm.And.Imm(r2, 0x0f),
+		asm.LSh.Imm(r2, 2),
+		asm.Mov.Reg(r3, r4),
+		asm.Add.Reg(r3, r2),
+		asm.Mov.Reg(r2, r3),
+		asm.Add.Imm(r2, 8),
+		asm.JGT.Reg(r2, r9, "vpn4"),
+		asm.LoadMem(r2, r4, 9, B),
+		asm.JEq.Imm(r2, ipProtoTCP, "nat_qport"),
+		asm.JEq.Imm(r2, ipProtoUDP, "nat_qport"),
+		asm.JEq.Imm(r2, ipProtoICMP, "nat_qid"),
+		asm.Ja.Label("vpn4"),
+		asm.LoadMem(r2, r3, 0, H).WithSymbol("nat_qport"),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Ja.Label("nat_range"),
+		asm.LoadMem(r2, r3, 4, H).WithSymbol("nat_qid"),
+		asm.HostTo(asm.BE, r2, asm.Half),
+
+		// r2 in lo..hi: ovfwd's.
+		asm.Mov.Reg(r3, r5).WithSymbol("nat_range"),
+		asm.And.Imm(r3, 0xffff),
+		asm.JLT.Reg(r2, r3, "vpn4"),
+		asm.Mov.Reg(r3, r5),
+		asm.RSh.Imm(r3, 16),
+		asm.JGT.Reg(r2, r3, "vpn4"),
+		asm.Ja.Label("ovfwd"),
 	}
 	if vpnPort == 0 {
-		p = append(p, asm.Ja.Label("pass"))
+		p = append(p, asm.Ja.Label("pass").WithSymbol("vpn4"))
 	} else {
 		p = append(p,
-			asm.LoadMem(r2, r7, 9, B),
+			asm.LoadMem(r2, r7, 9, B).WithSymbol("vpn4"),
 			asm.JNE.Imm(r2, ipProtoUDP, "pass"),
 			asm.LoadMem(r2, r7, 6, H),
 			asm.And.Imm(r2, be16(ipv4FlagMF|ipv4FragOffset)),

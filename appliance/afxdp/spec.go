@@ -32,7 +32,16 @@ const (
 	ethTypeIPv6   = 0x86dd
 	ethTypeVLAN   = 0x8100
 	ipProtoUDP    = 17
-	ipProtoICMPv6 = 58
+	ipProtoTCP    = 6
+	ipProtoICMP   = 1
+
+	// RFC 792 ICMP types NAT translates (see Steering).
+	icmpEchoReply    = 0
+	icmpUnreachable  = 3
+	icmpSourceQuench = 4
+	icmpTimeExceeded = 11
+	icmpParamProblem = 12
+	ipProtoICMPv6    = 58
 
 	icmp6NeighborSolicit = 135
 	icmp6NeighborAdvert  = 136

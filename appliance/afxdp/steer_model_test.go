@@ -11,7 +11,7 @@ import (
 
 // steerModel is the steering rule in Go, written from the spec (Steering's
 // doc comment), not from the program: true means "to ovfwd".
-func steerModel(f []byte, local map[netip.Addr]bool, vpnPort uint16) bool {
+func steerModel(f []byte, local map[netip.Addr]bool, vpnPort, natLo, natHi uint16) bool {
 	if len(f) < 14 {
 		return true
 	}
@@ -32,6 +32,9 @@ func steerModel(f []byte, local map[netip.Addr]bool, vpnPort uint16) bool {
 		}
 		dst = netip.AddrFrom4([4]byte(ip[16:20]))
 		if !local[dst] {
+			return true
+		}
+		if natHi != 0 && steerNAT(ip, vpnPort, natLo, natHi) {
 			return true
 		}
 		// Fragments are the kernel's: it reassembles them.
@@ -68,30 +71,84 @@ func steerModel(f []byte, local map[netip.Addr]bool, vpnPort uint16) bool {
 	return binary.BigEndian.Uint16(l4[2:]) == vpnPort && l4[8]>>3 == 9
 }
 
+// steerNAT: what NAT owns on a local IPv4 address (Steering's doc).
+func steerNAT(ip []byte, vpnPort, lo, hi uint16) bool {
+	if binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
+		return true
+	}
+	in := func(p uint16) bool { return p >= lo && p <= hi }
+	ihl := int(ip[0]&0x0f) * 4
+	if ihl > len(ip) {
+		return false
+	}
+	l4 := ip[ihl:]
+	switch ip[9] {
+	case 6, 17:
+		if len(l4) < 4 {
+			return false
+		}
+		p := binary.BigEndian.Uint16(l4[2:])
+		return p != vpnPort && in(p)
+	case 1:
+		if len(l4) < 8 {
+			return false
+		}
+		switch l4[0] {
+		case 0:
+			return in(binary.BigEndian.Uint16(l4[4:]))
+		case 3, 4, 11, 12:
+			q := l4[8:]
+			if len(q) < 20 {
+				return false
+			}
+			qihl := int(q[0]&0x0f) * 4
+			if len(q) < qihl+8 {
+				return false
+			}
+			switch q[9] {
+			case 6, 17:
+				return in(binary.BigEndian.Uint16(q[qihl:]))
+			case 1:
+				return in(binary.BigEndian.Uint16(q[qihl+4:]))
+			}
+		}
+	}
+	return false
+}
+
 var (
 	modelLocal4 = netip.MustParseAddr("198.18.8.3")
 	modelLocal6 = netip.MustParseAddr("2001:db8:8::3")
 )
 
-const modelVPNPort = 1194
+const (
+	modelVPNPort = 1194
+	modelNATLo   = 1024
+	modelNATHi   = 32767
+)
+
+// modelShapes are the program shapes checked: no VPN, VPN, VPN with NAT.
+var modelShapes = [3]struct{ vpn, natLo, natHi uint16 }{{0, 0, 0}, {modelVPNPort, 0, 0}, {modelVPNPort, modelNATLo, modelNATHi}}
 
 // loadModelPrograms loads the verdict-only program with a local address of
 // each family, for both program shapes (VPN port / none).
-func loadModelPrograms(tb testing.TB) (progs [2]*ebpf.Program, ports [2]uint16) {
+func loadModelPrograms(tb testing.TB) (progs [3]*ebpf.Program) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
 			tb.Fatal("needs root")
 		}
 		tb.Skip("needs root (BPF_PROG_TEST_RUN)")
 	}
-	ports = [2]uint16{0, modelVPNPort}
-	for i, port := range ports {
-		s, err := NewSteering(1, port)
+	for i, sh := range modelShapes {
+		s, err := NewSteering(1, sh.vpn)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { s.Close() })
 		if err := s.SetLocal([]netip.Addr{modelLocal4, modelLocal6}); err != nil {
+			tb.Fatal(err)
+		}
+		if err := s.SetNAT(sh.natLo, sh.natHi); err != nil {
 			tb.Fatal(err)
 		}
 		prog, err := s.load("ovfwd_steer_t", true)
@@ -104,7 +161,7 @@ func loadModelPrograms(tb testing.TB) (progs [2]*ebpf.Program, ports [2]uint16) 
 	return
 }
 
-func checkSteering(t *testing.T, progs [2]*ebpf.Program, ports [2]uint16, frame []byte) {
+func checkSteering(t *testing.T, progs [3]*ebpf.Program, frame []byte) {
 	if len(frame) < 14 || len(frame) > 1500 {
 		return // BPF_PROG_TEST_RUN takes Ethernet frames of at least a header
 	}
@@ -114,19 +171,20 @@ func checkSteering(t *testing.T, progs [2]*ebpf.Program, ports [2]uint16, frame 
 		if err != nil {
 			t.Fatalf("test run: %v", err)
 		}
+		sh := modelShapes[i]
 		if v != xdpPass && v != xdpTX {
-			t.Fatalf("vpn port %d: verdict %d for % x", ports[i], v, frame)
+			t.Fatalf("shape %+v: verdict %d for % x", sh, v, frame)
 		}
-		if want := steerModel(frame, local, ports[i]); (v == xdpTX) != want {
-			t.Fatalf("vpn port %d: program says ovfwd=%v, model says %v, frame % x", ports[i], v == xdpTX, want, frame)
+		if want := steerModel(frame, local, sh.vpn, sh.natLo, sh.natHi); (v == xdpTX) != want {
+			t.Fatalf("shape %+v: program says ovfwd=%v, model says %v, frame % x", sh, v == xdpTX, want, frame)
 		}
 	}
 }
 
 func TestSteeringDecisions(t *testing.T) {
-	progs, ports := loadModelPrograms(t)
+	progs := loadModelPrograms(t)
 	for _, f := range steeringSeeds() {
-		checkSteering(t, progs, ports, f)
+		checkSteering(t, progs, f)
 	}
 }
 
@@ -134,8 +192,8 @@ func FuzzSteering(f *testing.F) {
 	for _, s := range steeringSeeds() {
 		f.Add(s)
 	}
-	progs, ports := loadModelPrograms(f)
-	f.Fuzz(func(t *testing.T, frame []byte) { checkSteering(t, progs, ports, frame) })
+	progs := loadModelPrograms(f)
+	f.Fuzz(func(t *testing.T, frame []byte) { checkSteering(t, progs, frame) })
 }
 
 // steeringSeeds covers every branch: ARP, transit v4/v6, local ping,
@@ -180,6 +238,16 @@ func steeringSeeds() [][]byte {
 	other6 := netip.MustParseAddr("2001:db8:9::9")
 	return [][]byte{
 		eth(0x0806, make([]byte, 28)),
+		// NAT: TCP/UDP to a port in and out of the range, echo replies,
+		// errors quoting a NAT port, a later fragment.
+		eth(0x0800, v4(modelLocal4, 6, 5, 0, udp(2000, 0))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(40000, 0))),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, []byte{0, 0, 0, 0, 0x05, 0xdc, 0, 1})),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, []byte{0, 0, 0, 0, 0x9c, 0x40, 0, 1})),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, append([]byte{11, 0, 0, 0, 0, 0, 0, 0}, v4(other4, 17, 5, 0, []byte{0x05, 0xdc, 0, 53, 0, 8, 0, 0})...))),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, v4(other4, 6, 6, 0, make([]byte, 12))...))),
+		eth(0x0800, v4(modelLocal4, 1, 5, 0, append([]byte{3, 1, 0, 0, 0, 0, 0, 0}, v4(other4, 1, 5, 0, []byte{8, 0, 0, 0, 0x05, 0xdc, 0, 1})...))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x0020, nil)),
 		eth(0x0800, v4(other4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
 		eth(0x0800, v4(modelLocal4, 1, 5, 0, []byte{8, 0, 0, 0, 0, 0, 0, 0})),
 		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
