@@ -59,6 +59,7 @@ type daemon struct {
 	metrics *metrics.Server
 	vpn     *vpnServer   // nil unless [vpn] enabled
 	uplinks *uplinks     // nil without [[vpn.client]]
+	nat     *natState    // nil until [[nat]] rules are first applied
 	wake    *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
 	taps    exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
 	cpus    []int        // cpus[q]: worker q's CPU, -1 when not pinned
@@ -174,6 +175,11 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 		d.fib.replace(srcUplink, uplinkRoutes(cfg.VPN.Clients))
 		d.uplinks = startUplinks(cfg.VPN.Clients, d.wake, d.log)
+	}
+	if len(cfg.NAT) > 0 {
+		if err := d.applyNAT(cfg); err != nil {
+			return err
+		}
 	}
 	if err := d.startExceptionTAPs(cfg); err != nil {
 		return err
@@ -321,6 +327,7 @@ func (d *daemon) controlLoop() {
 		if d.vpn != nil {
 			vpnEvs = d.vpn.service(time.Now(), vpnEvs, vpnBuf)
 		}
+		d.serviceNAT(time.Now())
 	}
 }
 

@@ -36,12 +36,23 @@ func (d *daemon) reload() {
 		d.rejectReload(err)
 		return
 	}
+	if _, err := natCompile(nc, d.portIndex); err != nil {
+		d.rejectReload(err)
+		return
+	}
 	// Engine limits and VPN tunables go first, so that a refusal leaves
 	// everything as it was. Both refuse only values config.Load already
 	// rejects, so the second cannot fail after the first applied.
 	if err := d.engine.SetLimits(engineLimits(engineConfig(nc.Appliance, old.VPN.Enabled))); err != nil {
 		d.rejectReload(err)
 		return
+	}
+	if len(nc.NAT) > 0 || d.nat != nil {
+		// Rules the new file leaves as they were keep their sessions.
+		if err := d.applyNAT(nc); err != nil {
+			d.rejectReload(err)
+			return
+		}
 	}
 	var pending []string
 	if d.vpn != nil && nc.VPN.Enabled {
@@ -124,6 +135,9 @@ func restartOnly(old, nc *config.Config) []string {
 	}
 	if !reflect.DeepEqual(vpnRestartPart(old.VPN), vpnRestartPart(nc.VPN)) {
 		out = append(out, "[vpn]")
+	}
+	if nc.NATOptions.MaxSessions > old.NATOptions.MaxSessions && len(old.NAT) > 0 {
+		out = append(out, "[nat_options] max_sessions above the start value")
 	}
 	return out
 }

@@ -30,6 +30,7 @@ func (d *daemon) snapshot() status.Snapshot {
 		},
 		Neighbours: len(d.engine.Neighbours()),
 		Reload:     rl,
+		NAT:        d.natSnapshot(),
 	}
 	for r := fwd.DropReason(1); r < fwd.NumDropReasons; r++ {
 		s.Drops[r.String()] = st.Drops[r]

@@ -39,6 +39,13 @@ var (
 	uplinkUp      = desc("uplink_up", "1 while a [[vpn.client]] uplink is connected.", "uplink")
 	uplinkCounter = desc("uplink_total", "An uplink's counters (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, rx_spoofed, rx_link_local, attempts).", "uplink", "counter")
 
+	natSessions = desc("nat_sessions", "Live NAT sessions, by protocol.", "protocol")
+	natCounter  = desc("nat_total", "NAT events (translated, untranslated, hairpinned, sessions_created, sessions_expired, blocks_allocated, blocks_released, …).", "event")
+	natGauge    = desc("nat_state", "NAT table occupancy (mappings, clients, blocks).", "kind")
+	natDrops    = desc("nat_drops_total", "Packets NAT refused, by reason (no_port, table_full, no_session, frag_no_state, unsupported, malformed).", "reason")
+	natRate     = desc("nat_translations_per_second", "Packets translated per second (both directions), over the last second or so.")
+	natClient   = desc("nat_client_ports", "Outside ports in the port blocks a NAT client holds.", "client", "outside")
+
 	startTime = desc("start_time_seconds", "Unix time the appliance started.")
 	buildInfo = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")
 )
@@ -52,6 +59,7 @@ var allDescs = []*prometheus.Desc{
 	drops, engine, routes, prefixes, neighbours, reloads,
 	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops,
 	uplinkUp, uplinkCounter,
+	natSessions, natCounter, natGauge, natDrops, natRate, natClient,
 	startTime, buildInfo,
 }
 
@@ -119,6 +127,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.gauge(uplinkUp, boolValue(u.State == "connected"), u.Name)
 		for _, k := range sortedKeys(u.Counters) {
 			e.counter(uplinkCounter, u.Counters[k], u.Name, k)
+		}
+	}
+	if n := s.NAT; n != nil {
+		for _, k := range sortedKeys(n.Sessions) {
+			e.gauge(natSessions, float64(n.Sessions[k]), k)
+		}
+		for _, k := range sortedKeys(n.Counters) {
+			switch k {
+			case "mappings", "clients", "blocks":
+				e.gauge(natGauge, float64(n.Counters[k]), k)
+			default:
+				e.counter(natCounter, n.Counters[k], k)
+			}
+		}
+		e.counters(natDrops, n.Drops)
+		e.gauge(natRate, n.TranslationsPerSec)
+		for _, c := range n.Clients {
+			e.gauge(natClient, float64(c.Ports), c.Inside, c.Outside)
 		}
 	}
 	e.gauge(startTime, float64(s.Started.Unix()))

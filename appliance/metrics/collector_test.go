@@ -43,6 +43,13 @@ func sample() status.Snapshot {
 			{Name: "site-b", State: "connected", Counters: status.Counters{"tx_packets": 12, "rx_packets": 13, "tx_down": 0}},
 			{Name: "site-c", State: "connecting", Counters: status.Counters{"attempts": 4}},
 		},
+		NAT: &status.NAT{
+			Sessions:           status.Counters{"tcp": 3, "udp": 2, "icmp": 1},
+			Counters:           status.Counters{"translated": 100, "mappings": 4},
+			Drops:              status.Counters{"no_port": 1},
+			TranslationsPerSec: 12.5,
+			Clients:            []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
+		},
 	}
 }
 

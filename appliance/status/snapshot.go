@@ -19,6 +19,7 @@ type Snapshot struct {
 	Neighbours int       `json:"neighbours"` // entries in the engine's neighbour table
 	VPN        *VPN      `json:"vpn,omitempty"`
 	Uplinks    []Uplink  `json:"uplinks,omitempty"`
+	NAT        *NAT      `json:"nat,omitempty"`
 	Reload     Reload    `json:"reload"`
 }
 
@@ -105,4 +106,32 @@ type Reload struct {
 	Failed    int       `json:"failed"` // rejected configs
 	Last      time.Time `json:"last,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+}
+
+// NAT is the NAT44 state ([[nat]]).
+type NAT struct {
+	Rules              []NATRule   `json:"rules"`
+	Sessions           Counters    `json:"sessions"` // live sessions by protocol: tcp, udp, icmp
+	Counters           Counters    `json:"counters"` // translated, untranslated, hairpinned, sessions_created, blocks_allocated, …
+	Drops              Counters    `json:"drops"`    // no_port, table_full, no_session, frag_no_state, unsupported, malformed
+	TranslationsPerSec float64     `json:"translations_per_second"`
+	Clients            []NATClient `json:"clients"`
+}
+
+// NATRule is one [[nat]] rule as it runs.
+type NATRule struct {
+	Name    string   `json:"name"`
+	Sources []string `json:"sources"`
+	Port    string   `json:"port"`
+	Outside []string `json:"outside"`
+	Ports   string   `json:"ports"`
+}
+
+// NATClient is one inside address holding port blocks.
+type NATClient struct {
+	Inside  string   `json:"inside"`
+	Name    string   `json:"name,omitempty"` // VPN certificate common name
+	Outside string   `json:"outside"`
+	Blocks  []string `json:"blocks"` // port ranges
+	Ports   int      `json:"ports"`  // ports in those blocks
 }

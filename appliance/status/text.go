@@ -61,6 +61,20 @@ func WriteText(w io.Writer, s *Snapshot) error {
 			fmt.Fprintf(b, ", routes %s, mtu %d\n    %s\n", strings.Join(u.Routes, " "), u.MTU, orNone(nonZero(u.Counters)))
 		}
 	}
+	if n := s.NAT; n != nil {
+		fmt.Fprintf(b, "\nnat: sessions tcp %d udp %d icmp %d, %.0f translations/s\n", n.Sessions["tcp"], n.Sessions["udp"], n.Sessions["icmp"], n.TranslationsPerSec)
+		for _, r := range n.Rules {
+			fmt.Fprintf(b, "  rule %s: %s out of %s as %s ports %s\n", r.Name, strings.Join(r.Sources, " "), r.Port, strings.Join(r.Outside, " "), r.Ports)
+		}
+		fmt.Fprintf(b, "  %s\n  drops: %s\n", orNone(nonZero(n.Counters)), orNone(nonZero(n.Drops)))
+		for _, c := range n.Clients {
+			name := ""
+			if c.Name != "" {
+				name = " (" + c.Name + ")"
+			}
+			fmt.Fprintf(b, "  client %s%s: %s ports %s (%d ports)\n", c.Inside, name, c.Outside, strings.Join(c.Blocks, " "), c.Ports)
+		}
+	}
 	fmt.Fprintf(b, "\nreloads: %d ok, %d rejected", s.Reload.Count, s.Reload.Failed)
 	if s.Reload.LastError != "" {
 		fmt.Fprintf(b, "; last rejected: %s", s.Reload.LastError)
