@@ -29,6 +29,7 @@ func (e *Engine) SetNAT(k *nat.Compiled) {
 	defer e.mu.Unlock()
 	if k != nil && len(e.workers) > 1 && e.workers[0].hand == nil {
 		for _, w := range e.workers {
+			w.handed = make([]bool, len(e.workers))
 			hand := make([]*spscRing[handSlot], len(e.workers))
 			for j := range hand {
 				if j != w.q {
@@ -141,19 +142,22 @@ func (w *Worker) handoff(p *Packet, to int, how uint8) {
 	}
 	s.port, s.how, s.n = p.InPort, how, uint16(copy(s.data[:], l3))
 	r.publish()
+	w.handed[to] = true
 	w.cnt[cHandoffs]++
 	w.release(p)
 }
 
 // drainHandoffs routes what other workers handed this one, in buffers of
-// the port each packet came in on.
-func (w *Worker) drainHandoffs(t *tables) {
+// the port each packet came in on, and returns how many.
+func (w *Worker) drainHandoffs(t *tables) int {
+	n := 0
 	for _, o := range w.e.workers {
 		if o == w {
 			continue
 		}
 		r := o.hand[w.q]
 		h, end := r.head.Load(), r.tail.Load()
+		n += int(end - h)
 		for i := h; i < end; i++ {
 			s := &r.slots[i&r.mask]
 			a := w.alloc(int(s.port))
@@ -176,5 +180,46 @@ func (w *Worker) drainHandoffs(t *tables) {
 			w.routeIP(t, p, s.how)
 		}
 		r.head.Store(end)
+	}
+	return n
+}
+
+// Waking a sleeping owner. A worker runner that sleeps while idle (in
+// poll(2) on its sockets) would leave handed-off packets waiting for its
+// timeout and let the ring overflow. The handshake is Dekker's, as for
+// the inject ring: the runner calls SetSleeping(true) and then checks
+// HandoffPending before it sleeps; a producer publishes into the ring and
+// then, once per poll, loads sleeping and calls the owner's wake function.
+
+// SetWake gives worker q a function that wakes it from its idle sleep
+// (the daemon writes an eventfd). Call it before the workers start.
+func (e *Engine) SetWake(q int, fn func()) { e.workers[q].wake = fn }
+
+// SetSleeping says the runner is about to sleep (true) or has woken.
+func (w *Worker) SetSleeping(on bool) { w.sleeping.Store(on) }
+
+// HandoffPending reports whether other workers handed this one packets it
+// has not routed yet.
+func (w *Worker) HandoffPending() bool {
+	for _, o := range w.e.workers {
+		if o != w && o.hand != nil {
+			if r := o.hand[w.q]; r.head.Load() != r.tail.Load() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wakeHanded wakes the sleeping workers this poll handed packets to.
+func (w *Worker) wakeHanded() {
+	for j, on := range w.handed {
+		if !on {
+			continue
+		}
+		w.handed[j] = false
+		if t := w.e.workers[j]; t.wake != nil && t.sleeping.Load() {
+			t.wake()
+		}
 	}
 }

@@ -3,6 +3,7 @@ package fwd
 import (
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/ovfwd/ovfwd/fwd/nat"
@@ -33,15 +34,18 @@ type Worker struct {
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
-	fib     fibBatch // routed packets of the batch being received, looked up together
-	hold    holdTable
-	learn   *spscRing[learnMsg]
-	punts   *spscRing[puntSlot]
-	uplinks *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
-	inject  *injectQueue          // worker 0 only: frames from the control plane (inject.go)
-	nat     *nat.Table            // this worker's NAT sessions (nat.go)
-	natHint uint64                // the routed packet's loaded NAT index slot (fib.go), or 0
-	hand    []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
+	fib      fibBatch // routed packets of the batch being received, looked up together
+	hold     holdTable
+	learn    *spscRing[learnMsg]
+	punts    *spscRing[puntSlot]
+	uplinks  *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
+	inject   *injectQueue          // worker 0 only: frames from the control plane (inject.go)
+	nat      *nat.Table            // this worker's NAT sessions (nat.go)
+	natHint  uint64                // the routed packet's loaded NAT index slot (fib.go), or 0
+	hand     []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
+	handed   []bool                // handed[j]: this poll handed worker j packets
+	wake     func()                // wakes this worker's runner from its idle sleep (SetWake)
+	sleeping atomic.Bool           // the runner is (about to be) asleep
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject, tmpHand Packet
@@ -118,7 +122,7 @@ func (w *Worker) Poll() int {
 		w.runTunnel(t)
 	}
 	if w.hand != nil {
-		w.drainHandoffs(t)
+		total += w.drainHandoffs(t)
 		w.runTunnel(t)
 	}
 	if w.inject != nil {
@@ -129,6 +133,9 @@ func (w *Worker) Poll() int {
 		w.serviceHold(t)
 	}
 	w.flush()
+	if w.hand != nil {
+		w.wakeHanded()
+	}
 	w.publishCounters()
 	w.nat.Publish()
 	return total

@@ -57,12 +57,15 @@ type daemon struct {
 	nl      *nlsync.Sync
 	status  *status.Server
 	metrics *metrics.Server
-	vpn     *vpnServer   // nil unless [vpn] enabled
-	uplinks *uplinks     // nil without [[vpn.client]]
-	nat     *natState    // nil until [[nat]] rules are first applied
-	wake    *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
-	taps    exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
-	cpus    []int        // cpus[q]: worker q's CPU, -1 when not pinned
+	vpn     *vpnServer // nil unless [vpn] enabled
+	uplinks *uplinks   // nil without [[vpn.client]]
+	nat     *natState  // nil until [[nat]] rules are first applied
+	// handWakes[q] wakes worker q for packets another worker hands it
+	// (NAT flows it owns); nil entries with a single worker.
+	handWakes []*handWake
+	wake      *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
+	taps      exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
+	cpus      []int        // cpus[q]: worker q's CPU, -1 when not pinned
 
 	stop    chan struct{}
 	workers sync.WaitGroup
@@ -465,6 +468,7 @@ func (d *daemon) shutdown() error {
 	if d.wake != nil {
 		d.wake.close()
 	}
+	d.closeHandWakes()
 	if d.neigh != nil && d.mirror != nil {
 		d.neigh.mu.Lock()
 		for k := range d.neigh.mirrored {

@@ -34,6 +34,9 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 		d.log.Warn("worker CPUs and queues differ; CPUs are reused in order", "cpus", len(a.Workers), "queues", len(ws))
 	}
 	adaptive := a.Poll != config.PollBusy
+	if err := d.newHandWakes(); err != nil {
+		return err
+	}
 	d.cpus = make([]int, len(ws))
 	for q, w := range ws {
 		cpu := -1
@@ -65,7 +68,11 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 				wake = d.wake
 				fds = append(fds, unix.PollFd{Fd: int32(wake.fd)})
 			}
-			runWorker(w, fds, wake, d.stop, adaptive)
+			hw := d.handWakes[q]
+			if hw != nil && len(fds) > 0 {
+				fds = append(fds, unix.PollFd{Fd: int32(hw.fd)})
+			}
+			runWorker(w, fds, wake, hw, d.stop, adaptive)
 		}()
 		if err := <-pinned; err != nil {
 			return fmt.Errorf("daemon: pinning worker %d to CPU %d: %w", q, cpu, err)
@@ -106,7 +113,7 @@ const (
 // Worker.Run instead naps in ≤ 1 ms steps, about 6 % of a CPU idle here).
 // Worker 0 also wakes for injected packets when wake is set (its eventfd
 // is then the last of fds).
-func runWorker(w *fwd.Worker, fds []unix.PollFd, wake *injectWake, stop <-chan struct{}, adaptive bool) {
+func runWorker(w *fwd.Worker, fds []unix.PollFd, wake *injectWake, hw *handWake, stop <-chan struct{}, adaptive bool) {
 	idle := 0
 	for {
 		select {
@@ -119,6 +126,10 @@ func runWorker(w *fwd.Worker, fds []unix.PollFd, wake *injectWake, stop <-chan s
 			continue
 		}
 		idle++
+		if idle >= spinPolls && !hw.announce(w) {
+			idle = 0 // another worker handed it packets meanwhile
+			continue
+		}
 		switch {
 		case idle < spinPolls:
 		case wake != nil:
@@ -127,6 +138,9 @@ func runWorker(w *fwd.Worker, fds []unix.PollFd, wake *injectWake, stop <-chan s
 			afxdp.WaitRx(fds, int(idleWait/time.Millisecond))
 		default:
 			time.Sleep(time.Millisecond)
+		}
+		if idle >= spinPolls {
+			hw.woke(w)
 		}
 	}
 }
