@@ -1,0 +1,103 @@
+package nat
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+// fill creates n UDP sessions: 1000 inside endpoints (100 clients × 10
+// ports) × n/1000 remotes, the shape of busy clients talking to many hosts.
+func fill(tb testing.TB, t *Table, n int) {
+	pkt := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	clean := append([]byte(nil), pkt...)
+	for i := range n {
+		copy(pkt, clean)
+		put32(pkt[12:], a4(inA)&^0xff|uint32(2+i%100))
+		put16(pkt[20:], uint16(5000+(i/100)%10))
+		put32(pkt[16:], 0xc6130000|uint32(i/1000)) // 198.19.x.y
+		pkt[10], pkt[11] = 0, 0
+		c := csum(pkt[:20])
+		pkt[10], pkt[11] = byte(c>>8), byte(c)
+		if v, _ := t.Out(pkt, 20, 1); v != Done {
+			tb.Fatalf("session %d: %v", i, v)
+		}
+	}
+}
+
+// TestMillionSessionsFitTheDefault: the default bound holds 1 M sessions
+// on one worker, at the documented memory per session.
+func TestMillionSessionsFitTheDefault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1 M sessions")
+	}
+	c := testConfig()
+	c.MaxSessions = 0 // the default
+	c.BlockSize, c.MaxBlocks = 64, 1
+	c.Rules[0].PortHi = 65535
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	tb := newTestTable(t, c)
+	fill(t, tb, DefaultMaxSessions)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	per := float64(m1.HeapAlloc-m0.HeapAlloc) / DefaultMaxSessions
+	t.Logf("%d sessions: %.0f bytes/session of heap (session %d B, mapping %d B, index slot %d B)",
+		DefaultMaxSessions, per, unsafe.Sizeof(session{}), unsafe.Sizeof(mapping{}), 8)
+	if per > 200 {
+		t.Fatalf("%.0f bytes per session, want at most 200", per)
+	}
+	tb.Refresh(tb.k, 1000e9)
+	tb.Publish()
+	if s := tb.Stats(); s.Sessions[SessionsUDP] != DefaultMaxSessions {
+		t.Fatalf("%d sessions", s.Sessions[SessionsUDP])
+	}
+	p := ipPacket(netip.MustParseAddr("10.8.0.200"), remote, protoUDP, udp(1, 2, "x"))
+	if v, _ := tb.Out(p, 20, 1); v != DropTableFull {
+		t.Fatalf("session past the bound: %v", v)
+	}
+}
+
+// BenchmarkOut100k: the translation of a packet of one of 100,000 live
+// sessions, in arrival order (what the table alone costs, without the
+// engine around it); bytes/session is the table's heap per session.
+func BenchmarkOut100k(b *testing.B) {
+	c := testConfig()
+	c.MaxSessions, c.BlockSize, c.MaxBlocks = 1<<17, 64, 1
+	c.Rules[0].PortHi = 65535
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	tb := newTestTable(b, c)
+	const n = 100_000
+	fill(b, tb, n)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	pkts := make([][]byte, 4096)
+	for i := range pkts {
+		j := i * (n / len(pkts))
+		p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+		put32(p[12:], a4(inA)&^0xff|uint32(2+j%100))
+		put16(p[20:], uint16(5000+(j/100)%10))
+		put32(p[16:], 0xc6130000|uint32(j/1000))
+		pkts[i] = p
+	}
+	clean := make([][]byte, len(pkts))
+	for i, p := range pkts {
+		clean[i] = append([]byte(nil), p...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		k := i & (len(pkts) - 1)
+		copy(pkts[k], clean[k])
+		if v, _ := tb.Out(pkts[k], 20, 1); v != Done {
+			b.Fatal(v)
+		}
+		i++
+	}
+	b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/float64(c.MaxSessions), "bytes/session")
+}
