@@ -405,6 +405,11 @@ func (t *Table) alloc(k *Compiled) {
 		t.mfree[i] = uint32(n - 1 - i)
 	}
 	t.sidx, t.midx, t.oidx = newIndex(n), newIndex(n), newIndex(n)
+	adviseHuge(t.sess)
+	adviseHuge(t.maps)
+	adviseHuge(t.sidx.s)
+	adviseHuge(t.midx.s)
+	adviseHuge(t.oidx.s)
 }
 
 func (t *Table) newAddrState(k *Compiled, i int) addrState {
@@ -867,7 +872,16 @@ func (t *Table) Load(hs []uint64) {
 	for i, h := range hs {
 		switch {
 		case h&probeSess != 0:
-			hs[i] = ss[uint32(h)&sm]&0xffffffff | probeSess
+			// The record may sit a few slots past its home (linear
+			// probing); those are on the same cache line or the next.
+			j := uint32(h) & sm
+			for range 4 {
+				if v := ss[j]; v == 0 || uint32(v>>32) == uint32(h) {
+					break
+				}
+				j = (j + 1) & sm
+			}
+			hs[i] = ss[j]&0xffffffff | probeSess
 		case h&probeMap != 0:
 			hs[i] = os[uint32(h)&om]&0xffffffff | probeMap
 		}
