@@ -338,6 +338,7 @@ func benchCmd(args []string) error {
 		fs.DurationVar(&o.Duration, "duration", 0, "measured time per run (default 3s)")
 		fs.IntVar(&o.GenCPU, "gen-cpu", 0, "the generator's CPU")
 		fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "the forwarding CPU (default 1)")
+		fs.BoolVar(&o.NAT, "nat", false, "translate the source: ovfwd NAT44 vs Linux nftables masquerade")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}

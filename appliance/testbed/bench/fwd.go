@@ -33,6 +33,7 @@ type FwdOptions struct {
 	IngressOnGenCPU bool
 	Attach          afxdp.AttachMode // ovfwd ports' XDP mode [native, then generic]
 	Boost           bool             // run ovfwd's worker and NAPI threads at nice boostNice (see there)
+	NAT             bool             // translate the source: ovfwd's NAT44 vs nftables masquerade (nat.go)
 }
 
 func (o *FwdOptions) defaults() {
@@ -126,6 +127,9 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		fmt.Fprintf(w, "ingress softirq: on the generator's CPU (veth default)\n")
 	} else {
 		fmt.Fprintf(w, "ingress softirq: moved to CPU %d (Linux and generic XDP: RPS; native XDP: threaded NAPI, pinned)\n", o.FwdCPU)
+	}
+	if o.NAT {
+		fmt.Fprintf(w, "NAT: source translated to %s out of bnB1 — ovfwd [[nat]] vs Linux nftables masquerade (conntrack)\n", appBIP)
 	}
 	if o.Boost {
 		fmt.Fprintf(w, "ovfwd worker and NAPI threads at nice %d (Linux forwards in softirq, above every task)\n", boostNice)
@@ -345,6 +349,13 @@ func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		return Run{}, err
 	}
 	defer nsWrite(t.app, "/proc/sys/net/ipv4/ip_forward", "0")
+	if o.NAT {
+		undo, err := linuxNAT(t)
+		if err != nil {
+			return Run{}, err
+		}
+		defer undo()
+	}
 	if !o.IngressOnGenCPU {
 		if err := steerRPS(t, o); err != nil {
 			return Run{}, err

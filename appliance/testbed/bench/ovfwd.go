@@ -73,6 +73,11 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	if err := e.SetNeighbour(1, netip.MustParseAddr(sinkIP), t.sinkMAC); err != nil {
 		return Run{}, err
 	}
+	if o.NAT {
+		if err := ovfwdNAT(e); err != nil {
+			return Run{}, err
+		}
+	}
 	var napiPID int
 	switch {
 	case o.IngressOnGenCPU:
@@ -141,5 +146,8 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	}
 	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine drops:%s]",
 		ps.KernelRxRingFull, ps.KernelFillEmpty, ps.KernelRxDropped, drops)
+	if o.NAT {
+		r.Note += fmt.Sprintf(" [nat translated=%d]", e.NATStats().Translated)
+	}
 	return r, err
 }
