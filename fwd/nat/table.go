@@ -872,16 +872,10 @@ func (t *Table) Load(hs []uint64) {
 	for i, h := range hs {
 		switch {
 		case h&probeSess != 0:
-			// The record may sit a few slots past its home (linear
-			// probing); those are on the same cache line or the next.
-			j := uint32(h) & sm
-			for range 4 {
-				if v := ss[j]; v == 0 || uint32(v>>32) == uint32(h) {
-					break
-				}
-				j = (j + 1) & sm
-			}
-			hs[i] = ss[j]&0xffffffff | probeSess
+			// Only the home slot: a branch on the loaded value here would
+			// stall the loop on each miss. A record a few slots on is on
+			// the same cache line, which this load brings in.
+			hs[i] = ss[uint32(h)&sm]&0xffffffff | probeSess
 		case h&probeMap != 0:
 			hs[i] = os[uint32(h)&om]&0xffffffff | probeMap
 		}
