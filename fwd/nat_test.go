@@ -303,3 +303,47 @@ func validIPv4(b []byte) bool {
 	}
 	return true
 }
+
+// A UDP datagram in fragments: the first fragment's UDP length covers the
+// whole datagram, more than the fragment holds; it is forwarded and
+// translated, and so is the later fragment (by IP ID).
+func TestNATFragmentedUDP(t *testing.T) {
+	r := natRig(t, false)
+	payload := make([]byte, 40)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	whole := ipv4(aV4, bV4, 17, 64, false, udp(5000, 53, payload)) // 20 + 48 bytes
+	first := append([]byte(nil), whole[:20+24]...)
+	later := append(append([]byte(nil), whole[:20]...), whole[20+24:]...)
+	fix := func(h []byte, fo uint16) {
+		binary.BigEndian.PutUint16(h[2:], uint16(len(h)))
+		binary.BigEndian.PutUint16(h[6:], fo)
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:], csum(h[:20], 0))
+	}
+	fix(first, 0x2000) // MF
+	fix(later, 24/8)   // offset 24
+	r.inject(0, eth(macR0, macA, 0x0800, first))
+	r.inject(0, eth(macR0, macA, 0x0800, later))
+	r.poll()
+	out := r.drain(1)
+	if len(out) != 2 {
+		t.Fatalf("%d fragments forwarded, want 2 (drops: malformed %d, nat %d)", len(out), r.drops(fwd.DropMalformed), r.drops(fwd.DropNAT))
+	}
+	var re []byte
+	for i, f := range out {
+		ip := parseEth(t, f).l3
+		if csum(ip[:20], 0) != 0 || netip.AddrFrom4([4]byte(ip[12:16])) != r1v4.Addr() {
+			t.Fatalf("fragment %d: bad header or source % x", i, ip[:20])
+		}
+		re = append(re, ip[20:]...)
+	}
+	// Reassembled, the UDP checksum verifies with the outside address.
+	if csum(re, pseudo(r1v4.Addr().AsSlice(), bV4.AsSlice(), 17, len(re))) != 0 {
+		t.Fatal("reassembled UDP checksum wrong")
+	}
+	if s := r.e.NATStats(); s.FragmentsOut != 1 {
+		t.Fatalf("later fragments translated: %d", s.FragmentsOut)
+	}
+}
