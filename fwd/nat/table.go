@@ -405,11 +405,6 @@ func (t *Table) alloc(k *Compiled) {
 		t.mfree[i] = uint32(n - 1 - i)
 	}
 	t.sidx, t.midx, t.oidx = newIndex(n), newIndex(n), newIndex(n)
-	adviseHuge(t.sess)
-	adviseHuge(t.maps)
-	adviseHuge(t.sidx.s)
-	adviseHuge(t.midx.s)
-	adviseHuge(t.oidx.s)
 }
 
 func (t *Table) newAddrState(k *Compiled, i int) addrState {
