@@ -12,8 +12,15 @@ import "github.com/ovfwd/ovfwd/fwd/nat"
 // arrived on another worker's queue is copied over a bounded ring to its
 // owner, which routes it from the start.
 
-// handSlots bounds each worker-to-worker handoff ring.
-const handSlots = 256
+// handSlots bounds each worker-to-worker handoff ring (2 KiB a slot): it
+// absorbs the owner being off its CPU for a moment at a TCP burst's rate.
+// Many workers make many rings (n·(n-1)), each then smaller.
+func handSlots(workers int) int {
+	if workers <= 4 {
+		return 1024
+	}
+	return 256
+}
 
 type handSlot struct {
 	port uint16
@@ -33,7 +40,7 @@ func (e *Engine) SetNAT(k *nat.Compiled) {
 			hand := make([]*spscRing[handSlot], len(e.workers))
 			for j := range hand {
 				if j != w.q {
-					hand[j] = newSPSCRing[handSlot](handSlots)
+					hand[j] = newSPSCRing[handSlot](handSlots(len(e.workers)))
 				}
 			}
 			w.hand = hand

@@ -162,6 +162,12 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 		return Pass, 0
 	}
 	if own := t.ownerOut(oi, op); own != t.w {
+		if be16(pkt[6:])&ipv4FlagMF != 0 {
+			// The later fragments carry no port: remember where the
+			// first went, for them (they tend to arrive on this queue
+			// too: RSS hashes fragments by address).
+			t.record(fragHand, be32(pkt[12:]), dst, be16(pkt[4:]), proto, uint32(own))
+		}
 		return Handoff, own
 	}
 	mi, ok := t.findOutside(okey{dst, op, proto})
@@ -397,6 +403,7 @@ const (
 	fragLife  = 15 // seconds, RFC 791's suggested reassembly timer
 	fragOut   = 1
 	fragIn    = 2
+	fragHand  = 3 // addr is the worker the first fragment was handed to
 )
 
 type frag struct {
@@ -435,8 +442,12 @@ func (t *Table) fragOut(pkt []byte, src uint32, proto uint8) (Verdict, int) {
 }
 
 func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
-	a, ok := t.lookupFrag(fragIn, be32(pkt[12:]), be32(pkt[16:]), be16(pkt[4:]), proto)
+	src, dst, id := be32(pkt[12:]), be32(pkt[16:]), be16(pkt[4:])
+	a, ok := t.lookupFrag(fragIn, src, dst, id, proto)
 	if !ok {
+		if w, ok := t.lookupFrag(fragHand, src, dst, id, proto); ok {
+			return Handoff, int(w)
+		}
 		return Pass, 0 // may be the appliance's own
 	}
 	put32c(pkt[16:], a, pkt[ipCsumOff:])

@@ -428,3 +428,45 @@ func TestIndexChurn(t *testing.T) {
 		live[ip] = sport(p)
 	}
 }
+
+// With two workers, the later fragments of an inbound datagram that
+// arrive where its first fragment arrived follow it to the owner.
+func TestFragmentsFollowTheFirst(t *testing.T) {
+	k, err := Compile(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := []*Table{NewTable(0, 2), NewTable(1, 2)}
+	for _, tb := range w {
+		tb.Refresh(k, 1000e9)
+	}
+	owner := w[0].ownerIn(a4(inA))
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	if v, _ := w[owner].Out(p, 20, 1); v != Done {
+		t.Fatal(v)
+	}
+	first := ipPacket(remote, out1, protoUDP, udp(53, sport(p), "0123456789abcdef"))
+	first[6] = 0x20 // MF
+	first[10], first[11] = 0, 0
+	c := csum(first[:20])
+	first[10], first[11] = byte(c>>8), byte(c)
+	other := 1 - owner
+	if v, o := w[other].In(append([]byte(nil), first...), 20); v != Handoff || o != owner {
+		t.Fatalf("first fragment on the other worker: %v to %d", v, o)
+	}
+	if v, _ := w[owner].In(first, 20); v != Done {
+		t.Fatalf("first fragment on its owner: %v", v)
+	}
+	later := ipPacket(remote, out1, protoUDP, []byte("more data"))
+	later[6], later[7] = 0, 3
+	later[10], later[11] = 0, 0
+	c = csum(later[:20])
+	later[10], later[11] = byte(c>>8), byte(c)
+	if v, o := w[other].In(append([]byte(nil), later...), 0); v != Handoff || o != owner {
+		t.Fatalf("later fragment where the first arrived: %v to %d", v, o)
+	}
+	if v, _ := w[owner].In(later, 0); v != Done || dst(later) != inA {
+		t.Fatalf("later fragment on the owner: %v to %v", v, dst(later))
+	}
+	verify(t, later)
+}
