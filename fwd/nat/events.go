@@ -52,9 +52,9 @@ func (t *Table) emit(alloc bool, c *client, oi int, b uint16) bool {
 		return false
 	}
 	o := &t.k.out[oi]
-	lo := o.lo + b*uint16(t.k.cfg.BlockSize)
-	hi := min(uint32(lo)+uint32(t.k.cfg.BlockSize)-1, uint32(o.hi))
-	r.slots[tail&r.mask] = rawEvent{alloc: alloc, rule: c.k.rule, inside: c.k.addr, out: o.addr, lo: lo, hi: uint16(hi), time: t.now}
+	lo := uint32(o.lo) + uint32(b)*uint32(t.k.cfg.BlockSize)
+	hi := min(lo+uint32(t.k.cfg.BlockSize)-1, uint32(o.hi))
+	r.slots[tail&r.mask] = rawEvent{alloc: alloc, rule: c.k.rule, inside: c.k.addr, out: o.addr, lo: uint16(lo), hi: uint16(hi), time: t.now}
 	r.tail.Store(tail + 1)
 	return true
 }

@@ -77,7 +77,6 @@ type mapping struct {
 	client uint32 // client id
 	refs   uint32 // sessions using it; 0: the record is free
 	oi     uint16 // outside address index
-	blk    uint8  // index into the client's blocks
 }
 
 type ckey struct {
@@ -88,18 +87,18 @@ type ckey struct {
 type client struct {
 	k      ckey
 	live   bool
-	oi     uint16 // outside address index: every block of a client is on one address
-	n      uint8  // blocks held
-	cursor uint16 // port scan start within the current block
-	blocks [maxBlocksCap]uint16
-	used   [maxBlocksCap]uint32 // mappings per block
+	oi     uint16               // outside address index: every block of a client is on one address
+	n      uint8                // blocks held
+	cursor uint16               // port scan start within the current block
+	blocks [maxBlocksCap]uint16 // block numbers on address oi
 }
 
 // addrState is a worker's share of one outside address: which of its
 // ports are mapped (per protocol) and which of the worker's blocks are free.
 type addrState struct {
-	used [numProtos][]uint64
-	free []uint16
+	used  [numProtos][]uint64
+	free  []uint16
+	bused []uint32 // mappings per block (of this worker's blocks)
 }
 
 // Table is one worker's NAT state (see the package doc for the threading
@@ -414,6 +413,7 @@ func (t *Table) newAddrState(k *Compiled, i int) addrState {
 	for p := range a.used {
 		a.used[p] = make([]uint64, words)
 	}
+	a.bused = make([]uint32, o.blocks)
 	for b := o.blocks - 1; b >= 0; b-- {
 		if b%t.n == t.w {
 			a.free = append(a.free, uint16(b))
@@ -453,7 +453,7 @@ func (t *Table) ownerOut(oi int, port uint16) int {
 		return 0
 	}
 	o := &t.k.out[oi]
-	return int((port-o.lo)/uint16(t.k.cfg.BlockSize)) % t.n
+	return int(port-o.lo) / t.k.cfg.BlockSize % t.n
 }
 
 // ---- sessions and mappings ----
@@ -571,10 +571,7 @@ func (t *Table) freeSession(id uint32) {
 	if m.refs--; m.refs == 0 {
 		t.midx.remove(hashM(m.ik), mi)
 		t.oidx.remove(hashO(m.ok), mi)
-		a := &t.addrs[m.oi]
-		off := m.ok.port - t.k.out[m.oi].lo
-		a.used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
-		t.clients[m.client].used[m.blk]--
+		t.unport(m)
 		t.mfree = append(t.mfree, mi)
 		t.cnt[cMappings]--
 	}
@@ -601,8 +598,8 @@ func (t *Table) newMapping(k mkey) (uint32, Verdict) {
 				mi := t.mfree[len(t.mfree)-1]
 				t.mfree = t.mfree[:len(t.mfree)-1]
 				o := &t.k.out[c.oi]
-				t.maps[mi] = mapping{ik: k, ok: okey{o.addr, port, k.proto}, client: ci, oi: c.oi, blk: uint8(bi)}
-				c.used[bi]++
+				t.maps[mi] = mapping{ik: k, ok: okey{o.addr, port, k.proto}, client: ci, oi: c.oi}
+				t.addrs[c.oi].bused[c.blocks[bi]]++
 				t.midx.insert(hashM(k), mi)
 				t.oidx.insert(hashO(t.maps[mi].ok), mi)
 				t.cnt[cMappings]++
@@ -697,7 +694,7 @@ func (t *Table) takeBlock(ci uint32, oi int) bool {
 		return false
 	}
 	a.free = a.free[:len(a.free)-1]
-	c.blocks[c.n], c.used[c.n] = b, 0
+	c.blocks[c.n] = b
 	c.n++
 	t.cnt[cBlocksAlloc]++
 	t.cnt[cBlocks]++
@@ -709,7 +706,7 @@ func (t *Table) takeBlock(ci uint32, oi int) bool {
 func (t *Table) releaseIdleBlocks(ci uint32) {
 	c := &t.clients[ci]
 	for bi := 0; bi < int(c.n); {
-		if c.used[bi] != 0 {
+		if t.addrs[c.oi].bused[c.blocks[bi]] != 0 {
 			bi++
 			continue
 		}
@@ -718,12 +715,7 @@ func (t *Table) releaseIdleBlocks(ci uint32) {
 		}
 		a := &t.addrs[c.oi]
 		a.free = append(a.free, c.blocks[bi])
-		last := int(c.n) - 1
-		if bi != last {
-			// Mappings name their block by index: move the last block's.
-			c.blocks[bi], c.used[bi] = c.blocks[last], c.used[last]
-			t.reblock(ci, uint8(last), uint8(bi))
-		}
+		c.blocks[bi] = c.blocks[c.n-1] // mappings find their block by port, not by slot
 		c.n--
 		t.cnt[cBlocksFree]++
 		t.cnt[cBlocks]--
@@ -733,17 +725,13 @@ func (t *Table) releaseIdleBlocks(ci uint32) {
 	}
 }
 
-// reblock renames block index from to to in client ci's mappings.
-func (t *Table) reblock(ci uint32, from, to uint8) {
-	c := &t.clients[ci]
-	if c.used[to] == 0 {
-		return
-	}
-	for i := range t.maps {
-		if m := &t.maps[i]; m.refs != 0 && m.client == ci && m.blk == from {
-			m.blk = to
-		}
-	}
+// unport frees mapping m's outside port and its share of its block.
+func (t *Table) unport(m *mapping) {
+	o := &t.k.out[m.oi]
+	off := m.ok.port - o.lo
+	a := &t.addrs[m.oi]
+	a.used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
+	a.bused[int(off)/t.k.cfg.BlockSize]--
 }
 
 // ---- index ----

@@ -261,9 +261,7 @@ func (t *Table) unmap(mi uint32) {
 	}
 	t.midx.remove(hashM(m.ik), mi)
 	t.oidx.remove(hashO(m.ok), mi)
-	off := m.ok.port - t.k.out[m.oi].lo
-	t.addrs[m.oi].used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
-	t.clients[m.client].used[m.blk]--
+	t.unport(m)
 	t.mfree = append(t.mfree, mi)
 	t.cnt[cMappings]--
 }

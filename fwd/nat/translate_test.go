@@ -470,3 +470,31 @@ func TestFragmentsFollowTheFirst(t *testing.T) {
 	}
 	verify(t, later)
 }
+
+// One block may span the whole port space (block_size 65536).
+func TestWholeRangeBlock(t *testing.T) {
+	c := testConfig()
+	c.BlockSize, c.MaxBlocks = 65536, 1
+	c.Rules[0].PortLo, c.Rules[0].PortHi = 1, 65535
+	tb := newTestTable(t, c)
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, tb, p)
+	mustIn(t, tb, ipPacket(remote, out1, protoUDP, udp(53, sport(p), "y")))
+	var evs []Event
+	tb.Events(func(e Event) { evs = append(evs, e) })
+	if len(evs) != 1 || evs[0].PortLo != 1 || evs[0].PortHi != 65535 {
+		t.Fatalf("events %+v", evs)
+	}
+	// Expired and swept (the port freed), and owned by one of two workers.
+	for i := range 12 {
+		tb.Refresh(tb.k, 1100e9+int64(i)*5e8)
+	}
+	if tb.cnt[cMappings] != 0 {
+		t.Fatal("mapping not freed")
+	}
+	two := NewTable(1, 2)
+	two.Refresh(tb.k, 1000e9)
+	if v, o := two.In(ipPacket(remote, out1, protoUDP, udp(53, 40000, "y")), 20); v != Handoff || o != 0 {
+		t.Fatalf("worker 1 of 2: %v to %d, want a handoff to worker 0 (the only block)", v, o)
+	}
+}
