@@ -104,6 +104,9 @@ func (w *Worker) natLocal(t *tables, p *Packet, how uint8) bool {
 	if !w.nat.Active() || how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 {
 		return false
 	}
+	if how&rOrigin == 0 && p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 && finishPartialCsum(p) {
+		w.cnt[cCsumPartial]++ // before NAT's incremental update, as forwardIP does
+	}
 	l3, l4 := p.Data()[p.L3Off:], l4Off(p)
 	hair := false
 	if port, ok := w.nat.OutsidePort([4]byte(l3[16:20])); ok && w.nat.Claims(l3, l4) {

@@ -347,3 +347,19 @@ func TestNATFragmentedUDP(t *testing.T) {
 		t.Fatalf("later fragments translated: %d", s.FragmentsOut)
 	}
 }
+
+// Hosts that offload checksums send TCP/UDP with only the pseudo-header
+// sum in the field: it is finished before NAT updates it, both ways.
+func TestNATPartialChecksums(t *testing.T) {
+	r := natRig(t, false)
+	r.inject(0, eth(macR0, macA, 0x0800, partial(ipv4(aV4, bV4, 17, 64, true, udp(5000, 53, []byte("query"))))))
+	r.poll()
+	_, _, sp, _ := l4ports(t, r.drainOne(1)) // checks the UDP checksum
+	r.inject(1, eth(macR1, macB, 0x0800, partial(ipv4(bV4, r1v4.Addr(), 6, 64, true, tcpSeg(80, sp, []byte("x"))))))
+	r.inject(1, eth(macR1, macB, 0x0800, partial(ipv4(bV4, r1v4.Addr(), 17, 64, true, udp(53, sp, []byte("answer"))))))
+	r.poll()
+	f := r.drainOne(0) // the TCP one has no session: dropped
+	if _, dst, _, dp := l4ports(t, f); dst != aV4 || dp != 5000 {
+		t.Fatalf("answer to %v:%d", dst, dp)
+	}
+}
