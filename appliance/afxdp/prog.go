@@ -40,10 +40,11 @@ func (m AttachMode) flags() link.XDPAttachFlags {
 // Names of the steering program's maps, which are also the symbols its
 // map loads reference until loadSteering associates the real maps.
 const (
-	mapXSKs   = "ovfwd_xsks"
-	mapLocal4 = "ovfwd_local4"
-	mapLocal6 = "ovfwd_local6"
-	mapNAT    = "ovfwd_nat"
+	mapXSKs    = "ovfwd_xsks"
+	mapLocal4  = "ovfwd_local4"
+	mapLocal6  = "ovfwd_local6"
+	mapNAT     = "ovfwd_nat"
+	mapNATFrag = "ovfwd_natfrag"
 )
 
 // Steering is the XDP program that splits a port's traffic between ovfwd
@@ -57,7 +58,9 @@ const (
 //     NAT port range is set (SetNAT), what NAT owns: TCP/UDP to a port in
 //     the range (not the VPN port), ICMP echo replies whose identifier is
 //     in it, ICMP errors quoting a TCP/UDP source port or echo identifier
-//     in it, and non-first IPv4 fragments. Other fragments
+//     in it, and the later fragments of a first fragment it claimed
+//     (remembered by source, destination, IP ID and protocol in an LRU
+//     map of natFragEntries). Other fragments
 //     (IPv4 with MF or an offset; IPv6 with a Fragment header) are the
 //     kernel's even to the VPN port: it reassembles them, with its own
 //     bounds (net.ipv4.ipfrag_*, net.ipv6.ip6frag_*), for its socket;
@@ -71,6 +74,7 @@ type Steering struct {
 	local4  *ebpf.Map // hash: IPv4 address -> 1
 	local6  *ebpf.Map // hash: IPv6 address -> 1
 	nat     *ebpf.Map // array[1]: NAT port range lo | hi<<16; 0 = no NAT
+	natFrag *ebpf.Map // LRU hash: first fragments NAT claimed (natFragKey) -> 1
 	vpnPort uint16
 	prog    *ebpf.Program
 	link    link.Link
@@ -99,6 +103,9 @@ func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
 	if s.nat, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapNAT, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
 		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapNAT, err))
 	}
+	if s.natFrag, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapNATFrag, Type: ebpf.LRUHash, KeySize: 12, ValueSize: 4, MaxEntries: natFragEntries}); err != nil {
+		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapNATFrag, err))
+	}
 	if s.prog, err = s.load("ovfwd_steer", false); err != nil {
 		return nil, s.fail(err)
 	}
@@ -109,7 +116,7 @@ func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
 // shape (see steeringProgram).
 func (s *Steering) load(name string, verdictOnly bool) (*ebpf.Program, error) {
 	insns := steeringProgram(s.vpnPort, verdictOnly)
-	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6, mapNAT: s.nat} {
+	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6, mapNAT: s.nat, mapNATFrag: s.natFrag} {
 		if err := insns.AssociateMap(sym, m); err != nil && !errors.Is(err, asm.ErrUnreferencedSymbol) {
 			return nil, fmt.Errorf("afxdp: program %s: map %s: %w", name, sym, err)
 		}
@@ -275,12 +282,12 @@ func (s *Steering) Close() error {
 	if s.prog != nil {
 		errs = append(errs, s.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{s.xsks, s.local4, s.local6, s.nat} {
+	for _, m := range []*ebpf.Map{s.xsks, s.local4, s.local6, s.nat, s.natFrag} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	s.prog, s.xsks, s.local4, s.local6, s.nat = nil, nil, nil, nil, nil
+	s.prog, s.xsks, s.local4, s.local6, s.nat, s.natFrag = nil, nil, nil, nil, nil, nil
 	s.mode = 0
 	return errors.Join(errs...)
 }
@@ -338,8 +345,8 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.LoadMem(r5, r0, 0, W),
 		asm.JEq.Imm(r5, 0, "vpn4"),
 		asm.LoadMem(r2, r7, 6, H),
-		asm.And.Imm(r2, be16(0x1fff)),
-		asm.JNE.Imm(r2, 0, "ovfwd"),
+		asm.And.Imm(r2, be16(ipv4FragOffset)),
+		asm.JNE.Imm(r2, 0, "nat_later"),
 		asm.LoadMem(r2, r7, 0, B),
 		asm.And.Imm(r2, 0x0f),
 		asm.LSh.Imm(r2, 2),
@@ -406,8 +413,33 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r3, r5),
 		asm.RSh.Imm(r3, 16),
 		asm.JGT.Reg(r2, r3, "vpn4"),
-		asm.Ja.Label("ovfwd"),
+		// A first fragment NAT claims: its later fragments (no ports)
+		// follow it to ovfwd; the kernel keeps every other fragment.
+		asm.LoadMem(r2, r7, 6, H),
+		asm.And.Imm(r2, be16(ipv4FlagMF)),
+		asm.JEq.Imm(r2, 0, "ovfwd"),
 	}
+	p = append(p, natFragKey(nil)...)
+	p = append(p,
+		asm.StoreImm(r10, -32, 1, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapNATFrag),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -24),
+		asm.Mov.Reg(r3, r10),
+		asm.Add.Imm(r3, -32),
+		asm.Mov.Imm(r4, 0), // BPF_ANY
+		asm.FnMapUpdateElem.Call(),
+		asm.Ja.Label("ovfwd"),
+	)
+	p = append(p, natFragKey([]string{"nat_later"})...)
+	p = append(p,
+		asm.LoadMapPtr(r1, 0).WithReference(mapNATFrag),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -24),
+		asm.FnMapLookupElem.Call(),
+		asm.JNE.Imm(r0, 0, "ovfwd"),
+		asm.Ja.Label("vpn4"),
+	)
 	if vpnPort == 0 {
 		p = append(p, asm.Ja.Label("pass").WithSymbol("vpn4"))
 	} else {
@@ -495,3 +527,29 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Return(),
 	)
 }
+
+// natFragKey stores an IPv4 packet's fragment key — source, destination,
+// IP ID, protocol, a zero pad byte: 12 bytes at fp-24 — from the header at
+// r7. With a label, the first instruction carries it.
+func natFragKey(label []string) asm.Instructions {
+	const r2, r7, r10 = asm.R2, asm.R7, asm.R10
+	insns := asm.Instructions{
+		asm.LoadMem(r2, r7, 12, asm.Word),
+		asm.StoreMem(r10, -24, r2, asm.Word),
+		asm.LoadMem(r2, r7, 16, asm.Word),
+		asm.StoreMem(r10, -20, r2, asm.Word),
+		asm.LoadMem(r2, r7, 4, asm.Half),
+		asm.StoreMem(r10, -16, r2, asm.Half),
+		asm.LoadMem(r2, r7, 9, asm.Byte),
+		asm.StoreMem(r10, -14, r2, asm.Byte),
+		asm.StoreImm(r10, -13, 0, asm.Byte),
+	}
+	if len(label) > 0 {
+		insns[0] = insns[0].WithSymbol(label[0])
+	}
+	return insns
+}
+
+// natFragEntries bounds the first fragments the steering program
+// remembers (LRU): enough for the fragmented datagrams in flight at once.
+const natFragEntries = 4096

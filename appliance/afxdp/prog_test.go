@@ -29,7 +29,7 @@ func TestSteeringAssembles(t *testing.T) {
 					refs[in.Reference()] = true
 				}
 			}
-			if !refs[mapLocal4] || !refs[mapLocal6] || refs[mapXSKs] == verdictOnly || !refs[mapNAT] || len(refs) != 4-btoi(verdictOnly) {
+			if !refs[mapLocal4] || !refs[mapLocal6] || refs[mapXSKs] == verdictOnly || !refs[mapNAT] || !refs[mapNATFrag] || len(refs) != 5-btoi(verdictOnly) {
 				t.Errorf("vpn port %d verdictOnly %v: map references %v", port, verdictOnly, refs)
 			}
 			if err := insns.Marshal(io.Discard, binary.LittleEndian); err != nil {

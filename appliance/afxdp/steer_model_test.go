@@ -71,11 +71,37 @@ func steerModel(f []byte, local map[netip.Addr]bool, vpnPort, natLo, natHi uint1
 	return binary.BigEndian.Uint16(l4[2:]) == vpnPort && l4[8]>>3 == 9
 }
 
+// modelFrags are the first fragments the model saw NAT claim (the
+// program's LRU map, whose evictions the model cannot predict: past a few
+// entries a later fragment of a claimed first is not checked).
+var (
+	modelFrags  = map[[12]byte]bool{}
+	modelUnsure bool
+)
+
+func fragKey(ip []byte) (k [12]byte) {
+	copy(k[0:8], ip[12:20])
+	copy(k[8:10], ip[4:6])
+	k[10] = ip[9]
+	return k
+}
+
 // steerNAT: what NAT owns on a local IPv4 address (Steering's doc).
 func steerNAT(ip []byte, vpnPort, lo, hi uint16) bool {
-	if binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
-		return true
+	frag := binary.BigEndian.Uint16(ip[6:])
+	if frag&0x1fff != 0 {
+		seen := modelFrags[fragKey(ip)]
+		modelUnsure = seen && len(modelFrags) > 64
+		return seen
 	}
+	claimed := steerNATPorts(ip, vpnPort, lo, hi)
+	if claimed && frag&0x2000 != 0 {
+		modelFrags[fragKey(ip)] = true
+	}
+	return claimed
+}
+
+func steerNATPorts(ip []byte, vpnPort, lo, hi uint16) bool {
 	in := func(p uint16) bool { return p >= lo && p <= hi }
 	ihl := int(ip[0]&0x0f) * 4
 	if ihl > len(ip) {
@@ -133,6 +159,7 @@ var modelShapes = [3]struct{ vpn, natLo, natHi uint16 }{{0, 0, 0}, {modelVPNPort
 // loadModelPrograms loads the verdict-only program with a local address of
 // each family, for both program shapes (VPN port / none).
 func loadModelPrograms(tb testing.TB) (progs [3]*ebpf.Program) {
+	clear(modelFrags) // fresh programs, fresh maps
 	if os.Geteuid() != 0 {
 		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
 			tb.Fatal("needs root")
@@ -175,7 +202,8 @@ func checkSteering(t *testing.T, progs [3]*ebpf.Program, frame []byte) {
 		if v != xdpPass && v != xdpTX {
 			t.Fatalf("shape %+v: verdict %d for % x", sh, v, frame)
 		}
-		if want := steerModel(frame, local, sh.vpn, sh.natLo, sh.natHi); (v == xdpTX) != want {
+		modelUnsure = false
+		if want := steerModel(frame, local, sh.vpn, sh.natLo, sh.natHi); (v == xdpTX) != want && !modelUnsure {
 			t.Fatalf("shape %+v: program says ovfwd=%v, model says %v, frame % x", sh, v == xdpTX, want, frame)
 		}
 	}
@@ -248,6 +276,12 @@ func steeringSeeds() [][]byte {
 		eth(0x0800, v4(modelLocal4, 1, 5, 0, append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, v4(other4, 6, 6, 0, make([]byte, 12))...))),
 		eth(0x0800, v4(modelLocal4, 1, 5, 0, append([]byte{3, 1, 0, 0, 0, 0, 0, 0}, v4(other4, 1, 5, 0, []byte{8, 0, 0, 0, 0x05, 0xdc, 0, 1})...))),
 		eth(0x0800, v4(modelLocal4, 17, 5, 0x0020, nil)),
+		// A first fragment NAT claims, then its later fragment (to ovfwd),
+		// then a later fragment of a datagram nobody claimed (the kernel's).
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x2000, udp(2000, 0))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x0003, []byte("later data"))),
+		eth(0x0800, v4(modelLocal4, 17, 5, 0x2000, udp(modelVPNPort, 9<<3))),
+		eth(0x0800, v4(modelLocal4, 6, 5, 0x0003, []byte("other later"))),
 		eth(0x0800, v4(other4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
 		eth(0x0800, v4(modelLocal4, 1, 5, 0, []byte{8, 0, 0, 0, 0, 0, 0, 0})),
 		eth(0x0800, v4(modelLocal4, 17, 5, 0, udp(modelVPNPort, 9<<3))),
