@@ -72,8 +72,15 @@ func parseIOMMUInfo(b []byte) (pageSize uint64, ranges []iovaRange, err error) {
 	return pageSize, legacyIOVARanges, nil
 }
 
+// minIOVA is the lowest IOVA ever handed to a device. The kernel reports
+// ranges starting at 0, but a zero address in a command or WQE reads as
+// "unset" to firmware and hides a missing-initialisation bug, so the first
+// megabyte stays unused.
+const minIOVA = 1 << 20
+
 // iovaAllocator hands out aligned IOVA blocks from the usable ranges, in
-// order, never reusing (a process maps a bounded amount of memory).
+// order, from minIOVA up, never reusing (a process maps a bounded amount of
+// memory).
 type iovaAllocator struct {
 	ranges []iovaRange
 	next   uint64
@@ -82,7 +89,7 @@ type iovaAllocator struct {
 func (a *iovaAllocator) alloc(size, align uint64) (uint64, error) {
 	for len(a.ranges) > 0 {
 		r := a.ranges[0]
-		start := max(a.next, r.start)
+		start := max(a.next, r.start, minIOVA)
 		start = (start + align - 1) &^ (align - 1)
 		if start >= r.start && start+size-1 <= r.end && start+size > start {
 			a.next = start + size

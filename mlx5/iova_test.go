@@ -86,3 +86,19 @@ func FuzzParseIOMMUInfo(f *testing.F) {
 		}
 	})
 }
+
+// The kernel reports an IOVA range starting at 0 (intel-iommu on Linux 6.1
+// does); the first DMA block once got IOVA 0, which firmware may read as
+// "unset".
+func TestIOVANeverBelowOneMiB(t *testing.T) {
+	a := iovaAllocator{ranges: []iovaRange{{0, 0xFEDFFFFF}, {0xFEF00000, 1<<39 - 1}}}
+	for _, c := range []struct{ size, align uint64 }{{4096, 4096}, {2 << 20, 2 << 20}, {4096, 4096}} {
+		iova, err := a.alloc(c.size, c.align)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if iova < 1<<20 {
+			t.Fatalf("alloc(%d, %d) = %#x, below 1 MiB", c.size, c.align, iova)
+		}
+	}
+}

@@ -36,6 +36,7 @@ const (
 	hugePage2M         = 2 << 20
 	vfioRegionInfoSize = 32
 
+	vfioIRQIndexMSI         = 1
 	vfioIRQIndexMSIX        = 2
 	vfioIRQInfoEventFD      = 1 << 0
 	vfioIRQSetDataEventFD   = 1 << 2
@@ -53,7 +54,20 @@ type VFIO struct {
 	bar0      []byte
 	cfgOffset int64
 	dma       *hugeDMA
-	eventFD   int // MSI-X vector 0, registered and never waited on
+	eventFD   int // interrupt vector 0, registered and never waited on
+	info      VFIOInfo
+}
+
+// VFIOInfo is what OpenVFIO negotiated with the kernel, for probe output
+// and the VFIO tests.
+type VFIOInfo struct {
+	Group      string // IOMMU group number
+	IOMMU      string // "type1v2" or "type1"
+	PageSize   uint64 // smallest IOMMU page
+	IOVARanges [][2]uint64
+	BAR0Size   int
+	IRQ        string // "MSI-X" or "MSI": the index vector 0 is on
+	IRQCount   int
 }
 
 func ioctl(fd uintptr, req uintptr, arg uintptr) (uintptr, error) {
@@ -67,93 +81,114 @@ func ioctl(fd uintptr, req uintptr, arg uintptr) (uintptr, error) {
 // OpenVFIO opens the function at addr after Preflight: container, group,
 // type1 IOMMU, device fd, BAR0 mapping and the config region
 // (mlx5.md §1.3). hugepages2M is the DMA memory budget checked up front.
-func OpenVFIO(paths Paths, addr string, hugepages2M int) (v *VFIO, err error) {
+// On any error everything opened so far is closed again, so the group can
+// be reopened at once.
+func OpenVFIO(paths Paths, addr string, hugepages2M int) (*VFIO, error) {
 	if err := Preflight(paths, addr, hugepages2M); err != nil {
 		return nil, err
 	}
 	f, _, _ := readFunction(paths, addr)
-	v = &VFIO{Addr: addr, eventFD: -1}
-	defer func() {
-		if err != nil {
-			v.Close()
-			v = nil
-		}
-	}()
+	v := &VFIO{Addr: addr, eventFD: -1}
+	if err := v.open(paths, f); err != nil {
+		v.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *VFIO) open(paths Paths, f Function) (err error) {
+	addr := v.Addr
 	if v.container, err = os.OpenFile(filepath.Join(paths.Dev, "vfio/vfio"), os.O_RDWR, 0); err != nil {
-		return nil, fmt.Errorf("mlx5: opening the VFIO container: %w", err)
+		return fmt.Errorf("mlx5: opening the VFIO container: %w", err)
 	}
 	cfd := v.container.Fd()
 	if r, err := ioctl(cfd, vfioGetAPIVersion, 0); err != nil || r != vfioAPIVersion {
-		return nil, fmt.Errorf("mlx5: VFIO API version %d (%v), want %d", r, err, vfioAPIVersion)
+		return fmt.Errorf("mlx5: VFIO API version %d (%v), want %d", r, err, vfioAPIVersion)
 	}
 	iommuType := uintptr(vfioType1v2IOMMU)
 	if r, _ := ioctl(cfd, vfioCheckExtension, vfioType1v2IOMMU); r == 0 {
 		if r, _ := ioctl(cfd, vfioCheckExtension, vfioType1IOMMU); r == 0 {
-			return nil, fmt.Errorf("mlx5: VFIO has no type1 IOMMU support (modprobe vfio_iommu_type1)")
+			return fmt.Errorf("mlx5: VFIO has no type1 IOMMU support (modprobe vfio_iommu_type1)")
 		}
 		iommuType = vfioType1IOMMU
 	}
 	groupPath := filepath.Join(paths.Dev, "vfio", f.IOMMUGroup)
 	if v.group, err = os.OpenFile(groupPath, os.O_RDWR, 0); err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("mlx5: %s: %w (run as root or chown the group device to the service user)", groupPath, err)
+			return fmt.Errorf("mlx5: %s: %w (run as root or chown the group device to the service user)", groupPath, err)
 		}
-		return nil, fmt.Errorf("mlx5: opening %s: %w", groupPath, err)
+		return fmt.Errorf("mlx5: opening %s: %w", groupPath, err)
 	}
 	gfd := v.group.Fd()
 	status, err := groupStatus(gfd)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_GROUP_GET_STATUS: %w", err)
+		return fmt.Errorf("mlx5: VFIO_GROUP_GET_STATUS: %w", err)
 	}
 	if status&vfioGroupViable == 0 {
-		return nil, fmt.Errorf("mlx5: IOMMU group %s is not viable: bind every device of /sys/kernel/iommu_groups/%s/devices to vfio-pci", f.IOMMUGroup, f.IOMMUGroup)
+		return fmt.Errorf("mlx5: IOMMU group %s is not viable: bind every device of /sys/kernel/iommu_groups/%s/devices to vfio-pci", f.IOMMUGroup, f.IOMMUGroup)
 	}
 	if err := setContainer(gfd, cfd); err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_GROUP_SET_CONTAINER: %w", err)
+		return fmt.Errorf("mlx5: VFIO_GROUP_SET_CONTAINER: %w", err)
 	}
 	if _, err := ioctl(cfd, vfioSetIOMMU, iommuType); err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_SET_IOMMU: %w", err)
+		return fmt.Errorf("mlx5: VFIO_SET_IOMMU: %w", err)
+	}
+	v.info.Group, v.info.IOMMU = f.IOMMUGroup, "type1v2"
+	if iommuType == vfioType1IOMMU {
+		v.info.IOMMU = "type1"
 	}
 	info, err := iommuInfo(cfd)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_IOMMU_GET_INFO: %w", err)
+		return fmt.Errorf("mlx5: VFIO_IOMMU_GET_INFO: %w", err)
 	}
 	pageSize, ranges, err := parseIOMMUInfo(info)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_IOMMU_GET_INFO: %w", err)
+		return fmt.Errorf("mlx5: VFIO_IOMMU_GET_INFO: %w", err)
 	}
 	if pageSize > hugePage2M {
-		return nil, fmt.Errorf("mlx5: IOMMU minimum page %d bytes exceeds the 2 MiB DMA blocks", pageSize)
+		return fmt.Errorf("mlx5: IOMMU minimum page %d bytes exceeds the 2 MiB DMA blocks", pageSize)
+	}
+	v.info.PageSize = pageSize
+	for _, r := range ranges {
+		v.info.IOVARanges = append(v.info.IOVARanges, [2]uint64{r.start, r.end})
 	}
 	dfd, err := getDeviceFD(gfd, addr)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: VFIO_GROUP_GET_DEVICE_FD %s: %w", addr, err)
+		return fmt.Errorf("mlx5: VFIO_GROUP_GET_DEVICE_FD %s: %w", addr, err)
 	}
 	v.device = os.NewFile(dfd, "vfio-device-"+addr)
 	bar, err := regionInfo(dfd, vfioRegionBAR0)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: BAR0 region info: %w", err)
+		return fmt.Errorf("mlx5: BAR0 region info: %w", err)
 	}
 	if bar.flags&vfioRegionMmap == 0 || bar.size < 0x2000 {
-		return nil, fmt.Errorf("mlx5: BAR0 of %s cannot be mapped (flags %#x, size %d)", addr, bar.flags, bar.size)
+		return fmt.Errorf("mlx5: BAR0 of %s cannot be mapped (flags %#x, size %d)", addr, bar.flags, bar.size)
 	}
 	if v.bar0, err = syscall.Mmap(int(dfd), int64(bar.offset), int(bar.size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED); err != nil {
-		return nil, fmt.Errorf("mlx5: mapping BAR0: %w", err)
+		return fmt.Errorf("mlx5: mapping BAR0: %w", err)
 	}
+	v.info.BAR0Size = len(v.bar0)
 	cfg, err := regionInfo(dfd, vfioRegionConfig)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: config region info: %w", err)
+		return fmt.Errorf("mlx5: config region info: %w", err)
 	}
 	v.cfgOffset = int64(cfg.offset)
-	if v.eventFD, err = enableMSIXVector0(dfd); err != nil {
-		return nil, fmt.Errorf("mlx5: MSI-X setup: %w", err)
+	if v.eventFD, v.info.IRQ, v.info.IRQCount, err = enableVector0(dfd); err != nil {
+		return fmt.Errorf("mlx5: interrupt setup: %w", err)
 	}
 	v.dma = &hugeDMA{container: cfd, iovas: iovaAllocator{ranges: ranges}, allocs: map[uint64]*hugeAlloc{}}
-	return v, nil
+	return nil
 }
 
 // Bus is the function's seams for Open.
 func (v *VFIO) Bus() Bus { return Bus{MMIO: barMMIO(v.bar0), DMA: v.dma, Config: v} }
+
+// IRQEventFD is the eventfd that interrupt vector 0 signals (see
+// enableVector0); -1 once closed. The driver polls and never reads it.
+func (v *VFIO) IRQEventFD() int { return v.eventFD }
+
+// Info returns what OpenVFIO negotiated.
+func (v *VFIO) Info() VFIOInfo { return v.info }
 
 // ReadConfig16 reads PCI config space through the VFIO config region.
 func (v *VFIO) ReadConfig16(off uint32) (uint16, error) {
@@ -307,30 +342,39 @@ func (h *hugeDMA) releaseAll() error {
 	return errors.Join(errs...)
 }
 
-// enableMSIXVector0 registers an eventfd for MSI-X vector 0, which the
-// async EQ names (eqc.intr = 0). The driver polls and never reads it, but
-// rdma-core always registers one and whether firmware tolerates an EQ on a
-// vector without a handler is unconfirmed (mlx5.md §1.8, U1).
-func enableMSIXVector0(dfd uintptr) (int, error) {
-	count, flags, err := irqInfo(dfd, vfioIRQIndexMSIX)
+// enableVector0 registers an eventfd for interrupt vector 0: MSI-X vector
+// 0, which the async EQ names (eqc.intr = 0). The driver polls and never
+// reads it, but rdma-core always registers one and whether firmware
+// tolerates an EQ on a vector without a handler is unconfirmed (mlx5.md
+// §1.8, U1). A function without MSI-X gets its MSI vector instead: no
+// ConnectX is one, but the VFIO tests' emulated devices are.
+func enableVector0(dfd uintptr) (fd int, kind string, count int, err error) {
+	index, kind := uint32(vfioIRQIndexMSIX), "MSI-X"
+	n, flags, err := irqInfo(dfd, index)
 	if err != nil {
-		return -1, err
+		return -1, "", 0, err
 	}
-	if count == 0 || flags&vfioIRQInfoEventFD == 0 {
-		return -1, fmt.Errorf("device has no eventfd-capable MSI-X vectors (count %d, flags %#x)", count, flags)
+	if n == 0 {
+		index, kind = vfioIRQIndexMSI, "MSI"
+		if n, flags, err = irqInfo(dfd, index); err != nil {
+			return -1, "", 0, err
+		}
+	}
+	if n == 0 || flags&vfioIRQInfoEventFD == 0 {
+		return -1, "", 0, fmt.Errorf("device has no eventfd-capable MSI-X or MSI vectors (count %d, flags %#x)", n, flags)
 	}
 	r, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errno != 0 {
-		return -1, fmt.Errorf("eventfd: %w", errno)
+		return -1, "", 0, fmt.Errorf("eventfd: %w", errno)
 	}
-	fds := make([]int32, count)
+	fds := make([]int32, n)
 	for i := range fds {
 		fds[i] = -1
 	}
 	fds[0] = int32(r)
-	if err := setIRQEventFDs(dfd, vfioIRQIndexMSIX, fds); err != nil {
+	if err := setIRQEventFDs(dfd, index, fds); err != nil {
 		syscall.Close(int(r))
-		return -1, err
+		return -1, "", 0, err
 	}
-	return int(r), nil
+	return int(r), kind, int(n), nil
 }

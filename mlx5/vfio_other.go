@@ -17,3 +17,20 @@ func (v *VFIO) Bus() Bus { return Bus{} }
 
 // Close does nothing.
 func (v *VFIO) Close() error { return nil }
+
+// IRQEventFD has no interrupt to offer.
+func (v *VFIO) IRQEventFD() int { return -1 }
+
+// VFIOInfo is what OpenVFIO negotiated; empty off Linux.
+type VFIOInfo struct {
+	Group      string
+	IOMMU      string
+	PageSize   uint64
+	IOVARanges [][2]uint64
+	BAR0Size   int
+	IRQ        string
+	IRQCount   int
+}
+
+// Info is empty.
+func (v *VFIO) Info() VFIOInfo { return VFIOInfo{} }
