@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version=$(VERSION)
 PURE     := ./config/... ./fwd/... ./vpn/... ./mlx5/...
 FUZZTIME ?= 20s
 
-.PHONY: build test deps lab bench fuzz vet package clean
+.PHONY: build test deps lab bench fuzz vet package clean vmtest
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ovfwd
@@ -23,6 +23,12 @@ vet:
 test: deps build vet
 	OVFWD_REQUIRE_PRIV=1 OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 35m -p 1 ./...
 	$(GO) test -race -count=1 -timeout 15m $(PURE)
+
+# Only the QEMU guests (VFIO on a real kernel; the .deb under systemd).
+# `make test` runs them too. Kernel and images are cached in
+# /var/cache/ovfwd-vmtest.
+vmtest: deps build
+	OVFWD_REQUIRE_PRIV=1 OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -v ./appliance/testbed/vmtest/
 
 lab: deps build
 	./$(BIN) lab

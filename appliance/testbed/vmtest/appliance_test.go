@@ -1,0 +1,240 @@
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+)
+
+const pkgVersion = "0.0.0~vmtest"
+
+// repoRoot is the module root (this package is three levels down).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// buildPackages runs packaging/build.sh (what `make package` runs) on a
+// fresh build of ovfwd and returns the .deb and .rpm.
+func buildPackages(t *testing.T) (deb, rpm string) {
+	t.Helper()
+	root, dir := repoRoot(t), t.TempDir()
+	bin := filepath.Join(dir, "ovfwd")
+	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version="+pkgVersion, "-o", bin, "./cmd/ovfwd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd = exec.Command("./packaging/build.sh", dir)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "OVFWD_BIN="+bin, "VERSION="+pkgVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("packaging/build.sh: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "ovfwd_"+pkgVersion+"_amd64.deb"), filepath.Join(dir, "ovfwd_"+pkgVersion+"_amd64.rpm")
+}
+
+// unitCaps is the capability mask the unit grants (AmbientCapabilities).
+func unitCaps(t *testing.T) (uint64, []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "packaging/ovfwd.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bitsOf := map[string]uint{ // include/uapi/linux/capability.h
+		"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3, "CAP_KILL": 5,
+		"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_NET_BIND_SERVICE": 10, "CAP_NET_BROADCAST": 11,
+		"CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_IPC_LOCK": 14, "CAP_SYS_MODULE": 16, "CAP_SYS_RAWIO": 17,
+		"CAP_SYS_CHROOT": 18, "CAP_SYS_PTRACE": 19, "CAP_SYS_ADMIN": 21, "CAP_SYS_NICE": 23, "CAP_SYS_RESOURCE": 24,
+		"CAP_PERFMON": 38, "CAP_BPF": 39,
+	}
+	var mask uint64
+	var names []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "AmbientCapabilities="); ok {
+			for _, n := range strings.Fields(v) {
+				bit, ok := bitsOf[n]
+				if !ok {
+					t.Fatalf("packaging/ovfwd.service grants %s, unknown to this test", n)
+				}
+				mask |= 1 << bit
+				names = append(names, n)
+			}
+		}
+	}
+	if mask == 0 {
+		t.Fatal("packaging/ovfwd.service has no AmbientCapabilities line")
+	}
+	return mask, names
+}
+
+// checkRPM checks what Debian's rpm can: the scriptlets are the packaging
+// scripts, and an install into a scratch root (no scriptlets: the root has
+// no shell) puts the files where the .deb puts them.
+func checkRPM(t *testing.T, rpm string) {
+	t.Helper()
+	out, err := exec.Command("rpm", "-qp", "--scripts", rpm).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rpm -qp --scripts: %v\n%s", err, out)
+	}
+	for scriptlet, file := range map[string]string{"postinstall": "postinstall.sh", "preuninstall": "preremove.sh", "postuninstall": "postremove.sh"} {
+		body, err := os.ReadFile(filepath.Join(repoRoot(t), "packaging/scripts", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), scriptlet+" scriptlet") || !strings.Contains(string(out), strings.TrimSpace(string(body))) {
+			t.Errorf("rpm %s scriptlet is not packaging/scripts/%s:\n%s", scriptlet, file, out)
+		}
+	}
+	root := t.TempDir()
+	out, err = exec.Command("rpm", "--root", root, "--dbpath", "/rpmdb", "-i", "--nodeps", "--noscripts", rpm).CombinedOutput()
+	if err != nil {
+		t.Errorf("rpm --root SCRATCH -i --noscripts: %v\n%s", err, out)
+		return
+	}
+	for _, f := range []string{"usr/bin/ovfwd", "usr/lib/systemd/system/ovfwd.service", "etc/ovfwd/ovfwd.toml", "usr/lib/udev/rules.d/60-ovfwd-vfio.rules"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("rpm scratch install: %v", err)
+		}
+	}
+	out, err = exec.Command("rpm", "--root", root, "--dbpath", "/rpmdb", "-e", "--noscripts", "ovfwd").CombinedOutput()
+	if err != nil {
+		t.Errorf("rpm --root SCRATCH -e: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/bin/ovfwd")); err == nil {
+		t.Error("rpm -e left /usr/bin/ovfwd in the scratch root")
+	}
+}
+
+const vmtestUnit = `[Unit]
+Description=ovfwd vmtest driver (appliance/testbed/vmtest)
+After=multi-user.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/bash /vmtest/appliance.sh
+TimeoutStartSec=infinity
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// applianceInitrd is the cached image followed by a second archive with
+// this run's package, script and driver unit (the kernel unpacks both).
+func applianceInitrd(t *testing.T, img *Image, deb string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "initrd")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	base, err := os.Open(img.CPIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(f, base)
+	base.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCPIO(f)
+	c.Dir("vmtest", 0o755)
+	c.Copy("vmtest/ovfwd.deb", deb, 0o644)
+	c.Copy("vmtest/appliance.sh", "testdata/appliance.sh", 0o755)
+	c.File("etc/systemd/system/vmtest.service", 0o644, []byte(vmtestUnit))
+	c.Dir("etc/systemd/system/multi-user.target.wants", 0o755)
+	c.Symlink("etc/systemd/system/multi-user.target.wants/vmtest.service", "/etc/systemd/system/vmtest.service")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var scriptStepRE = regexp.MustCompile(`(?m)^step "([^"]+)"`)
+
+// TestApplianceGuest installs the .deb in a Debian guest with a real
+// systemd and drives the service the way an operator does (the steps are
+// in testdata/appliance.sh).
+func TestApplianceGuest(t *testing.T) {
+	netns.RequireRoot(t)
+	qv, err := QEMUVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := GetKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var buildLog strings.Builder
+	img, err := GetImage(k, &buildLog)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buildLog.String())
+	}
+	if img.Built > 0 {
+		t.Logf("guest image %s built in %v", img.Key, img.Built.Round(time.Second))
+	} else {
+		t.Logf("guest image %s from the cache (%v)", img.Key, time.Since(start).Round(time.Millisecond))
+	}
+	deb, rpm := buildPackages(t)
+	checkRPM(t, rpm)
+	initrd := applianceInitrd(t, img, deb)
+
+	r, err := Boot(context.Background(), t.TempDir(), Machine{
+		Kernel: k, Initrd: initrd, IntRemap: true, MemMB: 2048, Timeout: 15 * time.Minute,
+		Append: "rdinit=/sbin/init systemd.show_status=0",
+	})
+	t.Logf("%s: guest ran %v; %s", qv, r.Elapsed.Round(time.Millisecond), uptimes(r.Output))
+	if err != nil {
+		dumpGuest(t, r)
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("testdata/appliance.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, m := range scriptStepRE.FindAllStringSubmatch(string(script), -1) {
+		want = append(want, m[1])
+	}
+	checkSteps(t, r, want)
+
+	facts := map[string]string{}
+	for _, l := range strings.Split(r.Output, "\n") {
+		if rest, ok := strings.CutPrefix(l, "FACT "); ok {
+			k, v, _ := strings.Cut(rest, " ")
+			facts[k] = v
+		}
+	}
+	if facts["user"] != "ovfwd" || facts["unit_user"] != "ovfwd" {
+		t.Errorf("main process runs as %q (unit User=%q), want ovfwd", facts["user"], facts["unit_user"])
+	}
+	mask, names := unitCaps(t)
+	for _, set := range []string{"CapPrm", "CapEff", "CapAmb", "CapBnd"} {
+		got, err := strconv.ParseUint(facts["status."+set], 16, 64)
+		if err != nil || got != mask {
+			t.Errorf("/proc/<pid>/status %s = %q, want %016x (%s)", set, facts["status."+set], mask, strings.Join(names, " "))
+		}
+	}
+	if facts["status.CapInh"] != fmt.Sprintf("%016x", mask) && facts["status.CapInh"] != "0000000000000000" {
+		t.Errorf("CapInh = %q", facts["status.CapInh"])
+	}
+	if facts["status.NoNewPrivs"] != "1" {
+		t.Errorf("NoNewPrivs = %q, the unit sets NoNewPrivileges=yes", facts["status.NoNewPrivs"])
+	}
+}

@@ -1,0 +1,215 @@
+#!/bin/bash
+# Runs inside the appliance guest as the vmtest.service unit: installs the
+# .deb and drives ovfwd through systemd the way an operator does. Every
+# check prints "STEP name: ok|FAIL"; facts the host asserts on print as
+# "FACT key value". Each wait is bounded.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+exec >/dev/ttyS1 2>&1
+echo "VMTEST start uptime $(cut -d' ' -f1 /proc/uptime)"
+
+fails=0
+step() { # step NAME CMD... : runs CMD, prints its output indented on failure
+	local name=$1; shift
+	local out
+	if out=$("$@" 2>&1); then
+		echo "STEP $name: ok"
+	else
+		echo "STEP $name: FAIL (exit $?)"
+		printf '%s\n' "$out" | tail -n 30 | sed 's/^/  | /'
+		fails=$((fails + 1))
+	fi
+}
+fact() { echo "FACT $1 $2"; }
+waitfor() { # waitfor SECONDS CMD... : until CMD succeeds
+	local n=$1; shift
+	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
+	"$@"
+}
+inns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+mainpid() { systemctl show -p MainPID --value ovfwd; }
+xdp_ids() { ip -d link show "$1" | grep -o 'prog/xdp id [0-9]*' | awk '{print $3}'; }
+journal_tail() { journalctl -u ovfwd --no-pager -n 40 | sed 's/^/  | journal: /'; }
+
+step "load veth and tun" modprobe -a veth tun
+step "dpkg -i the package" dpkg -i /vmtest/ovfwd.deb
+step "package made the ovfwd user and group" getent passwd ovfwd
+step "unit installed, not enabled" sh -c '! systemctl is-enabled ovfwd'
+
+# Topology: client host --c0/p0-- appliance --p1/lan0-- LAN host.
+topo() {
+	set -e
+	ip netns add client
+	ip netns add lan
+	ip link add p0 type veth peer name c0 netns client
+	ip link add p1 type veth peer name lan0 netns lan
+	ip addr add 198.18.140.254/24 dev p0
+	ip addr add 198.18.141.254/24 dev p1
+	ip link set p0 up
+	ip link set p1 up
+	sysctl -qw net.ipv4.ip_forward=0
+	inns client ip link set lo up
+	inns client ip link set c0 up
+	inns client ip addr add 198.18.140.1/24 dev c0
+	inns client ip route add 198.18.141.0/24 via 198.18.140.254
+	inns client ip route add 198.18.150.0/24 via 198.18.140.254
+	inns lan ip link set lo up
+	inns lan ip link set lan0 up
+	inns lan ip addr add 198.18.141.1/24 dev lan0
+	inns lan ip addr add 198.18.150.1/32 dev lo
+	inns lan ip route add default via 198.18.141.254
+	# Hosts checksum in software, as in the vpne2e lab: ovfwd forwards
+	# frames as they are and a veth's offloaded checksum is unfinished.
+	inns client ethtool -K c0 tx off tso off gso off
+	inns lan ethtool -K lan0 tx off tso off gso off
+}
+step "two veth pairs to the client and LAN namespaces" topo
+
+pki() {
+	set -e
+	install -d -o ovfwd -g ovfwd -m 0750 /var/lib/ovfwd
+	runuser -u ovfwd -- ovfwd pki init /var/lib/ovfwd/pki
+	runuser -u ovfwd -- ovfwd pki client /var/lib/ovfwd/pki alice -remote 198.18.140.254:1194 >/tmp/profile-path
+	cp "$(cat /tmp/profile-path)" /root/alice.ovpn
+}
+step "ovfwd pki init and a client profile" pki
+
+config() { # config [extra TOML]
+	cat >/etc/ovfwd/ovfwd.toml <<TOML
+# written by the vmtest appliance guest
+[appliance]
+mode = "router"
+mss_clamp = 1300
+
+[[port]]
+name = "p0"
+driver = "afxdp-copy"
+ifname = "p0"
+addresses = ["198.18.140.254/24"]
+
+[[port]]
+name = "p1"
+driver = "afxdp-copy"
+ifname = "p1"
+addresses = ["198.18.141.254/24"]
+
+[vpn]
+enabled = true
+port = 1194
+ca = "/var/lib/ovfwd/pki/ca.crt"
+cert = "/var/lib/ovfwd/pki/server.crt"
+key = "/var/lib/ovfwd/pki/server.key"
+tls_crypt = "/var/lib/ovfwd/pki/tls-crypt.key"
+pool_v4 = "198.18.142.0/24"
+push_routes = ["198.18.141.0/24"]
+
+[status]
+socket = "/run/ovfwd/ovfwd.sock"
+$1
+TOML
+	ovfwd check -c /etc/ovfwd/ovfwd.toml
+}
+step "write /etc/ovfwd/ovfwd.toml (router + VPN server)" config ""
+
+step "systemctl enable --now ovfwd" systemctl enable --now ovfwd
+step "ovfwd is active" waitfor 60 sh -c 'systemctl is-active ovfwd && test -S /run/ovfwd/ovfwd.sock'
+pid=$(mainpid)
+fact pid1 "$pid"
+if [ "$pid" != 0 ] && [ -r "/proc/$pid/status" ]; then
+	grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' "/proc/$pid/status" | while read -r k v; do fact "status.${k%:}" "$(echo $v)"; done
+	fact comm "$(cat /proc/$pid/comm)"
+	fact user "$(ps -o user= -p "$pid")"
+else
+	journal_tail
+fi
+fact unit_user "$(systemctl show -p User --value ovfwd)"
+fact unit_caps "$(systemctl show -p AmbientCapabilities --value ovfwd)"
+
+step "routed ping client host -> LAN host" waitfor 20 inns client ping -c 1 -W 1 198.18.141.1
+step "routed ping LAN host -> client host" inns lan ping -c 3 -W 2 198.18.140.1
+step "no route to 198.18.150.0/24 before the reload" sh -c '! ip netns exec client ping -c 1 -W 1 198.18.150.1'
+
+vpn() {
+	set -e
+	ip netns exec client ip route del 198.18.141.0/24
+	ip netns exec client openvpn --config /root/alice.ovpn --disable-dco --daemon ovpn-alice \
+		--log /tmp/openvpn-client.log --writepid /tmp/openvpn-client.pid
+	waitfor 60 grep -q "Initialization Sequence Completed" /tmp/openvpn-client.log
+	ip netns exec client ip route get 198.18.141.1 | grep -q 'dev tun'
+	ip netns exec client ping -c 3 -W 2 198.18.141.1
+}
+step "stock openvpn client connects and pings the LAN host through the tunnel" vpn
+[ -s /tmp/openvpn-client.log ] && tail -n 15 /tmp/openvpn-client.log | sed 's/^/  | openvpn: /'
+[ -s /tmp/openvpn-client.pid ] && kill "$(cat /tmp/openvpn-client.pid)"
+ip netns exec client ip route replace 198.18.141.0/24 via 198.18.140.254
+
+useradd -m -G ovfwd opal
+useradd -m bob
+step "ovfwd status as root" ovfwd status
+step "ovfwd status as a member of the ovfwd group" runuser -u opal -- ovfwd status
+step "ovfwd status refused to others" sh -c '! runuser -u bob -- ovfwd status'
+runuser -u bob -- ovfwd status 2>&1 | head -3 | sed 's/^/  | bob: /'
+
+reload() {
+	set -e
+	config '
+[[route]]
+prefix = "198.18.150.0/24"
+via = "198.18.141.1"'
+	systemctl reload ovfwd
+	waitfor 20 ip netns exec client ping -c 1 -W 1 198.18.150.1
+	test "$(mainpid)" = "$pid"
+}
+step "systemctl reload with a new route: the route works, same PID" reload
+
+restart() {
+	set -e
+	systemctl restart ovfwd
+	waitfor 60 sh -c 'systemctl is-active ovfwd && test -S /run/ovfwd/ovfwd.sock'
+	test "$(mainpid)" != "$pid"
+	waitfor 20 ip netns exec client ping -c 1 -W 1 198.18.150.1
+}
+step "systemctl restart" restart
+pid=$(mainpid)
+
+fact xdp_before_kill "p0=$(xdp_ids p0) p1=$(xdp_ids p1)"
+kill9() {
+	set -e
+	kill -9 "$pid"
+	waitfor 60 sh -c "p=\$(systemctl show -p MainPID --value ovfwd); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && systemctl is-active ovfwd && test -S /run/ovfwd/ovfwd.sock"
+	waitfor 20 ip netns exec client ping -c 1 -W 1 198.18.141.1
+	# One program per port, the new instance's.
+	test "$(xdp_ids p0 | wc -l)" = 1 && test "$(xdp_ids p1 | wc -l)" = 1
+}
+step "kill -9 of the main PID: systemd restarts it and it forwards again" kill9
+fact xdp_after_kill "p0=$(xdp_ids p0) p1=$(xdp_ids p1)"
+fact restarts "$(systemctl show -p NRestarts --value ovfwd)"
+
+step "systemctl stop" systemctl stop ovfwd
+step "stopped: no XDP program left on the ports" sh -c "! ip -d link show p0 | grep -q prog/xdp && ! ip -d link show p1 | grep -q prog/xdp"
+step "stopped: no pinned neighbour or BPF object left" sh -c '[ -z "$(ip neigh show nud permanent)" ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ]'
+step "journal has the start line" sh -c 'journalctl -u ovfwd --no-pager | grep -q "vpn server"'
+step "journal has the reload line" sh -c 'journalctl -u ovfwd --no-pager | grep -q "reloaded"'
+step "journal has systemd restarting it after kill -9" sh -c 'journalctl -u ovfwd --no-pager | grep -qi "killed\|signal=KILL\|Scheduled restart"'
+journal_tail
+
+purge() {
+	set -e
+	dpkg -P ovfwd
+	test ! -e /usr/bin/ovfwd
+	test ! -e /etc/ovfwd
+	test ! -e /var/lib/ovfwd
+	test ! -e /usr/lib/systemd/system/ovfwd.service
+	test ! -e /etc/systemd/system/multi-user.target.wants/ovfwd.service
+	! getent passwd ovfwd
+	! getent group ovfwd
+	! systemctl cat ovfwd >/dev/null 2>&1
+}
+step "dpkg -P leaves no file, user or unit" purge
+for f in /etc/ovfwd /var/lib/ovfwd /etc/systemd/system/multi-user.target.wants/ovfwd.service; do
+	[ -e "$f" ] && echo "  | left behind: $f"
+done
+
+echo "VMTEST done fails=$fails"
+echo "VMTEST end uptime $(cut -d' ' -f1 /proc/uptime)"
+sync
+systemctl poweroff --force --force
