@@ -29,10 +29,14 @@ func repoRoot(t *testing.T) string {
 }
 
 // buildPackages runs packaging/build.sh (what `make package` runs) on a
-// fresh build of ovfwd and returns the .deb and .rpm.
+// fresh build of ovfwd and returns the .deb and .rpm. $OVFWD_VMTEST_SRC
+// names another source tree to package (a branch checked out elsewhere).
 func buildPackages(t *testing.T) (deb, rpm string) {
 	t.Helper()
 	root, dir := repoRoot(t), t.TempDir()
+	if src := os.Getenv("OVFWD_VMTEST_SRC"); src != "" {
+		root = src
+	}
 	bin := filepath.Join(dir, "ovfwd")
 	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version="+pkgVersion, "-o", bin, "./cmd/ovfwd")
 	cmd.Dir = root
@@ -165,7 +169,8 @@ func applianceInitrd(t *testing.T, img *Image, deb string) string {
 	return path
 }
 
-var scriptStepRE = regexp.MustCompile(`(?m)^step "([^"]+)"`)
+// scriptStepRE finds the script's steps: every one must be reported.
+var scriptStepRE = regexp.MustCompile(`(?m)^step(?:up)? "([^"$]+)"`)
 
 // TestApplianceGuest installs the .deb in a Debian guest with a real
 // systemd and drives the service the way an operator does (the steps are

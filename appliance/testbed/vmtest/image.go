@@ -60,12 +60,13 @@ func debianMirror() (string, error) {
 func imageKey(k *Kernel) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\n", k.Pkg, k.PkgVersion)
-	for _, p := range append([]string{"debootstrap"}, ImagePackages...) {
-		v, err := PkgVersion(p)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %s\n", p, v)
+	pkgs := append([]string{"debootstrap"}, ImagePackages...)
+	vs, err := PkgVersions(pkgs...)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pkgs {
+		fmt.Fprintf(h, "%s %s\n", p, vs[p])
 	}
 	fmt.Fprintf(h, "%s\n", imageSetup)
 	return fmt.Sprintf("%x", h.Sum(nil))[:16], nil

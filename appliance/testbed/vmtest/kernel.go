@@ -70,18 +70,29 @@ func aptOut(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// PkgVersion is the candidate version apt would install of pkg.
-func PkgVersion(pkg string) (string, error) {
-	out, err := aptOut("apt-cache", "show", "--no-all-versions", pkg)
+// PkgVersions are the candidate versions apt would install of pkgs, in
+// one apt-cache call.
+func PkgVersions(pkgs ...string) (map[string]string, error) {
+	out, err := aptOut(append([]string{"apt-cache", "show", "--no-all-versions"}, pkgs...)...)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	vs := map[string]string{}
+	var pkg string
 	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(l, "Version: "); ok {
-			return strings.TrimSpace(v), nil
+		if v, ok := strings.CutPrefix(l, "Package: "); ok {
+			pkg = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "Version: "); ok && vs[pkg] == "" {
+			vs[pkg] = strings.TrimSpace(v)
 		}
 	}
-	return "", fmt.Errorf("apt-cache show %s: no Version", pkg)
+	for _, p := range pkgs {
+		if vs[p] == "" {
+			return nil, fmt.Errorf("apt-cache show: no version of %s", p)
+		}
+	}
+	return vs, nil
 }
 
 var kernelOnce struct {
@@ -114,9 +125,11 @@ func GetKernel() (*Kernel, error) {
 		return nil, fmt.Errorf("vmtest: %s depends on %q, not a linux-image-6.1.0-N-amd64: the guests and their module lists are pinned to Debian bookworm's 6.1 kernel (KernelSeries in appliance/testbed/vmtest/kernel.go)", kernelMeta, k.Pkg)
 	}
 	k.Release = m[1]
-	if k.PkgVersion, err = PkgVersion(k.Pkg); err != nil {
+	vs, err := PkgVersions(k.Pkg)
+	if err != nil {
 		return nil, err
 	}
+	k.PkgVersion = vs[k.Pkg]
 	if !strings.HasPrefix(k.PkgVersion, KernelSeries) {
 		return nil, fmt.Errorf("vmtest: %s is version %s, the guests are pinned to %sx", k.Pkg, k.PkgVersion, KernelSeries)
 	}
