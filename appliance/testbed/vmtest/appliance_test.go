@@ -18,9 +18,14 @@ import (
 
 const pkgVersion = "0.0.0~vmtest"
 
-// repoRoot is the module root (this package is three levels down).
+// repoRoot is the module root (this package is three levels down), or
+// $OVFWD_VMTEST_SRC: another source tree to package and test (a branch
+// checked out elsewhere).
 func repoRoot(t *testing.T) string {
 	t.Helper()
+	if src := os.Getenv("OVFWD_VMTEST_SRC"); src != "" {
+		return src
+	}
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
@@ -29,14 +34,10 @@ func repoRoot(t *testing.T) string {
 }
 
 // buildPackages runs packaging/build.sh (what `make package` runs) on a
-// fresh build of ovfwd and returns the .deb and .rpm. $OVFWD_VMTEST_SRC
-// names another source tree to package (a branch checked out elsewhere).
+// fresh build of ovfwd and returns the .deb and .rpm.
 func buildPackages(t *testing.T) (deb, rpm string) {
 	t.Helper()
 	root, dir := repoRoot(t), t.TempDir()
-	if src := os.Getenv("OVFWD_VMTEST_SRC"); src != "" {
-		root = src
-	}
 	bin := filepath.Join(dir, "ovfwd")
 	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version="+pkgVersion, "-o", bin, "./cmd/ovfwd")
 	cmd.Dir = root
@@ -170,7 +171,7 @@ func applianceInitrd(t *testing.T, img *Image, deb string) string {
 }
 
 // scriptStepRE finds the script's steps: every one must be reported.
-var scriptStepRE = regexp.MustCompile(`(?m)^step(?:up)? "([^"$]+)"`)
+var scriptStepRE = regexp.MustCompile(`(?m)^(?:step|stepup|came_up) "([^"$]+)"`)
 
 // TestApplianceGuest installs the .deb in a Debian guest with a real
 // systemd and drives the service the way an operator does (the steps are
@@ -221,7 +222,7 @@ func TestApplianceGuest(t *testing.T) {
 
 	facts := map[string]string{}
 	for _, l := range strings.Split(r.Output, "\n") {
-		if rest, ok := strings.CutPrefix(l, "FACT "); ok {
+		if rest, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), "FACT "); ok {
 			k, v, _ := strings.Cut(rest, " ")
 			facts[k] = v
 		}
