@@ -1,8 +1,10 @@
 package fwd
 
 import (
+	"cmp"
 	"net"
 	"net/netip"
+	"slices"
 )
 
 // EventKind says what an Event reports.
@@ -29,11 +31,12 @@ const maxEvents = 4096
 // learnMsg is what a worker sends the control plane about a neighbour it
 // heard from and has no entry for (or whose MAC changed).
 type learnMsg struct {
-	port  uint16
-	is4   bool
-	moved bool // the worker already stored a changed MAC in the entry
-	addr  [16]byte
-	mac   [6]byte
+	port      uint16
+	is4       bool
+	moved     bool // the worker already stored a changed MAC in the entry
+	confirmed bool // an answer to our question
+	addr      [16]byte
+	mac       [6]byte
 }
 
 // puntSlot holds a copy of a frame the data plane hands to the control
@@ -52,24 +55,33 @@ func (e *Engine) Service() {
 	defer e.mu.Unlock()
 	now := e.cfg.Now()
 	changed := false
+	reach := int64(e.limits.Load().NeighReachable)
 	for _, w := range e.workers {
 		w.learn.drain(func(m *learnMsg) {
 			k := neighKey{port: m.port, addr: m.addr}
 			mac := packMAC(m.mac[:])
 			n := e.neighs[k]
-			if n != nil && n.static {
+			switch {
+			case n != nil && n.static:
 				return
-			}
-			isNew := n == nil
-			if isNew {
+			case n == nil:
+				if len(e.neighs) >= e.cfg.NeighTable && !e.makeRoom() {
+					e.neighFull++
+					return
+				}
 				n = &neighbour{port: m.port, addr: m.addr, is4: m.is4}
+				n.confirmed.Store(m.confirmed)
 				e.neighs[k] = n
 				changed = true
+			case !m.moved && n.mac.Load() != mac && n.confirmed.Load() && !m.confirmed:
+				return // made meanwhile from an answer; a request does not move it
 			}
-			n.expires.Store(now + int64(e.limits.Load().NeighReachable))
-			if n.mac.Swap(mac) != mac || isNew || m.moved {
-				e.event(EventNeighbourLearned, n, mac)
+			n.expires.Store(now + reach)
+			if m.confirmed {
+				n.confirmed.Store(true)
 			}
+			n.mac.Store(mac)
+			e.event(EventNeighbourLearned, n, mac)
 		})
 	}
 	for k, n := range e.neighs {
@@ -82,6 +94,37 @@ func (e *Engine) Service() {
 	if changed {
 		e.neigh.Store(buildNeighTable(e.neighs))
 	}
+}
+
+// makeRoom evicts a batch of entries from a full neighbour table:
+// unconfirmed ones first, then the confirmed ones nearest to expiry;
+// static entries never. A batch (1/64 of the table) keeps a flood of new
+// entries from costing a sweep each. It reports whether anything went.
+func (e *Engine) makeRoom() bool {
+	var victims []*neighbour
+	for _, n := range e.neighs {
+		if !n.static {
+			victims = append(victims, n)
+		}
+	}
+	if len(victims) == 0 {
+		return false
+	}
+	slices.SortFunc(victims, func(a, b *neighbour) int {
+		if ac, bc := a.confirmed.Load(), b.confirmed.Load(); ac != bc {
+			if ac {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.expires.Load(), b.expires.Load())
+	})
+	for _, n := range victims[:max(1, min(len(victims), e.cfg.NeighTable/64))] {
+		delete(e.neighs, neighKey{port: n.port, addr: n.addr})
+		e.neighEvicted++
+		e.event(EventNeighbourExpired, n, n.mac.Load())
+	}
+	return true
 }
 
 func (e *Engine) event(kind EventKind, n *neighbour, mac uint64) {

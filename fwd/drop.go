@@ -22,6 +22,7 @@ const (
 	DropUplinkFull               // the ring to a site-to-site uplink is full
 	DropNAT                      // NAT refused it (reasons in the NAT counters)
 	DropHandoffFull              // the ring to the worker owning its NAT flow is full
+	DropGleanLimited             // would start resolving a new neighbour beyond its sender's rate
 	NumDropReasons
 )
 
@@ -30,6 +31,7 @@ var dropNames = [NumDropReasons]string{
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
 	"nat", "handoff_full",
+	"glean_limited",
 }
 
 func (r DropReason) String() string {

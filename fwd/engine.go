@@ -47,6 +47,10 @@ type Config struct {
 	NeighRetrans     time.Duration
 	NeighProbes      int
 	NeighHold        int
+	// NeighTable bounds the neighbour entries (default 16384). When it is
+	// full, unconfirmed entries are evicted first, then those nearest to
+	// expiry; static entries never.
+	NeighTable int
 
 	// Bridge: forwarding database size (entries, default 65536) and MAC
 	// aging (default 300 s).
@@ -78,6 +82,7 @@ func (c *Config) setDefaults() {
 	defD(&c.NeighRetrans, time.Second)
 	def(&c.NeighProbes, 3)
 	def(&c.NeighHold, 4)
+	def(&c.NeighTable, 16384)
 	def(&c.BridgeTable, 1<<16)
 	defD(&c.BridgeAging, 300*time.Second)
 	if c.Now == nil {
@@ -131,6 +136,9 @@ type Engine struct {
 	neighs   map[neighKey]*neighbour
 	events   []Event
 	evDrops  uint64
+
+	neighFull, neighEvicted uint64
+	asked                   []atomic.Uint64 // glean.go
 }
 
 // New builds an engine over ports. Worker q serves queue q of every port;
@@ -141,7 +149,8 @@ func New(cfg Config, ports []Port) (*Engine, error) {
 		return nil, errors.New("fwd: need 1..65533 ports")
 	}
 	e := &Engine{cfg: cfg, ports: ports, static: map[netip.Prefix]NextHop{},
-		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{}}
+		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{},
+		asked: make([]atomic.Uint64, askedSlots)}
 	e.limits.Store(cfg.limits())
 	t := &tables{}
 	queues := 1 << 30

@@ -234,24 +234,6 @@ func TestL3OnlyIngressPort(t *testing.T) {
 	}
 }
 
-// A neighbour that changes MAC is reported again; repeats are not.
-func TestNeighbourMoveReported(t *testing.T) {
-	r := newRig(t, rigOpt{})
-	reply := func(mac []byte) {
-		r.inject(1, eth(macR1, mac, 0x0806, arp(2, mac, bV4, macR1, r1v4.Addr())))
-		r.poll()
-		r.e.Service()
-	}
-	reply(macB)
-	reply(macB)
-	reply(macC)
-	ev := r.e.Events(nil)
-	if len(ev) != 2 || !bytes.Equal(ev[0].MAC, macB) || !bytes.Equal(ev[1].MAC, macC) {
-		t.Fatalf("events %+v, want B then C", ev)
-	}
-	r.checkNoLeak()
-}
-
 // Linux answers a unicast NS with a solicited NA that carries no target
 // link-layer option (RFC 4861 §7.2.4 allows it); that answer must confirm the
 // cached entry, or IPv6 neighbours lapse every NeighReachable under traffic.

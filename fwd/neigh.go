@@ -11,6 +11,17 @@ import "encoding/binary"
 // hold table (bounded per neighbour and in total); they leave as soon as
 // this worker hears the answer, or at the first poll after the control
 // plane publishes it, or are dropped after NeighProbes unanswered probes.
+//
+// A hostile LAN may send any ARP/ND it likes, so (glean.go has the rest):
+//   - an entry is only made for an address we asked about (an answer) or
+//     by a solicitation/request addressed to us (RFC 4861 §7.2.3, RFC 826);
+//     an unsolicited advert for an unknown address makes nothing (§7.2.5);
+//   - a confirmed entry (its address answered us, or keeps talking from
+//     the same MAC) never moves on an unsolicited message: a different MAC
+//     only shortens its life to one probe cycle (RFC 4861's REACHABLE →
+//     STALE), and the unicast probes that traffic then sends to the cached
+//     MAC keep it if its owner answers. Unconfirmed and expired entries
+//     take a new MAC when the message may override (ND's O flag; ARP).
 
 const holdEntries = 32 // unresolved neighbours a worker waits for at once
 
@@ -21,6 +32,7 @@ type holdEntry struct {
 	port      uint16
 	probes    int
 	lastProbe int64
+	started   int64
 	key       [16]byte
 	n         int
 	pkts      []Packet
@@ -41,7 +53,7 @@ func (h *holdTable) init(entries, per int) {
 // holdPacket parks p (already TTL-decremented, for port out) until key
 // resolves, soliciting it when it is new.
 func (w *Worker) holdPacket(t *tables, p *Packet, out int, key *[16]byte, v4 bool) {
-	var free *holdEntry
+	var free, oldest *holdEntry
 	for i := range w.hold.e {
 		he := &w.hold.e[i]
 		if !he.used {
@@ -63,13 +75,28 @@ func (w *Worker) holdPacket(t *tables, p *Packet, out int, key *[16]byte, v4 boo
 			he.n++
 			return
 		}
+		if oldest == nil || he.started < oldest.started {
+			oldest = he
+		}
 	}
-	if free == nil {
-		w.drop(p, DropNeighbourFull)
+	// A new neighbour to ask about: its sender must have budget left.
+	if !w.gleanBudget(p) {
+		w.drop(p, DropGleanLimited)
 		return
 	}
+	if free == nil {
+		// Held packets are the first thing given up: the oldest attempt
+		// loses its packets and its slot, but its question stays in
+		// w.asked, so the answer still makes the entry.
+		for j := range oldest.n {
+			w.drop(&oldest.pkts[j], DropNeighbourFull)
+		}
+		oldest.used, oldest.n = false, 0
+		w.hold.active--
+		free = oldest
+	}
 	free.used, free.is4, free.port, free.key = true, v4, uint16(out), *key
-	free.probes, free.lastProbe, free.n = 1, w.now, 1
+	free.probes, free.lastProbe, free.started, free.n = 1, w.now, w.now, 1
 	free.pkts[0] = *p
 	w.hold.active++
 	w.solicit(t, out, key, v4, 0)
@@ -149,32 +176,58 @@ func (w *Worker) fromUs(t *tables, p *Packet) bool {
 }
 
 // learnNeighbour applies "addr is at mac on port" from a received ARP or
-// ND packet. create says whether a missing entry should be made (RFC 826:
-// when the packet was for us; RFC 4861: solicitations and adverts).
-func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool, mac []byte, create bool) {
+// ND packet. forUs says the packet was a request or solicitation for one
+// of our addresses (it may create an unconfirmed entry); override says the
+// message may replace a cached address (ND's O flag; ARP always may).
+func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool, mac []byte, forUs, override bool) {
 	m := packMAC(mac)
+	asked := w.askedFor(port, key)
 	moved := false
-	if n := w.e.neigh.Load().lookup(port, key); n != nil {
+	n := w.e.neigh.Load().lookup(port, key)
+	if n != nil {
 		if n.static {
 			return
 		}
-		moved = n.mac.Load() != m
-		create = moved // tell the control plane about a move
-		n.mac.Store(m)
-		n.expires.Store(w.now + int64(w.lim.NeighReachable))
+		cur := n.mac.Load()
+		switch {
+		case cur == m:
+			n.expires.Store(w.now + int64(w.lim.NeighReachable))
+			if !n.confirmed.Load() {
+				n.confirmed.Store(true)
+			}
+			w.releaseHeld(t, port, key, m) // it may have lapsed while packets waited
+			return
+		case cur&neighValid == 0 || override && (!n.confirmed.Load() || n.expires.Load() < w.now):
+			// INCOMPLETE, STALE or never confirmed: take the new address.
+			n.mac.Store(m)
+			n.expires.Store(w.now + int64(w.lim.NeighReachable))
+			n.confirmed.Store(asked)
+			moved = true
+		default:
+			// A confirmed entry: a different MAC is a claim to verify, not
+			// to believe. Its owner gets one probe cycle to answer.
+			w.cnt[cNeighRefused]++
+			if v := w.now + int64(w.lim.NeighRetrans)*int64(w.lim.NeighProbes); n.expires.Load() > v {
+				n.expires.Store(v)
+			}
+			return
+		}
 	}
-	if w.releaseHeld(t, port, key, m) {
-		create = true
-	}
-	if !create {
+	held := w.releaseHeld(t, port, key, m) // an answer to a hold entry's solicitation
+	if n == nil && !asked && !held && !forUs {
+		w.cnt[cNeighUnsolicited]++
 		return
+	}
+	confirmed := asked || held
+	if n != nil && held {
+		n.confirmed.Store(true)
 	}
 	s := w.learn.slot()
 	if s == nil {
 		w.cnt[cLearnDropped]++
 		return
 	}
-	s.port, s.is4, s.moved, s.addr = port, is4, moved, *key
+	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, confirmed, *key
 	copy(s.mac[:], mac)
 	w.learn.publish()
 }
@@ -196,7 +249,7 @@ func (w *Worker) arpInput(t *tables, p *Packet) {
 	ours := pc.owns4(tpa)
 	if pc.onLink4(spa) {
 		key := key4(spa)
-		w.learnNeighbour(t, p.InPort, &key, true, sha, ours)
+		w.learnNeighbour(t, p.InPort, &key, true, sha, ours && op == arpOpRequest, true)
 	}
 	if op != arpOpRequest || !ours {
 		if op == arpOpRequest {
@@ -260,7 +313,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 		key := [16]byte(target)
 		switch {
 		case lladdr != nil && pc.onLink6(target):
-			w.learnNeighbour(t, p.InPort, &key, false, lladdr, true)
+			w.learnNeighbour(t, p.InPort, &key, false, lladdr, false, icmp[4]&ndNAFlagOverride != 0)
 		case lladdr == nil && icmp[4]&ndNAFlagSolicited != 0:
 			// RFC 4861 §7.2.5: a solicited advert without the target
 			// link-layer option confirms the cached address. Linux answers
@@ -278,7 +331,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	unspecified := [16]byte(src) == [16]byte{}
 	if lladdr != nil && !unspecified && pc.onLink6(src) {
 		key := [16]byte(src)
-		w.learnNeighbour(t, p.InPort, &key, false, lladdr, ours)
+		w.learnNeighbour(t, p.InPort, &key, false, lladdr, ours, true)
 	}
 	if !ours || unspecified { // unspecified: someone's duplicate address detection
 		w.drop(p, DropNotForUs)
@@ -391,6 +444,9 @@ func (w *Worker) solicit(t *tables, out int, key *[16]byte, v4 bool, known uint6
 		icmp[24], icmp[25] = ndOptSourceLLAddr, 1
 		copy(icmp[26:32], pc.mac[:])
 		binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
+	}
+	if known&neighValid == 0 {
+		w.noteAsked(uint16(out), key)
 	}
 	p.Len = uint16(size)
 	p.Flags = FlagParsed

@@ -25,8 +25,17 @@ type Stats struct {
 	HostFragments uint64 // IP fragments for our addresses, handed to the host stack to reassemble
 	CsumPartial   uint64 // forwarded TCP/UDP whose unfinished checksum (pseudo-header sum only) was completed
 	LearnDropped  uint64 // neighbour learn messages lost to a full ring
-	MACTableFull  uint64 // bridge MACs not learned for lack of a slot
-	EventsDropped uint64
+	// NeighRefused counts ARP/ND messages that claimed a different MAC for
+	// a confirmed neighbour (not applied); NeighUnsolicited adverts and
+	// replies for addresses nobody asked about (no entry made);
+	// NeighTableFull neighbours not added for lack of room
+	// (Config.NeighTable); NeighEvicted entries removed to make room.
+	NeighRefused     uint64
+	NeighUnsolicited uint64
+	NeighTableFull   uint64
+	NeighEvicted     uint64
+	MACTableFull     uint64 // bridge MACs not learned for lack of a slot
+	EventsDropped    uint64
 }
 
 // Counter layout: workers keep plain uint64 counters (no atomics per
@@ -48,6 +57,8 @@ const (
 	cHostFragments
 	cCsumPartial
 	cHandoffs
+	cNeighRefused
+	cNeighUnsolicited
 	cPorts // then 4 per port: rx packets, rx bytes, tx packets, tx bytes
 )
 
@@ -82,6 +93,8 @@ func (e *Engine) Stats() Stats {
 		s.HostFragments += get(cHostFragments)
 		s.CsumPartial += get(cCsumPartial)
 		s.Handoffs += get(cHandoffs)
+		s.NeighRefused += get(cNeighRefused)
+		s.NeighUnsolicited += get(cNeighUnsolicited)
 		for p := range s.Ports {
 			b := cPorts + 4*p
 			s.Ports[p].RxPackets += get(b)
@@ -92,6 +105,7 @@ func (e *Engine) Stats() Stats {
 	}
 	e.mu.Lock()
 	s.EventsDropped = e.evDrops
+	s.NeighTableFull, s.NeighEvicted = e.neighFull, e.neighEvicted
 	e.mu.Unlock()
 	return s
 }

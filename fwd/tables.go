@@ -115,6 +115,9 @@ type neighbour struct {
 	addr   [16]byte
 	is4    bool
 	static bool
+	// confirmed: the address answered our question, or has talked to us
+	// from this MAC since; only then does a different MAC not replace it.
+	confirmed atomic.Bool
 	// mac holds the MAC in the low 48 bits and neighValid in bit 63.
 	mac     atomic.Uint64
 	expires atomic.Int64 // engine clock ns; static entries never expire

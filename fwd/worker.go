@@ -36,6 +36,7 @@ type Worker struct {
 
 	fib      fibBatch // routed packets of the batch being received, looked up together
 	hold     holdTable
+	glean    gleanState
 	learn    *spscRing[learnMsg]
 	punts    *spscRing[puntSlot]
 	uplinks  *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
@@ -81,6 +82,7 @@ func newWorker(e *Engine, q int) *Worker {
 	w.fragID = rand.Uint32()
 	w.icmpTokens = int64(e.cfg.ICMPBurst) * 1e9
 	w.hold.init(holdEntries, e.cfg.NeighHold)
+	w.glean.ports = make([]tokenBucket, n)
 	w.refreshLimits()
 	return w
 }

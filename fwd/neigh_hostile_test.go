@@ -1,0 +1,299 @@
+package fwd_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// resolveB sends A's packet to B, answers the ARP request from B and
+// checks the packet left for B.
+func resolveB(t *testing.T, r *rig) {
+	t.Helper()
+	r.inject(0, udp4AtoB(64))
+	r.poll()
+	r.drainOne(1) // broadcast request
+	r.inject(1, eth(macR1, macB, 0x0806, arp(2, macB, bV4, macR1, r1v4.Addr())))
+	r.poll()
+	if f := parseEth(t, r.drainOne(1)); !bytes.Equal(f.dst, macB) {
+		t.Fatalf("held packet to %v", f.dst)
+	}
+	r.e.Service()
+}
+
+func macN(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0xee, 0, 0, byte(i >> 8), byte(i)} }
+
+// sendsTo routes one packet A→B and returns the destination MAC it left
+// with (nil: it was held).
+func sendsTo(t *testing.T, r *rig) net.HardwareAddr {
+	t.Helper()
+	r.inject(0, udp4AtoB(64))
+	r.poll()
+	var dst net.HardwareAddr
+	for _, f := range r.drain(1) {
+		if p := parseEth(t, f); p.etype == 0x0800 {
+			dst = p.dst
+		}
+	}
+	return dst
+}
+
+// A storm of gratuitous ARP (requests and replies, for B's address, from
+// 200 rotating MACs) moves nothing: B's confirmed entry keeps B's MAC,
+// traffic keeps going to B, no move is reported to the control plane
+// (which would mirror it into the kernel), and B answering the probes the
+// storm provokes keeps its entry.
+func TestGratuitousARPStormMovesNothing(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	resolveB(t, r)
+	r.e.Events(nil)
+	for i := range 200 {
+		op := uint16(1 + i%2)
+		r.inject(1, eth(bcast, macN(i), 0x0806, arp(op, macN(i), bV4, bcast, bV4)))
+		if i%20 == 19 {
+			r.poll()
+			r.e.Service()
+			r.advance(10 * time.Millisecond)
+			if dst := sendsTo(t, r); !bytes.Equal(dst, macB) {
+				t.Fatalf("after %d gratuitous ARPs traffic for B goes to %v", i+1, dst)
+			}
+		}
+	}
+	r.poll()
+	r.e.Service()
+	for _, ev := range r.e.Events(nil) {
+		t.Errorf("storm made an event: %+v", ev)
+	}
+	if s := r.e.Stats(); s.NeighRefused < 200 {
+		t.Errorf("neighbour_refused %d, want ≥ 200", s.NeighRefused)
+	}
+	// The storm shortened B's entry to one probe cycle; B answers the
+	// unicast probe traffic sends, and the entry lives on.
+	r.advance(time.Second)
+	r.inject(0, udp4AtoB(64))
+	r.poll()
+	var probed bool
+	for _, f := range r.drain(1) {
+		if p := parseEth(t, f); p.etype == 0x0806 && bytes.Equal(p.dst, macB) {
+			probed = true
+		}
+	}
+	if !probed {
+		t.Fatal("no unicast probe to B after the storm")
+	}
+	r.inject(1, eth(macR1, macB, 0x0806, arp(2, macB, bV4, macR1, r1v4.Addr())))
+	r.poll()
+	r.e.Service()
+	r.advance(20 * time.Second)
+	r.e.Service()
+	if dst := sendsTo(t, r); !bytes.Equal(dst, macB) {
+		t.Fatalf("B's entry lapsed though B answered: traffic to %v", dst)
+	}
+	r.checkNoLeak()
+}
+
+// A host that really moved (new MAC, the old one silent) is taken once
+// the cached entry fails its probe cycle.
+func TestNeighbourMoveAfterProbeCycle(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	resolveB(t, r)
+	r.e.Events(nil)
+	r.inject(1, eth(bcast, macC, 0x0806, arp(1, macC, bV4, bcast, bV4)))
+	r.poll()
+	r.e.Service()
+	if ev := r.e.Events(nil); len(ev) != 0 {
+		t.Fatalf("a gratuitous ARP moved a confirmed entry: %+v", ev)
+	}
+	r.advance(4 * time.Second) // past one probe cycle (3 × 1 s), B silent
+	r.e.Service()
+	if ev := r.e.Events(nil); len(ev) != 1 || ev[0].Kind != fwd.EventNeighbourExpired {
+		t.Fatalf("events %+v, want B's entry expired", ev)
+	}
+	r.inject(0, udp4AtoB(64))
+	r.poll()
+	r.drainOne(1) // broadcast request
+	r.inject(1, eth(macR1, macC, 0x0806, arp(2, macC, bV4, macR1, r1v4.Addr())))
+	r.poll()
+	if f := parseEth(t, r.drainOne(1)); !bytes.Equal(f.dst, macC) {
+		t.Fatalf("after the move traffic goes to %v, want C", f.dst)
+	}
+	r.e.Service()
+	if ev := r.e.Events(nil); len(ev) != 1 || !bytes.Equal(ev[0].MAC, macC) {
+		t.Fatalf("events %+v, want C learned", ev)
+	}
+	r.checkNoLeak()
+}
+
+// ndNA is an advertisement for target with flags (0x80 router, 0x40
+// solicited, 0x20 override) and a target link-layer option.
+func ndNA(target netip.Addr, flags byte, ll net.HardwareAddr) []byte {
+	b := nd(136, target, ll)
+	b[4] = flags
+	return b
+}
+
+// RFC 4861 §7.2.5: an advert without the override flag does not replace a
+// cached address, and unsolicited adverts for addresses nobody asked
+// about make no entry (an NA storm with random targets cannot fill the table).
+func TestNDAdvertRules(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	base := bV6.As16()
+	for i := range 1000 {
+		tgt := base
+		binary.BigEndian.PutUint32(tgt[12:], uint32(0x10000+i))
+		a := netip.AddrFrom16(tgt)
+		r.inject(1, eth(macR1, macN(i), 0x86dd, ipv6(a, netip.MustParseAddr("ff02::1"), 58, 255, ndNA(a, 0x20, macN(i)))))
+		if i%32 == 31 {
+			r.poll()
+		}
+	}
+	r.poll()
+	r.e.Service()
+	if n := len(r.e.Neighbours()); n != 0 {
+		t.Fatalf("1000 unsolicited adverts made %d entries", n)
+	}
+	if s := r.e.Stats(); s.NeighUnsolicited != 1000 {
+		t.Errorf("neighbour_unsolicited %d, want 1000", s.NeighUnsolicited)
+	}
+	// Resolve B over ND; then an O=0 advert with another MAC is ignored
+	// and an O=1 unsolicited one does not move the confirmed entry either.
+	r.inject(0, udp6AtoB(64))
+	r.poll()
+	r.drainOne(1)
+	r.inject(1, eth(macR1, macB, 0x86dd, ipv6(bV6, r1v6.Addr(), 58, 255, ndNA(bV6, 0x60, macB))))
+	r.poll()
+	r.drainOne(1)
+	r.e.Service()
+	r.e.Events(nil)
+	for _, fl := range []byte{0x00, 0x40, 0x20} {
+		r.inject(1, eth(macR1, macC, 0x86dd, ipv6(bV6, netip.MustParseAddr("ff02::1"), 58, 255, ndNA(bV6, fl, macC))))
+		r.poll()
+	}
+	r.e.Service()
+	if ev := r.e.Events(nil); len(ev) != 0 {
+		t.Fatalf("adverts moved a confirmed entry: %+v", ev)
+	}
+	r.inject(0, udp6AtoB(64))
+	r.poll()
+	var toB bool
+	for _, f := range r.drain(1) { // the packet, and a unicast probe to B: the entry is being verified
+		p := parseEth(t, f)
+		if !bytes.Equal(p.dst, macB) {
+			t.Fatalf("frame for %v after the adverts", p.dst)
+		}
+		toB = toB || p.l3[6] == 17
+	}
+	if !toB {
+		t.Fatal("traffic for B not sent")
+	}
+	r.checkNoLeak()
+}
+
+// The neighbour table is bounded: requests from many addresses (each may
+// make an unconfirmed entry) fill it to NeighTable and no further; an
+// address we ask about still gets in, evicting unconfirmed entries first.
+func TestNeighbourTableBound(t *testing.T) {
+	r := newRig(t, rigOpt{cfg: fwd.Config{NeighTable: 64}})
+	resolveB(t, r)
+	base := bV4.As4()
+	for i := range 500 {
+		src := base
+		src[3] = byte(100 + i%150)
+		src[2] = 1
+		if i >= 150 {
+			src[3] = byte(i % 150)
+		}
+		r.inject(1, eth(bcast, macN(i), 0x0806, arp(1, macN(i), netip.AddrFrom4(src), bcast, r1v4.Addr())))
+		r.drain(1)
+		if i%32 == 31 {
+			r.poll()
+			r.drain(1)
+			r.e.Service()
+		}
+	}
+	r.poll()
+	r.drain(1)
+	r.e.Service()
+	s := r.e.Stats()
+	if n := len(r.e.Neighbours()); n > 64 {
+		t.Fatalf("%d entries, bound 64", n)
+	}
+	if s.NeighEvicted == 0 {
+		t.Error("no eviction counted")
+	}
+	if dst := sendsTo(t, r); !bytes.Equal(dst, macB) {
+		t.Fatalf("the confirmed entry was evicted before unconfirmed ones: traffic to %v", dst)
+	}
+	r.checkNoLeak()
+}
+
+// During a glean flood (one LAN host sending to random addresses of a
+// connected /64, nobody answering), a new host still resolves within 1 s.
+func TestGleanFloodNewHostResolves(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	flooder := netip.MustParseAddr("2001:db8::66")
+	base := bV6.As16()
+	i := 0
+	flood := func(n int) {
+		for range n {
+			dst := base
+			binary.BigEndian.PutUint64(dst[8:], uint64(0x5000000+i))
+			i++
+			r.inject(0, eth(macR0, macA, 0x86dd, ipv6(flooder, netip.AddrFrom16(dst), 17, 64, udp(1, 2, []byte("x")))))
+		}
+		r.poll()
+		r.drain(1)
+	}
+	// 2 s of flood at 64 packets a millisecond... scaled: 64 per 1 ms poll.
+	for range 2000 {
+		flood(64)
+		r.advance(time.Millisecond)
+	}
+	// The new host's traffic comes from another LAN host.
+	start := r.now
+	var asked bool
+	for step := 0; step < 1000 && !asked; step++ {
+		r.inject(0, udp6AtoB(64))
+		r.poll()
+		for _, f := range r.drain(1) {
+			if p := parseEth(t, f); p.etype == 0x86dd && bytes.Equal(p.dst[:3], []byte{0x33, 0x33, 0xff}) && bytes.Equal(p.l3[24+13:24+16], bV6.AsSlice()[13:]) {
+				if _, l4 := checkIPv6(t, p.l3); l4[0] == 135 && bytes.Equal(l4[8:24], bV6.AsSlice()) {
+					asked = true
+				}
+			}
+		}
+		flood(64)
+		r.advance(time.Millisecond)
+	}
+	if !asked {
+		t.Fatalf("no solicitation for the new host in %v of flood; drops %v", time.Duration(r.now-start), r.e.Stats().Drops)
+	}
+	r.inject(1, eth(macR1, macB, 0x86dd, ipv6(bV6, r1v6.Addr(), 58, 255, ndNA(bV6, 0x60, macB))))
+	r.poll()
+	r.drain(1)
+	r.e.Service()
+	if took := time.Duration(r.now - start); took >= time.Second {
+		t.Fatalf("resolution took %v", took)
+	}
+	var found bool
+	for _, n := range r.e.Neighbours() {
+		found = found || n.Addr == bV6 && bytes.Equal(n.MAC, macB)
+	}
+	if !found {
+		t.Fatalf("new host not in the table after its answer; %d entries", len(r.e.Neighbours()))
+	}
+	if d := r.drops(fwd.DropGleanLimited); d == 0 {
+		t.Error("the flood was not rate-limited")
+	}
+	t.Logf("new host asked for after %v; drops %v", time.Duration(r.now-start), r.e.Stats().Drops)
+	for range 10 { // let the flood's held packets (and the errors they cause) time out
+		r.advance(time.Second)
+		r.poll()
+	}
+	r.checkNoLeak()
+}
