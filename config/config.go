@@ -59,6 +59,9 @@ type Appliance struct {
 	// NeighbourHold is how many packets are held per unresolved neighbour.
 	// Default 4.
 	NeighbourHold int
+	// NeighbourTable bounds the ARP/ND entries the engine keeps; when it is
+	// full, unconfirmed entries go first. Default 16384.
+	NeighbourTable int
 	// BridgeAging is how long a learned MAC stays without traffic from it.
 	// Default 300s.
 	BridgeAging time.Duration
@@ -225,6 +228,9 @@ type Metrics struct {
 	// Listen is the HTTP address; invalid (zero) when the file sets "" (off).
 	// Default 127.0.0.1:9469.
 	Listen netip.AddrPort
+	// Socket, when set (an absolute path), also serves the endpoint on a
+	// unix socket, for hosts where no TCP listener may be open. Default "".
+	Socket string
 }
 
 // Status is [status]: the unix socket `ovfwd status` talks to.
@@ -249,6 +255,7 @@ func Default() *Config {
 			NeighbourReachable: 30 * time.Second,
 			NeighbourTimeout:   3 * time.Second,
 			NeighbourHold:      4,
+			NeighbourTable:     16384,
 			BridgeAging:        300 * time.Second,
 		},
 		VPN: VPN{

@@ -49,6 +49,7 @@ func (d *decoder) appliance(t *table, a *Appliance) {
 	t.duration("neighbour_reachable", &a.NeighbourReachable, time.Second, time.Hour)
 	t.duration("neighbour_timeout", &a.NeighbourTimeout, 100*time.Millisecond, time.Minute)
 	t.integer("neighbour_hold", &a.NeighbourHold, 0, 64)
+	t.integer("neighbour_table", &a.NeighbourTable, 64, 1<<20)
 	t.duration("bridge_aging", &a.BridgeAging, time.Second, 24*time.Hour)
 	t.done()
 }
@@ -417,6 +418,9 @@ func (d *decoder) netlink(t *table, n *Netlink) {
 
 func (d *decoder) metrics(t *table, m *Metrics) {
 	var s string
+	if t.str("socket", &m.Socket) && m.Socket != "" && !strings.HasPrefix(m.Socket, "/") {
+		d.errorf(t.key("socket"), `use an absolute path, e.g. "/run/ovfwd/metrics.sock", or "" for none`, "socket path %q is not absolute", m.Socket)
+	}
 	if !t.str("listen", &s) {
 		t.done()
 		return

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
+	"syscall"
+
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
 
 	"golang.org/x/sys/unix"
 )
@@ -78,8 +82,10 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 	nd[0] = family
 	binary.NativeEndian.PutUint32(nd[4:], uint32(ifindex))
 	binary.NativeEndian.PutUint16(nd[8:], unix.NUD_PERMANENT)
+	nd[10] = nlsync.MirrorFlag
 	msg = append(msg, nd...)
 	msg = appendAttr(msg, unix.NDA_DST, ip.AsSlice())
+	msg = appendAttr(msg, ndaProtocol, []byte{nlsync.MirrorProtocol})
 	if mac != nil {
 		msg = appendAttr(msg, unix.NDA_LLADDR, mac)
 	}
@@ -107,6 +113,90 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 		return nil
 	}
 	return fmt.Errorf("afxdp: netlink: no ack")
+}
+
+// ndaProtocol is NDA_PROTOCOL (linux/neighbour.h; x/sys does not name it).
+const ndaProtocol = 12
+
+// Purge deletes every entry a mirror wrote (its flag and protocol) on the
+// given interfaces — what a previous run that crashed left behind — and
+// returns how many.
+func (m *NeighMirror) Purge(ifindexes []int) (int, error) {
+	var stale []mirroredEntry
+	m.mu.Lock()
+	m.seq++
+	seq := m.seq
+	req := make([]byte, unix.NLMSG_HDRLEN+12)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], unix.RTM_GETNEIGH)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:], seq)
+	err := unix.Sendto(m.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	buf := make([]byte, 1<<16)
+	for done := err != nil; !done; {
+		var n int
+		if n, _, err = unix.Recvfrom(m.fd, buf, 0); err != nil {
+			break
+		}
+		msgs, perr := syscall.ParseNetlinkMessage(buf[:n])
+		if perr != nil {
+			err = perr
+			break
+		}
+		for _, msg := range msgs {
+			if msg.Header.Seq != seq {
+				continue
+			}
+			if msg.Header.Type == unix.NLMSG_DONE || msg.Header.Type == unix.NLMSG_ERROR {
+				done = true
+				break
+			}
+			if e, ok := parseMirrored(msg.Header.Type, msg.Data); ok && slices.Contains(ifindexes, e.ifindex) {
+				stale = append(stale, e)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("afxdp: neighbour dump: %w", err)
+	}
+	for _, e := range stale {
+		if err := m.Delete(e.ifindex, e.ip); err != nil {
+			return 0, err
+		}
+	}
+	return len(stale), nil
+}
+
+type mirroredEntry struct {
+	ifindex int
+	ip      netip.Addr
+}
+
+// parseMirrored reports whether an RTM_NEWNEIGH message describes an entry
+// a NeighMirror wrote.
+func parseMirrored(typ uint16, b []byte) (mirroredEntry, bool) {
+	var e mirroredEntry
+	if typ != unix.RTM_NEWNEIGH || len(b) < 12 || b[10]&nlsync.MirrorFlag == 0 {
+		return e, false
+	}
+	e.ifindex = int(binary.NativeEndian.Uint32(b[4:]))
+	proto := false
+	for a := b[12:]; len(a) >= unix.SizeofRtAttr; {
+		l := int(binary.NativeEndian.Uint16(a[0:]))
+		if l < unix.SizeofRtAttr || l > len(a) {
+			return e, false
+		}
+		v := a[unix.SizeofRtAttr:l]
+		switch binary.NativeEndian.Uint16(a[2:]) {
+		case unix.NDA_DST:
+			e.ip, _ = netip.AddrFromSlice(v)
+		case ndaProtocol:
+			proto = len(v) == 1 && v[0] == nlsync.MirrorProtocol
+		}
+		a = a[min((l+3)&^3, len(a)):]
+	}
+	return e, proto && e.ip.IsValid()
 }
 
 func appendAttr(b []byte, typ uint16, data []byte) []byte {

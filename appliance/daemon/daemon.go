@@ -42,12 +42,18 @@ type daemon struct {
 	path    string
 	log     *slog.Logger
 	logs    *logSwitch // nil when Run was given a logger
+	rateLog *rateLog   // d.log's handler: repeated lines summarised
 	started time.Time
 	version string
 
 	mu  sync.Mutex // guards cfg, reloads and the servers a reload restarts
 	cfg *config.Config
 	rl  status.Reload
+
+	// started0 is the config the ports, workers and engine were built
+	// from; restartWarned what reload last said waits for a restart.
+	started0      *config.Config
+	restartWarned map[string]any
 
 	ports   []*port
 	engine  *fwd.Engine
@@ -56,10 +62,10 @@ type daemon struct {
 	mirror  *afxdp.NeighMirror
 	nl      *nlsync.Sync
 	status  *status.Server
-	metrics *metrics.Server
-	vpn     *vpnServer // nil unless [vpn] enabled
-	uplinks *uplinks   // nil without [[vpn.client]]
-	nat     *natState  // nil until [[nat]] rules are first applied
+	metrics []*metrics.Server // TCP and/or unix socket
+	vpn     *vpnServer        // nil unless [vpn] enabled
+	uplinks *uplinks          // nil without [[vpn.client]]
+	nat     *natState         // nil until [[nat]] rules are first applied
 	// handWakes[q] wakes worker q for packets another worker hands it
 	// (NAT flows it owns); nil entries with a single worker.
 	handWakes []*handWake
@@ -96,7 +102,8 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 		d.logs = newLogSwitch(os.Stderr, cfg.Log)
 		logger = slog.New(d.logs)
 	}
-	d.log = logger
+	d.rateLog = newRateLog(logger.Handler())
+	d.log = slog.New(d.rateLog)
 	if err := d.start(cfg); err != nil {
 		d.log.Error("start failed", "err", err)
 		d.shutdown()
@@ -116,7 +123,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 }
 
 func (d *daemon) start(cfg *config.Config) error {
-	d.cfg = cfg
+	d.cfg, d.started0 = cfg, cfg
 	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
 	if err != nil {
 		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
@@ -162,6 +169,24 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 	}
 	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
+	if d.mirror != nil {
+		// A run that was killed left its mirrored entries (permanent: they
+		// never age); they are recognised by the mirror's mark.
+		var ifs []int
+		for _, pt := range d.ports {
+			if pt.xdp != nil {
+				ifs = append(ifs, pt.ifindex)
+			}
+		}
+		n, err := d.mirror.Purge(ifs)
+		if err != nil {
+			return err
+		}
+		d.neigh.purged = n
+		if n > 0 {
+			d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
+		}
+	}
 	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
 		if d.wake, err = newInjectWake(d.engine); err != nil {
 			return err
@@ -264,6 +289,7 @@ func engineConfig(a config.Appliance, vpnOn bool) fwd.Config {
 		NeighRetrans:     max(a.NeighbourTimeout/3, 10*time.Millisecond),
 		NeighProbeBefore: min(5*time.Second, a.NeighbourReachable/2),
 		NeighHold:        a.NeighbourHold,
+		NeighTable:       a.NeighbourTable,
 		BridgeAging:      a.BridgeAging,
 	}
 	if a.ICMPRate == 0 {
@@ -323,6 +349,8 @@ func (d *daemon) controlLoop() {
 		for _, ev := range evs {
 			d.neigh.engineEvent(ev)
 		}
+		d.neigh.flush()
+		d.rateLog.flush()
 		// AF_XDP ports' steering program already passes the box's own
 		// traffic to the kernel; on ports ovfwd owns outright the workers'
 		// punts go to the exception TAPs (Ports.Deliver ignores the rest).
@@ -419,12 +447,20 @@ func (d *daemon) startServers(cfg *config.Config) error {
 		d.log.Info("status socket", "path", cfg.Status.Socket)
 	}
 	if cfg.Metrics.Listen.IsValid() {
-		m, err := metrics.Listen(cfg.Metrics.Listen.String(), d.snapshot)
+		m, err := metrics.Listen("tcp", cfg.Metrics.Listen.String(), d.snapshot)
 		if err != nil {
 			return err
 		}
-		d.metrics = m
+		d.metrics = append(d.metrics, m)
 		d.log.Info("metrics endpoint", "addr", m.Addr().String())
+	}
+	if cfg.Metrics.Socket != "" {
+		m, err := metrics.Listen("unix", cfg.Metrics.Socket, d.snapshot)
+		if err != nil {
+			return err
+		}
+		d.metrics = append(d.metrics, m)
+		d.log.Info("metrics endpoint", "socket", cfg.Metrics.Socket)
 	}
 	return nil
 }
@@ -438,8 +474,8 @@ func (d *daemon) shutdown() error {
 	if d.status != nil {
 		errs = append(errs, d.status.Close())
 	}
-	if d.metrics != nil {
-		errs = append(errs, d.metrics.Close())
+	for _, m := range d.metrics {
+		errs = append(errs, m.Close())
 	}
 	if d.nl != nil {
 		d.nl.Close()
@@ -469,12 +505,8 @@ func (d *daemon) shutdown() error {
 		d.wake.close()
 	}
 	d.closeHandWakes()
-	if d.neigh != nil && d.mirror != nil {
-		d.neigh.mu.Lock()
-		for k := range d.neigh.mirrored {
-			_ = d.mirror.Delete(d.ports[k.port].ifindex, k.addr)
-		}
-		d.neigh.mu.Unlock()
+	if d.neigh != nil {
+		d.neigh.removeMirrored()
 	}
 	for _, pt := range d.ports {
 		if err := pt.close(d.log); err != nil {

@@ -16,12 +16,19 @@ type neighKey struct {
 	addr netip.Addr
 }
 
+// mirrorPerPass bounds the kernel writes of one control pass (every
+// serviceInterval): 100 per 50 ms, 2,000 a second. Changes beyond it wait
+// for the next pass, coalesced (an address that moves twice meanwhile is
+// written once), so a neighbour storm costs the kernel a bounded rate.
+const mirrorPerPass = 100
+
 // neighbours keeps the engine's and the kernel's neighbour tables in step
-// both ways without echoing: entries the engine learned are written into
-// the kernel (so the kernel's own traffic can resolve its next hops, since
-// ovfwd consumes ARP/ND on its ports), and entries an operator pins in the
-// kernel are pinned in the engine — except the ones ovfwd wrote itself,
-// which come back as netlink notifications.
+// both ways: entries the engine learned are written into the kernel (so
+// the kernel's own traffic can resolve its next hops, since ovfwd consumes
+// ARP/ND on its ports), and entries an operator pins in the kernel are
+// pinned in the engine. What ovfwd writes carries the mirror's mark
+// (afxdp.NeighMirror), so nlsync never reports it as a pin: the two
+// directions cannot feed each other.
 type neighbours struct {
 	eng    *fwd.Engine
 	ports  []*port
@@ -29,17 +36,21 @@ type neighbours struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	mirrored map[neighKey]net.HardwareAddr
+	mirrored map[neighKey]net.HardwareAddr // what the kernel holds from us
+	pending  map[neighKey]net.HardwareAddr // to write; a nil MAC deletes
 	pinned   map[neighKey]bool
 	ok, fail uint64
+	deferred uint64 // writes that waited for a later pass
+	purged   int    // entries a previous run left, removed at start
 }
 
 func newNeighbours(eng *fwd.Engine, ports []*port, mirror *afxdp.NeighMirror, log *slog.Logger) *neighbours {
 	return &neighbours{eng: eng, ports: ports, mirror: mirror, log: log,
-		mirrored: map[neighKey]net.HardwareAddr{}, pinned: map[neighKey]bool{}}
+		mirrored: map[neighKey]net.HardwareAddr{}, pending: map[neighKey]net.HardwareAddr{},
+		pinned: map[neighKey]bool{}}
 }
 
-// engineEvent mirrors one thing the engine learned or forgot.
+// engineEvent queues one thing the engine learned or forgot for the kernel.
 func (n *neighbours) engineEvent(ev fwd.Event) {
 	pt := n.ports[ev.Port]
 	if n.mirror == nil || pt.xdp == nil {
@@ -48,37 +59,65 @@ func (n *neighbours) engineEvent(ev fwd.Event) {
 	k := neighKey{ev.Port, ev.Addr}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var err error
 	switch ev.Kind {
 	case fwd.EventNeighbourLearned:
-		n.mirrored[k] = ev.MAC
-		err = n.mirror.Set(pt.ifindex, ev.Addr, ev.MAC)
+		n.pending[k] = ev.MAC
 	case fwd.EventNeighbourExpired:
-		delete(n.mirrored, k)
-		err = n.mirror.Delete(pt.ifindex, ev.Addr)
+		n.pending[k] = nil
 	}
-	if err != nil {
-		n.fail++
-		n.log.Warn("neighbour not mirrored into the kernel", "port", pt.cfg.Name, "addr", ev.Addr, "err", err)
-		return
-	}
-	n.ok++
 }
 
-// KernelNeighbour is nlsync's report of a pinned kernel neighbour.
+// flush writes up to mirrorPerPass queued changes into the kernel.
+func (n *neighbours) flush() {
+	if n.mirror == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	budget := mirrorPerPass
+	for k, mac := range n.pending {
+		if cur, ok := n.mirrored[k]; mac == nil && !ok || mac != nil && ok && bytes.Equal(cur, mac) {
+			delete(n.pending, k) // the kernel already has it so
+			continue
+		}
+		if budget == 0 {
+			n.deferred++
+			continue
+		}
+		budget--
+		delete(n.pending, k)
+		pt := n.ports[k.port]
+		var err error
+		if mac != nil {
+			n.mirrored[k] = mac
+			err = n.mirror.Set(pt.ifindex, k.addr, mac)
+		} else {
+			delete(n.mirrored, k)
+			err = n.mirror.Delete(pt.ifindex, k.addr)
+		}
+		if err != nil {
+			n.fail++
+			n.log.Warn("neighbour not mirrored into the kernel", "port", pt.cfg.Name, "addr", k.addr, "err", err)
+			continue
+		}
+		n.ok++
+	}
+}
+
+// KernelNeighbour is nlsync's report of an operator's pin (or its end).
 func (n *neighbours) KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) {
 	k := neighKey{port, ip}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if mac != nil {
-		if m, ours := n.mirrored[k]; ours && bytes.Equal(m, mac) {
-			return // our own mirror write coming back
-		}
 		if err := n.eng.SetNeighbour(port, ip, mac); err != nil {
 			n.log.Warn("kernel neighbour not pinned", "addr", ip, "err", err)
 			return
 		}
 		n.pinned[k] = true
+		// The operator's entry replaced ours in the kernel, if there was one.
+		delete(n.mirrored, k)
+		delete(n.pending, k)
 		n.log.Info("neighbour pinned from the kernel", "port", n.ports[port].cfg.Name, "addr", ip, "mac", mac.String())
 		return
 	}
@@ -89,10 +128,30 @@ func (n *neighbours) KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAd
 	if err := n.eng.SetNeighbour(port, ip, nil); err != nil {
 		n.log.Warn("kernel neighbour not unpinned", "addr", ip, "err", err)
 	}
+	n.log.Info("neighbour unpinned", "port", n.ports[port].cfg.Name, "addr", ip)
 }
 
-func (n *neighbours) stats() (ok, fail uint64, pinned int) {
+// removeMirrored deletes from the kernel everything this run mirrored.
+func (n *neighbours) removeMirrored() {
+	if n.mirror == nil {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.ok, n.fail, len(n.pinned)
+	for k := range n.mirrored {
+		_ = n.mirror.Delete(n.ports[k.port].ifindex, k.addr)
+	}
+	clear(n.mirrored)
+	clear(n.pending)
+}
+
+type neighStats struct {
+	ok, fail, deferred uint64
+	pinned, purged     int
+}
+
+func (n *neighbours) stats() neighStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return neighStats{n.ok, n.fail, n.deferred, len(n.pinned), n.purged}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,7 @@ func (d *daemon) reload() {
 			return
 		}
 	}
-	var pending []string
+	pending := restartOnly(d.started0, nc)
 	if d.vpn != nil && nc.VPN.Enabled {
 		maxPeersPending, err := d.vpn.reconfigure(&nc.VPN)
 		if err != nil {
@@ -62,7 +63,7 @@ func (d *daemon) reload() {
 			return
 		}
 		if maxPeersPending {
-			pending = append(pending, "[vpn] max_peers above the start value")
+			pending["[vpn] max_peers above the start value"] = nc.VPN.MaxPeers
 		}
 	}
 	if d.logs != nil {
@@ -89,17 +90,17 @@ func (d *daemon) reload() {
 		restart.Status = nc.Status
 	}
 	if nc.Metrics != old.Metrics {
-		if d.metrics != nil {
-			d.metrics.Close()
-			d.metrics = nil
+		for _, m := range d.metrics {
+			m.Close()
 		}
+		d.metrics = nil
 		restart.Metrics = nc.Metrics
 	}
 	if err := d.startServers(&restart); err != nil {
 		d.log.Error("status/metrics endpoint not restarted", "err", err)
 	}
-	if pending = append(pending, restartOnly(old, nc)...); len(pending) > 0 {
-		d.log.Warn("changes that take effect at the next restart", "sections", strings.Join(pending, ", "))
+	if news := d.newlyPending(pending); len(news) > 0 {
+		d.log.Warn("changes that take effect at the next restart", "sections", strings.Join(news, ", "))
 	}
 	d.mu.Lock()
 	d.cfg = nc
@@ -123,21 +124,38 @@ func (d *daemon) rejectReload(err error) {
 	d.mu.Unlock()
 }
 
-// restartOnly lists the sections whose changes need new ports, workers or
-// engine parameters, which a reload does not rebuild.
-func restartOnly(old, nc *config.Config) []string {
-	var out []string
-	if !reflect.DeepEqual(applianceRestartPart(old.Appliance), applianceRestartPart(nc.Appliance)) {
-		out = append(out, "[appliance]")
+// restartOnly maps the sections whose changes need new ports, workers or
+// engine parameters, which a reload does not rebuild, to their new value.
+// old is the config the running ports and engine were built from.
+func restartOnly(old, nc *config.Config) map[string]any {
+	out := map[string]any{}
+	if a := applianceRestartPart(nc.Appliance); !reflect.DeepEqual(applianceRestartPart(old.Appliance), a) {
+		out["[appliance]"] = a
 	}
 	if !reflect.DeepEqual(old.Ports, nc.Ports) {
-		out = append(out, "[[port]]")
+		out["[[port]]"] = nc.Ports
 	}
-	if !reflect.DeepEqual(vpnRestartPart(old.VPN), vpnRestartPart(nc.VPN)) {
-		out = append(out, "[vpn]")
+	if v := vpnRestartPart(nc.VPN); !reflect.DeepEqual(vpnRestartPart(old.VPN), v) {
+		out["[vpn]"] = v
 	}
 	if nc.NATOptions.MaxSessions > old.NATOptions.MaxSessions && len(old.NAT) > 0 {
-		out = append(out, "[nat_options] max_sessions above the start value")
+		out["[nat_options] max_sessions above the start value"] = nc.NATOptions.MaxSessions
 	}
+	return out
+}
+
+// newlyPending returns the sections of pending not already reported with
+// the same value by an earlier reload, sorted, and remembers pending: a
+// change waiting for a restart is said once, and said again only if it
+// changes again (a change reverted is simply no longer pending).
+func (d *daemon) newlyPending(pending map[string]any) []string {
+	var out []string
+	for sec, v := range pending {
+		if w, ok := d.restartWarned[sec]; !ok || !reflect.DeepEqual(w, v) {
+			out = append(out, sec)
+		}
+	}
+	d.restartWarned = pending
+	slices.Sort(out)
 	return out
 }

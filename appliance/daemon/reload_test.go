@@ -38,6 +38,34 @@ func TestRestartOnly(t *testing.T) {
 	}
 }
 
+// A change that waits for a restart is reported by the reload that makes
+// it, not by every later one; a further change to it is reported again,
+// and reverting it is not reported at all.
+func TestRestartWarnedOnce(t *testing.T) {
+	d := &daemon{}
+	start := config.Default()
+	start.Ports = []config.Port{{Name: "p0", IfName: "p0"}}
+	changed := *start
+	changed.Ports = []config.Port{{Name: "p0", IfName: "p0"}, {Name: "p1", IfName: "p1"}}
+	again := changed
+	again.Ports = append(slices.Clone(changed.Ports), config.Port{Name: "p2", IfName: "p2"})
+	for i, step := range []struct {
+		nc   *config.Config
+		want []string
+	}{
+		{&changed, []string{"[[port]]"}},
+		{&changed, nil},
+		{&changed, nil},
+		{&again, []string{"[[port]]"}},
+		{start, nil},
+		{&changed, []string{"[[port]]"}},
+	} {
+		if got := d.newlyPending(restartOnly(start, step.nc)); !slices.Equal(got, step.want) {
+			t.Errorf("reload %d: warned %v, want %v", i+1, got, step.want)
+		}
+	}
+}
+
 // TestVPNTunables maps [vpn] onto the control server's Tunables.
 func TestVPNTunables(t *testing.T) {
 	c := config.Default().VPN

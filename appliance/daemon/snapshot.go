@@ -26,7 +26,9 @@ func (d *daemon) snapshot() status.Snapshot {
 			"copies": st.Copies, "icmp_sent": st.ICMPSent, "icmp_limited": st.ICMPLimited,
 			"solicits": st.Solicits, "replies": st.Replies, "punts": st.Punts, "floods": st.Floods,
 			"mss_clamped": st.Clamped, "learn_dropped": st.LearnDropped, "mac_table_full": st.MACTableFull,
-			"events_dropped": st.EventsDropped,
+			"events_dropped":    st.EventsDropped,
+			"neighbour_refused": st.NeighRefused, "neighbour_unsolicited": st.NeighUnsolicited,
+			"neighbour_table_full": st.NeighTableFull, "neighbour_evicted": st.NeighEvicted,
 		},
 		Neighbours: len(d.engine.Neighbours()),
 		Reload:     rl,
@@ -35,9 +37,10 @@ func (d *daemon) snapshot() status.Snapshot {
 	for r := fwd.DropReason(1); r < fwd.NumDropReasons; r++ {
 		s.Drops[r.String()] = st.Drops[r]
 	}
-	ok, fail, pinned := d.neigh.stats()
-	s.Engine["neighbours_mirrored"], s.Engine["neighbours_mirror_failed"] = ok, fail
-	s.Engine["neighbours_pinned"] = uint64(pinned)
+	ns := d.neigh.stats()
+	s.Engine["neighbours_mirrored"], s.Engine["neighbours_mirror_failed"] = ns.ok, ns.fail
+	s.Engine["neighbours_mirror_deferred"], s.Engine["neighbours_purged"] = ns.deferred, uint64(ns.purged)
+	s.Engine["neighbours_pinned"] = uint64(ns.pinned)
 	for q, cpu := range d.cpus {
 		s.Workers = append(s.Workers, status.Worker{Queue: q, CPU: cpu})
 	}

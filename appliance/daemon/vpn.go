@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -62,7 +63,9 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 		return nil, err
 	}
 	v.tun = vpn.NewTunnel(vpn.TunnelConfig{Queues: len(d.engine.Workers()), MaxPeers: c.MaxPeers, ReplayWindow: c.ReplayWindow})
-	cc.Logf = func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...), "component", "vpn") }
+	cc.Logf = func(format string, args ...any) {
+		d.log.InfoContext(context.WithValue(context.Background(), logKey, format), fmt.Sprintf(format, args...), "component", "vpn")
+	}
 	cc.SendPing = v.sendPing
 	if v.srv, err = control.NewServer(cc, v); err != nil {
 		return nil, err

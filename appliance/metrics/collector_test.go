@@ -2,9 +2,13 @@ package metrics
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -291,7 +295,7 @@ func TestEndpointScrapesFreshSnapshots(t *testing.T) {
 		s.Ports[1].Rx.Packets = 100 * n
 		return s
 	}
-	srv, err := Listen("127.0.0.1:0", snap)
+	srv, err := Listen("tcp", "127.0.0.1:0", snap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +326,61 @@ func TestEndpointScrapesFreshSnapshots(t *testing.T) {
 			t.Errorf("exposition lacks %q", want)
 		}
 	}
-	// "/" serves the same, for curl.
-	root, _ := scrape(t, "http://"+srv.Addr().String()+"/")
-	if !strings.Contains(root, "ovfwd_start_time_seconds 1.7e+09") {
-		t.Errorf("/ does not serve the metrics:\n%s", root)
+}
+
+// Only /metrics serves the metrics; every other path is a 404 (the
+// endpoint names VPN peers, so it answers nothing it need not).
+func TestEndpointServesOnlyMetrics(t *testing.T) {
+	srv, err := Listen("tcp", "127.0.0.1:0", func() status.Snapshot { return sample() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, path := range []string{"/", "/index.html", "/metrics/x", "/debug/pprof/"} {
+		resp, err := http.Get("http://" + srv.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "ovfwd_") {
+			t.Errorf("%s: status %d, body %.60q; want 404 without metrics", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// The endpoint on a unix socket: mode 0660, a stale socket file replaced.
+func TestEndpointUnixSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.sock")
+	for range 2 { // the second Listen finds the first one's file
+		srv, err := Listen("unix", path, func() status.Snapshot { return sample() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o660 {
+			t.Fatalf("socket mode %v, err %v", fi.Mode(), err)
+		}
+		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
+		resp, err := c.Get("http://ovfwd/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		if v := sampleValue(t, string(body), `ovfwd_reloads_total{result="ok"}`); v != 2 {
+			t.Errorf("reloads ok %d over the unix socket", v)
+		}
+		srv.Close()
+		// Leave a stale socket file as a killed daemon would.
+		l, err := net.Listen("unix", path)
+		if err == nil {
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+		}
 	}
 }
 
@@ -334,7 +389,7 @@ func TestEndpointScrapesFreshSnapshots(t *testing.T) {
 func TestInvalidLabelValueSkipped(t *testing.T) {
 	s := sample()
 	s.VPN.Peers[1].Name = "b\xffb"
-	srv, err := Listen("127.0.0.1:0", func() status.Snapshot { return s })
+	srv, err := Listen("tcp", "127.0.0.1:0", func() status.Snapshot { return s })
 	if err != nil {
 		t.Fatal(err)
 	}

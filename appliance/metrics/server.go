@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
@@ -17,16 +18,27 @@ type Server struct {
 	done chan struct{}
 }
 
-// Listen serves snap on addr at /metrics (and /, for curl).
-func Listen(addr string, snap func() status.Snapshot) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// Listen serves snap at /metrics only (other paths: 404) on a TCP
+// address, or on a unix socket when network is "unix" (a stale socket file
+// at addr is replaced; the socket is 0660, so the ovfwd group can scrape).
+func Listen(network, addr string, snap func() status.Snapshot) (*Server, error) {
+	if network == "unix" {
+		if fi, err := os.Lstat(addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(addr)
+		}
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	if network == "unix" {
+		if err := os.Chmod(addr, 0o660); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 	mux := http.NewServeMux()
-	h := Handler(snap)
-	mux.Handle("/metrics", h)
-	mux.Handle("/", h)
+	mux.Handle("/metrics", Handler(snap))
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr(), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)

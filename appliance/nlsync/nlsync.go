@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -66,24 +67,28 @@ func Start(o Options, sink Sink) (*Sync, error) {
 	s := &Sync{o: o, sink: sink, ns: vnetns.None(), done: make(chan struct{}),
 		routes: map[netip.Prefix]map[int]fwd.NextHop{}, best: map[netip.Prefix]fwd.NextHop{}}
 	// Every subscription, first or renewed from another thread, is made
-	// in the namespace Start was called in.
+	// in the namespace Start was called in. The handle is only passed to
+	// netlink (which then calls setns, needing CAP_SYS_ADMIN) when the
+	// subscribing thread is elsewhere: never in the daemon, whose threads
+	// all share one namespace, only in tests that run Start on a thread
+	// locked into another.
 	ns, err := vnetns.Get()
 	if err != nil {
 		return nil, fmt.Errorf("nlsync: current namespace: %w", err)
 	}
 	s.ns = ns
 	err = follow(s, "links", func(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onErr func(error)) error {
-		return netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr})
+		return netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{Namespace: s.foreign(), ListExisting: true, ErrorCallback: onErr})
 	}, s.link, nil)
 	if err == nil {
 		err = follow(s, "addresses", func(ch chan<- netlink.AddrUpdate, done <-chan struct{}, onErr func(error)) error {
-			return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{Namespace: &s.ns, ErrorCallback: onErr})
+			return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{Namespace: s.foreign(), ErrorCallback: onErr})
 		}, s.addr, nil)
 	}
 	if err == nil && o.Routes {
 		err = follow(s, "routes", func(ch chan<- netlink.RouteUpdate, done <-chan struct{}, onErr func(error)) error {
 			return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
-				Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr,
+				Namespace: s.foreign(), ListExisting: true, ErrorCallback: onErr,
 				// A full table arrives in one burst; a small buffer
 				// overflows (ENOBUFS) and costs a resubscription.
 				ReceiveBufferSize: routeRcvBuf, ReceiveBufferForceSize: true,
@@ -92,7 +97,7 @@ func Start(o Options, sink Sink) (*Sync, error) {
 	}
 	if err == nil && o.Neighbours {
 		err = follow(s, "neighbours", func(ch chan<- netlink.NeighUpdate, done <-chan struct{}, onErr func(error)) error {
-			return netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{Namespace: &s.ns, ListExisting: true, ErrorCallback: onErr})
+			return netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{Namespace: s.foreign(), ListExisting: true, ErrorCallback: onErr})
 		}, s.neigh, nil)
 	}
 	if err != nil {
@@ -100,6 +105,22 @@ func Start(o Options, sink Sink) (*Sync, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// foreign returns the namespace to subscribe in when the calling thread is
+// not in it, and nil (subscribe right here, no setns) when it is. Callers
+// hold their thread locked (follow does) so the answer stays true until
+// the socket is open.
+func (s *Sync) foreign() *vnetns.NsHandle {
+	cur, err := vnetns.Get()
+	if err != nil {
+		return &s.ns // cannot tell: let netlink try to enter it
+	}
+	defer cur.Close()
+	if cur.Equal(s.ns) {
+		return nil
+	}
+	return &s.ns
 }
 
 const (
@@ -125,7 +146,7 @@ func follow[T any](s *Sync, what string, subscribe func(chan<- T, <-chan struct{
 		}
 	}
 	ch := make(chan T, 256)
-	if err := subscribe(ch, s.done, onErr); err != nil {
+	if err := lockedSubscribe(subscribe, ch, s.done, onErr); err != nil {
 		return fmt.Errorf("nlsync: %s subscribe: %w", what, err)
 	}
 	s.wg.Add(1)
@@ -146,13 +167,21 @@ func follow[T any](s *Sync, what string, subscribe func(chan<- T, <-chan struct{
 					resync()
 				}
 				ch = make(chan T, 256)
-				if err := subscribe(ch, s.done, onErr); err == nil {
+				if err := lockedSubscribe(subscribe, ch, s.done, onErr); err == nil {
 					break
 				}
 			}
 		}
 	}()
 	return nil
+}
+
+// lockedSubscribe keeps the goroutine on one thread while subscribe checks
+// and uses that thread's namespace.
+func lockedSubscribe[T any](subscribe func(chan<- T, <-chan struct{}, func(error)) error, ch chan T, done <-chan struct{}, onErr func(error)) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return subscribe(ch, done, onErr)
 }
 
 // forgetRoutes withdraws every mirrored route before a re-dump: a route
@@ -320,6 +349,17 @@ func (s *Sync) translate(r *netlink.Route) (netip.Prefix, fwd.NextHop, error) {
 	return p, nh, nil
 }
 
+// MirrorFlag and MirrorProtocol mark the kernel neighbours ovfwd's mirror
+// writes (ndm_flags NTF_EXT_LEARNED, NDA_PROTOCOL): ovfwd is the external
+// learner of those entries. The kernel keeps the flag only while writers
+// ask for it (net/core/neighbour.c, neigh_update_flags), so an operator's
+// `ip neigh replace … nud permanent` over a mirrored entry clears it and
+// becomes a pin.
+const (
+	MirrorFlag     = unix.NTF_EXT_LEARNED
+	MirrorProtocol = 245
+)
+
 // pinned is the neighbour state an operator sets by hand; anything else
 // on ovfwd's ports was either mirrored there by ovfwd itself or is a
 // kernel resolution attempt that cannot succeed (ovfwd consumes the ARP/ND
@@ -340,11 +380,14 @@ func (s *Sync) neigh(u netlink.NeighUpdate) {
 	if !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
 		return // multicast, loopback, unspecified: not next hops
 	}
-	if u.Type == unix.RTM_NEWNEIGH && u.State&pinned != 0 && len(u.HardwareAddr) == 6 {
+	ours := u.Flags&MirrorFlag != 0
+	if u.Type == unix.RTM_NEWNEIGH && u.State&pinned != 0 && !ours && len(u.HardwareAddr) == 6 {
 		s.sink.KernelNeighbour(port, a, u.HardwareAddr)
 		return
 	}
-	if u.Type == unix.RTM_DELNEIGH || u.State&pinned == 0 {
+	// An entry ovfwd mirrored, deleted, demoted or (re)written: whatever
+	// pin an operator had there is gone.
+	if u.Type == unix.RTM_DELNEIGH || u.State&pinned == 0 || ours {
 		s.sink.KernelNeighbour(port, a, nil)
 	}
 }

@@ -137,6 +137,32 @@ func TestNeighbourPins(t *testing.T) {
 	}
 }
 
+// What ovfwd's mirror wrote (its flag) is never an operator pin, whatever
+// the order its echoes arrive in: the identity is the mark, not timing.
+// An operator's write over it (the kernel clears the flag) is a pin.
+func TestMirroredNeighbourNeverPinned(t *testing.T) {
+	s, sink := newTestSync()
+	ip := net.ParseIP("198.18.51.77")
+	a := netip.MustParseAddr("198.18.51.77")
+	for i := range 200 {
+		mac := net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}
+		s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT, Flags: MirrorFlag}})
+	}
+	if len(sink.neigh) != 0 {
+		t.Fatalf("mirrored entries pinned: %v", sink.neigh)
+	}
+	op := net.HardwareAddr{2, 0, 0, 0, 0, 0x99}
+	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT}})
+	if sink.neigh[a].String() != op.String() {
+		t.Fatalf("operator's write not pinned: %v", sink.neigh)
+	}
+	// The mirror writing it again (the operator's pin gone) unpins.
+	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT, Flags: MirrorFlag}})
+	if _, ok := sink.neigh[a]; ok {
+		t.Fatal("a mirrored entry left the operator's pin in place")
+	}
+}
+
 func TestForgetRoutes(t *testing.T) {
 	s, sink := newTestSync()
 	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: ipnet("198.18.70.0/24"), LinkIndex: 9}))
