@@ -267,6 +267,11 @@ func pkiCmd(args []string) error {
 		if err := wantArgs(fs, pos, 1, 1); err != nil {
 			return err
 		}
+		if old, now, err := pki.PrepareDir(pos[0]); err != nil {
+			return err
+		} else if old != now {
+			fmt.Fprintf(os.Stderr, "%s was mode %#o, writable by others; changed it to %#o\n", pos[0], old, now)
+		}
 		if err := pki.Init(pos[0]); err != nil {
 			return err
 		}

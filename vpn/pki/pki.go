@@ -48,7 +48,7 @@ func Init(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, CACertFile)); err == nil {
 		return fmt.Errorf("pki: %s already exists", filepath.Join(dir, CACertFile))
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if _, _, err := PrepareDir(dir); err != nil {
 		return err
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -97,6 +97,33 @@ func Init(dir string) error {
 		}
 	}
 	return nil
+}
+
+// PrepareDir makes dir (mode 0700) or, when it exists, takes write access
+// away from group and others: whoever can write the directory can replace
+// the CA key and the certificates in it. It returns the old and new mode
+// when it changed one. A directory ovfwd cannot chmod (someone else's)
+// and writable by others is refused.
+func PrepareDir(dir string) (old, now fs.FileMode, err error) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if !fi.IsDir() {
+		return 0, 0, fmt.Errorf("pki: %s is not a directory", dir)
+	}
+	old = fi.Mode().Perm()
+	if old&0o022 == 0 {
+		return 0, 0, nil
+	}
+	now = old &^ 0o022
+	if err := os.Chmod(dir, now); err != nil {
+		return 0, 0, fmt.Errorf("pki: %s is writable by others (mode %#o) and its mode cannot be fixed: %w (fix: chmod go-w %s, or use another directory)", dir, old, err, dir)
+	}
+	return old, now, nil
 }
 
 func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, priv *ecdsa.PrivateKey) ([]byte, error) {

@@ -150,3 +150,29 @@ func TestClientFiles(t *testing.T) {
 		t.Fatal("a name with a path was accepted")
 	}
 }
+
+// Init into an existing directory others can write takes that away (the
+// CA key must not sit where anyone can replace it).
+func TestInitFixesWritableDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m&0o022 != 0 {
+		t.Fatalf("pki dir left mode %#o", m)
+	}
+	old, now, err := PrepareDir(dir)
+	if err != nil || old != now {
+		t.Fatalf("second PrepareDir: %#o → %#o, %v", old, now, err)
+	}
+}
