@@ -59,8 +59,12 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 					return
 				}
 			}
-			// Best effort: without CAP_SYS_NICE the worker keeps nice 0.
-			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
+			// Best effort: the unit's LimitNICE (RLIMIT_NICE) allows it
+			// without CAP_SYS_NICE; elsewhere the worker may keep nice 0.
+			if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice); err != nil {
+				d.log.Warn("worker priority not raised", "queue", q, "nice", workerNice, "err", err,
+					"fix", "LimitNICE=-5 in the unit (as packaged), or CAP_SYS_NICE")
+			}
 			pinned <- nil
 			fds := d.rxFDs(q)
 			var wake *injectWake
