@@ -28,7 +28,7 @@ import (
 type unit struct {
 	user, group       string
 	ambient, bounding []string // lower-case capability names without CAP_
-	limits            []limit // the unit's Limit*= lines
+	limits            []limit  // the unit's Limit*= lines
 	noNewPrivs        bool
 }
 
