@@ -56,7 +56,12 @@ func (e *Engine) Service() {
 	now := e.cfg.Now()
 	changed := false
 	reach := int64(e.limits.Load().NeighReachable)
+	resync := false
 	for _, w := range e.workers {
+		if w.learnLost.Load() {
+			w.learnLost.Store(false)
+			resync = true
+		}
 		w.learn.drain(func(m *learnMsg) {
 			k := neighKey{port: m.port, addr: m.addr}
 			mac := packMAC(m.mac[:])
@@ -85,6 +90,11 @@ func (e *Engine) Service() {
 		})
 	}
 	for k, n := range e.neighs {
+		if resync && !n.static {
+			if mac := n.mac.Load(); mac != n.reported {
+				e.event(EventNeighbourLearned, n, mac)
+			}
+		}
 		if !n.static && n.expires.Load() < now {
 			delete(e.neighs, k)
 			changed = true
@@ -131,6 +141,9 @@ func (e *Engine) event(kind EventKind, n *neighbour, mac uint64) {
 	if len(e.events) >= maxEvents {
 		e.evDrops++
 		return
+	}
+	if kind == EventNeighbourLearned {
+		n.reported = mac
 	}
 	ev := Event{Kind: kind, Port: int(n.port), MAC: make(net.HardwareAddr, 6)}
 	unpackMAC(mac, ev.MAC)

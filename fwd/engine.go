@@ -424,6 +424,7 @@ func (e *Engine) SetNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) err
 		n := &neighbour{port: k.port, addr: k.addr, is4: ip.Is4(), static: true}
 		n.mac.Store(packMAC(mac))
 		n.expires.Store(1<<63 - 1)
+		n.confirmed.Store(true) // the operator's word
 		e.neighs[k] = n
 	}
 	e.neigh.Store(buildNeighTable(e.neighs))

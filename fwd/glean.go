@@ -83,7 +83,7 @@ func askedWord(port uint16, key *[16]byte) (slot int, tag uint64) {
 	return int(h & (askedSlots - 1)), h >> 40 << 40
 }
 
-// noteAsked records a broadcast/multicast question for key on port.
+// noteAsked records a question (broadcast, or a unicast probe) for key on port.
 func (w *Worker) noteAsked(port uint16, key *[16]byte) {
 	slot, tag := askedWord(port, key)
 	w.e.asked[slot].Store(tag | uint64(w.now/1e6)&(1<<40-1))

@@ -16,12 +16,17 @@ import "encoding/binary"
 //   - an entry is only made for an address we asked about (an answer) or
 //     by a solicitation/request addressed to us (RFC 4861 §7.2.3, RFC 826);
 //     an unsolicited advert for an unknown address makes nothing (§7.2.5);
-//   - a confirmed entry (its address answered us, or keeps talking from
-//     the same MAC) never moves on an unsolicited message: a different MAC
-//     only shortens its life to one probe cycle (RFC 4861's REACHABLE →
-//     STALE), and the unicast probes that traffic then sends to the cached
-//     MAC keep it if its owner answers. Unconfirmed and expired entries
-//     take a new MAC when the message may override (ND's O flag; ARP).
+//   - only an answer (an ARP reply to our address, a solicited NA) confirms
+//     an entry, and forwarding uses confirmed entries only: one made from
+//     a request is first asked about, like Linux's STALE → PROBE, so a
+//     spoofed request cannot steer traffic;
+//   - a confirmed entry (its address answered us) never moves on an
+//     unsolicited message (counted as neighbour_refused): it keeps its MAC
+//     while its owner answers the unicast refresh probes traffic sends, and
+//     once it lapses (STALE) only an answer moves it. A host that really
+//     changed its MAC is found when the old entry lapses, within
+//     NeighReachable. Unconfirmed entries take a new MAC when the message
+//     may override (ND's O flag; ARP).
 
 const holdEntries = 32 // unresolved neighbours a worker waits for at once
 
@@ -133,7 +138,7 @@ func (w *Worker) serviceHold(t *tables) {
 			continue
 		}
 		if n := nt.lookup(he.port, &he.key); n != nil {
-			if mac := n.mac.Load(); mac&neighValid != 0 && n.expires.Load() >= w.now {
+			if mac := n.mac.Load(); mac&neighValid != 0 && n.expires.Load() >= w.now && n.confirmed.Load() {
 				w.flushHold(t, he, mac)
 				continue
 			}
@@ -177,11 +182,14 @@ func (w *Worker) fromUs(t *tables, p *Packet) bool {
 
 // learnNeighbour applies "addr is at mac on port" from a received ARP or
 // ND packet. forUs says the packet was a request or solicitation for one
-// of our addresses (it may create an unconfirmed entry); override says the
-// message may replace a cached address (ND's O flag; ARP always may).
-func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool, mac []byte, forUs, override bool) {
+// of our addresses (it may create an unconfirmed entry, which the kernel
+// mirror gets but forwarding does not trust); answer says it replies to
+// us (an ARP reply to our address, a solicited NA), the only thing that
+// confirms an entry or releases held packets; override says the message
+// may replace a cached address (ND's O flag; ARP always may).
+func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool, mac []byte, forUs, answer, override bool) {
 	m := packMAC(mac)
-	asked := w.askedFor(port, key)
+	asked := answer && w.askedFor(port, key)
 	moved := false
 	n := w.e.neigh.Load().lookup(port, key)
 	if n != nil {
@@ -192,42 +200,48 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		switch {
 		case cur == m:
 			n.expires.Store(w.now + int64(w.lim.NeighReachable))
-			if !n.confirmed.Load() {
+			if answer && !n.confirmed.Load() {
 				n.confirmed.Store(true)
 			}
-			w.releaseHeld(t, port, key, m) // it may have lapsed while packets waited
+			if n.confirmed.Load() {
+				w.releaseHeld(t, port, key, m) // it may have lapsed while packets waited
+			}
 			return
-		case cur&neighValid == 0 || override && (!n.confirmed.Load() || n.expires.Load() < w.now):
-			// INCOMPLETE, STALE or never confirmed: take the new address.
+		case cur&neighValid == 0 || override && !n.confirmed.Load() || answer && n.expires.Load() < w.now:
+			// INCOMPLETE, never confirmed, or an answer for a lapsed
+			// (STALE) entry: take the new address.
 			n.mac.Store(m)
 			n.expires.Store(w.now + int64(w.lim.NeighReachable))
 			n.confirmed.Store(asked)
 			moved = true
 		default:
-			// A confirmed entry: a different MAC is a claim to verify, not
-			// to believe. Its owner gets one probe cycle to answer.
+			// A confirmed entry: a different MAC is a claim, not an answer.
+			// The entry keeps its MAC until it lapses (its owner stops
+			// answering the refresh probes traffic sends), and then the
+			// next resolution asks afresh. Shortening its life on every
+			// claim instead let a storm make live traffic hang on probe
+			// round trips (measured: lapses and 30 s TCP stalls).
 			w.cnt[cNeighRefused]++
-			if v := w.now + int64(w.lim.NeighRetrans)*int64(w.lim.NeighProbes); n.expires.Load() > v {
-				n.expires.Store(v)
-			}
 			return
 		}
 	}
-	held := w.releaseHeld(t, port, key, m) // an answer to a hold entry's solicitation
-	if n == nil && !asked && !held && !forUs {
+	held := answer && w.releaseHeld(t, port, key, m) // an answer to a hold entry's solicitation
+	// An answer nobody here asked for is the kernel's own resolution (it
+	// shares the port's addresses, and its replies come to ovfwd): like a
+	// request for us it makes an unconfirmed entry, for the kernel mirror.
+	if n == nil && !asked && !held && !forUs && !answer {
 		w.cnt[cNeighUnsolicited]++
 		return
-	}
-	confirmed := asked || held
-	if n != nil && held {
-		n.confirmed.Store(true)
 	}
 	s := w.learn.slot()
 	if s == nil {
 		w.cnt[cLearnDropped]++
+		if !w.learnLost.Load() {
+			w.learnLost.Store(true)
+		}
 		return
 	}
-	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, confirmed, *key
+	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, asked || held, *key
 	copy(s.mac[:], mac)
 	w.learn.publish()
 }
@@ -249,7 +263,7 @@ func (w *Worker) arpInput(t *tables, p *Packet) {
 	ours := pc.owns4(tpa)
 	if pc.onLink4(spa) {
 		key := key4(spa)
-		w.learnNeighbour(t, p.InPort, &key, true, sha, ours && op == arpOpRequest, true)
+		w.learnNeighbour(t, p.InPort, &key, true, sha, ours && op == arpOpRequest, ours && op == arpOpReply, true)
 	}
 	if op != arpOpRequest || !ours {
 		if op == arpOpRequest {
@@ -313,7 +327,9 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 		key := [16]byte(target)
 		switch {
 		case lladdr != nil && pc.onLink6(target):
-			w.learnNeighbour(t, p.InPort, &key, false, lladdr, false, icmp[4]&ndNAFlagOverride != 0)
+			// RFC 4861 §7.1.2: a solicited advert is unicast to us.
+			answer := icmp[4]&ndNAFlagSolicited != 0 && ip[24] != 0xff
+			w.learnNeighbour(t, p.InPort, &key, false, lladdr, false, answer, icmp[4]&ndNAFlagOverride != 0)
 		case lladdr == nil && icmp[4]&ndNAFlagSolicited != 0:
 			// RFC 4861 §7.2.5: a solicited advert without the target
 			// link-layer option confirms the cached address. Linux answers
@@ -331,7 +347,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	unspecified := [16]byte(src) == [16]byte{}
 	if lladdr != nil && !unspecified && pc.onLink6(src) {
 		key := [16]byte(src)
-		w.learnNeighbour(t, p.InPort, &key, false, lladdr, ours, true)
+		w.learnNeighbour(t, p.InPort, &key, false, lladdr, ours, false, true)
 	}
 	if !ours || unspecified { // unspecified: someone's duplicate address detection
 		w.drop(p, DropNotForUs)
@@ -445,9 +461,7 @@ func (w *Worker) solicit(t *tables, out int, key *[16]byte, v4 bool, known uint6
 		copy(icmp[26:32], pc.mac[:])
 		binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
 	}
-	if known&neighValid == 0 {
-		w.noteAsked(uint16(out), key)
-	}
+	w.noteAsked(uint16(out), key)
 	p.Len = uint16(size)
 	p.Flags = FlagParsed
 	w.cnt[cSolicits]++

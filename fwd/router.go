@@ -157,7 +157,7 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 		return
 	}
 	mac, exp := n.mac.Load(), n.expires.Load()
-	if mac&neighValid == 0 || exp < w.now {
+	if mac&neighValid == 0 || exp < w.now || !n.confirmed.Load() {
 		w.holdPacket(t, p, out, &key, v4)
 		return
 	}

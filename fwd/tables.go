@@ -121,7 +121,11 @@ type neighbour struct {
 	// mac holds the MAC in the low 48 bits and neighValid in bit 63.
 	mac     atomic.Uint64
 	expires atomic.Int64 // engine clock ns; static entries never expire
-	probeAt atomic.Int64 // no unicast refresh probe before this time
+	// reported is the MAC the last event gave the control plane (control
+	// plane only): a worker's move whose message was lost shows as a
+	// difference.
+	reported uint64
+	probeAt  atomic.Int64 // no unicast refresh probe before this time
 }
 
 const neighValid = 1 << 63

@@ -34,19 +34,22 @@ type Worker struct {
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
-	fib      fibBatch // routed packets of the batch being received, looked up together
-	hold     holdTable
-	glean    gleanState
-	learn    *spscRing[learnMsg]
-	punts    *spscRing[puntSlot]
-	uplinks  *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
-	inject   *injectQueue          // worker 0 only: frames from the control plane (inject.go)
-	nat      *nat.Table            // this worker's NAT sessions (nat.go)
-	natHint  uint64                // the routed packet's loaded NAT index slot (fib.go), or 0
-	hand     []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
-	handed   []bool                // handed[j]: this poll handed worker j packets
-	wake     func()                // wakes this worker's runner from its idle sleep (SetWake)
-	sleeping atomic.Bool           // the runner is (about to be) asleep
+	fib   fibBatch // routed packets of the batch being received, looked up together
+	hold  holdTable
+	glean gleanState
+	learn *spscRing[learnMsg]
+	// learnLost tells Service a learn message was dropped: a move the
+	// worker already applied may be missing from the events.
+	learnLost atomic.Bool
+	punts     *spscRing[puntSlot]
+	uplinks   *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
+	inject    *injectQueue          // worker 0 only: frames from the control plane (inject.go)
+	nat       *nat.Table            // this worker's NAT sessions (nat.go)
+	natHint   uint64                // the routed packet's loaded NAT index slot (fib.go), or 0
+	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
+	handed    []bool                // handed[j]: this poll handed worker j packets
+	wake      func()                // wakes this worker's runner from its idle sleep (SetWake)
+	sleeping  atomic.Bool           // the runner is (about to be) asleep
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject, tmpHand Packet
@@ -54,6 +57,12 @@ type Worker struct {
 	cnt []uint64
 	pub pubCounters
 }
+
+// learnRingSlots is each worker's ring of neighbour news for the control
+// plane (about 28 bytes a slot). A neighbour storm fills 256 between two
+// control passes on a busy machine; a lost message is recovered by
+// Service's resync (learnLost), at the cost of a sweep.
+const learnRingSlots = 1024
 
 // PuntRingSlots is each worker's ring of frames for the control plane (and,
 // on ports ovfwd owns outright, the host's exception path). A TCP burst to
@@ -65,7 +74,7 @@ func newWorker(e *Engine, q int) *Worker {
 	n := len(e.ports)
 	w := &Worker{e: e, q: q, rx: NewBatch(e.cfg.Batch), decap: NewBatch(e.cfg.Batch),
 		encap: NewBatch(e.cfg.Batch), scratch: NewBatch(1),
-		learn: newSPSCRing[learnMsg](256), punts: newSPSCRing[puntSlot](PuntRingSlots),
+		learn: newSPSCRing[learnMsg](learnRingSlots), punts: newSPSCRing[puntSlot](PuntRingSlots),
 		uplinks: newSPSCRing[puntSlot](UplinkRingSlots),
 		cnt:     make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
 	for range n {
