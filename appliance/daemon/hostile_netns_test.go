@@ -115,7 +115,11 @@ func TestHostileNeighbours(t *testing.T) {
 		}
 	}
 	for i := range 2000 {
-		x.send(garp(uint16(1+i%2), rndMAC(rng), randIn(rng, lan4)))
+		claim := randIn(rng, lan4)
+		if claim == netip.MustParseAddr("198.18.65.254") {
+			continue // the router's own address poisons the hosts' kernels, not ovfwd
+		}
+		x.send(garp(uint16(1+i%2), rndMAC(rng), claim))
 	}
 	time.Sleep(2 * time.Second)
 	s := waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true })

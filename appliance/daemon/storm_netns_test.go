@@ -31,7 +31,9 @@ func newHostileLAN(t *testing.T, tag string) *hostileLAN {
 	netns.Link(t, h.a, "a0", h.app, "p0")
 	netns.Link(t, h.app, "p1", h.b, "l0")
 	netns.Link(t, h.x, "x0", h.b, "lx")
-	netns.Run(t, h.b, "ip", "link", "add", "br0", "type", "bridge")
+	// A fixed MAC: a bridge otherwise takes its lowest port MAC, and B's
+	// address would move whenever a host joins.
+	netns.Run(t, h.b, "ip", "link", "add", "br0", "address", "02:00:00:00:65:01", "type", "bridge")
 	for _, ifn := range []string{"l0", "lx"} {
 		netns.Run(t, h.b, "ip", "link", "set", ifn, "master", "br0")
 	}
