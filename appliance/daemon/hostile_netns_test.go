@@ -127,6 +127,7 @@ func TestHostileNeighbours(t *testing.T) {
 	_, err := h.a.Run("ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.65.1")
 	t.Logf("FIGURE item 2: after 200 rotating-MAC GARPs for B and 2000 for random LAN addresses: pinned in the engine %d, operator-like permanent kernel entries %d, B reachable %v",
 		s.Engine["neighbours_pinned"], kpins, err == nil)
+	t.Logf("FIGURE item 8: log lines after the ARP storm: %d (%d \"neighbour pinned\")", strings.Count(log.String(), "\n"), strings.Count(log.String(), "neighbour pinned"))
 	if s.Engine["neighbours_pinned"] != 0 || kpins != 0 || err != nil {
 		t.Errorf("item 2: ARP storm pinned %d (kernel %d); B reachable: %v", s.Engine["neighbours_pinned"], kpins, err)
 	}
