@@ -371,3 +371,24 @@ func TestLostLearnMessageResynced(t *testing.T) {
 		t.Fatal("the move to B never reached the events")
 	}
 }
+
+// The glean path under a flood (hold-slot eviction, the senders' budgets,
+// solicitations, the remembered questions) allocates nothing: one Poll is
+// 64 packets to 64 unresolved addresses, twice the hold table.
+func TestGleanFloodDoesNotAllocate(t *testing.T) {
+	var frames [][]byte
+	base := bV6.As16()
+	for i := range 64 {
+		dst := base
+		binary.BigEndian.PutUint32(dst[12:], uint32(0x7000+i))
+		frames = append(frames, eth(macR0, macA, 0x86dd, ipv6(aV6, netip.AddrFrom16(dst), 17, 64, udp(1, 2, []byte("x")))))
+	}
+	r := hotRig(t, fwd.ModeRouter, frames, fwd.Config{})
+	r.poll()
+	if a := testing.AllocsPerRun(50, func() { r.poll() }); a != 0 {
+		t.Fatalf("%v allocations per poll", a)
+	}
+	if s := r.e.Stats(); s.Drops[fwd.DropGleanLimited] == 0 || s.Drops[fwd.DropNeighbourFull] == 0 {
+		t.Fatalf("the flood was not limited (%d) or evicted nothing (%d)", s.Drops[fwd.DropGleanLimited], s.Drops[fwd.DropNeighbourFull])
+	}
+}
