@@ -54,8 +54,12 @@ type gleanState struct {
 	ports   []tokenBucket // per input port
 }
 
-// gleanBudget takes a token from p's sender and its input port.
-func (w *Worker) gleanBudget(p *Packet) bool {
+// gleanBudget takes a token from p's sender and its input port. Packets
+// ovfwd sends itself (tunnel traffic to the peers' real addresses, which
+// all share the server's source; replies; errors) are not limited per
+// sender — a thousand peers behind one LAN would take 20 s to resolve at
+// one sender's rate — only per input port.
+func (w *Worker) gleanBudget(t *tables, p *Packet) bool {
 	l3 := p.Data()[p.L3Off:]
 	var src []byte
 	if p.Flags&FlagIPv4 != 0 {
@@ -67,7 +71,7 @@ func (w *Worker) gleanBudget(p *Packet) bool {
 	copy(a[:], src)
 	h := neighHash(p.InPort, &a)
 	g := &w.glean
-	if !g.sources[h%gleanBuckets].take(w.now, gleanSourceRate, gleanSourceBurst) {
+	if !w.fromUs(t, p) && !g.sources[h%gleanBuckets].take(w.now, gleanSourceRate, gleanSourceBurst) {
 		return false
 	}
 	return int(p.InPort) >= len(g.ports) || g.ports[p.InPort].take(w.now, gleanPortRate, gleanPortBurst)

@@ -85,7 +85,7 @@ func (w *Worker) holdPacket(t *tables, p *Packet, out int, key *[16]byte, v4 boo
 		}
 	}
 	// A new neighbour to ask about: its sender must have budget left.
-	if !w.gleanBudget(p) {
+	if !w.gleanBudget(t, p) {
 		w.drop(p, DropGleanLimited)
 		return
 	}

@@ -392,3 +392,30 @@ func TestGleanFloodDoesNotAllocate(t *testing.T) {
 		t.Fatalf("the flood was not limited (%d) or evicted nothing (%d)", s.Drops[fwd.DropGleanLimited], s.Drops[fwd.DropNeighbourFull])
 	}
 }
+
+// Packets ovfwd sends itself (here: echo replies to many new neighbours,
+// as tunnel traffic to many peers' real addresses would be) are limited
+// per input port, not at one sender's rate.
+func TestGleanOwnTrafficNotSenderLimited(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	base := bV4.As4()
+	for i := range 100 {
+		src := base
+		src[3] = byte(100 + i)
+		r.inject(1, eth(macR1, macN(i), 0x0800, ipv4(netip.AddrFrom4(src), r1v4.Addr(), 1, 64, false, icmpEcho(8, 1, uint16(i), []byte("ping")))))
+		if i%16 == 15 {
+			r.poll()
+			r.drain(1)
+		}
+	}
+	r.poll()
+	r.drain(1)
+	if d := r.drops(fwd.DropGleanLimited); d != 0 {
+		t.Fatalf("%d of our own replies to 100 new neighbours were glean-limited (a sender's budget is 64)", d)
+	}
+	for range 10 {
+		r.advance(time.Second)
+		r.poll()
+	}
+	r.checkNoLeak()
+}
