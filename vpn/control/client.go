@@ -89,6 +89,9 @@ const (
 	clientIVProto          = ivProtoDataV2 | ivProtoRequestPush | ivProtoTLSKeyExp | ivProtoCCExit
 	clientControlChunk     = 1000       // TLS bytes per P_CONTROL_V1, below tls-mtu
 	packetIDRenegThreshold = 0xFF000000 // PACKET_ID_WRAP_TRIGGER
+	// exitDeliveryWait bounds Close's wait for the server's ack of EXIT:
+	// past the first retransmission (tls-timeout 2 s).
+	exitDeliveryWait = initialRetransmit + time.Second
 )
 
 // clientOptionsString is the OCC string a 2.6 client sends (openvpn.md §6).
@@ -292,7 +295,9 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		if s != nil && c.data.Load() != nil {
 			s.sendText(msgExit)
-			time.Sleep(10 * time.Millisecond) // let the reliable layer put it on the wire once
+			// Like openvpn's delayed exit after EXIT: stay until the server
+			// acked it (one retransmission fits in the bound).
+			s.waitDelivered(exitDeliveryWait)
 		}
 		close(c.closed)
 		if s != nil {

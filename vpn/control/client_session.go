@@ -39,6 +39,10 @@ type clientSession struct {
 	// has named the cipher and the derivation.
 	deriveFirst func(*Pushed) (*vpn.KeyMaterial, error)
 
+	// acked is signalled (without blocking) when an ack from the server
+	// was processed; waitDelivered sleeps on it.
+	acked chan struct{}
+
 	done    chan struct{}
 	endErr  error
 	endOnce sync.Once
@@ -60,7 +64,7 @@ type clientKeyState struct {
 
 func newClientSession(c *Client) *clientSession {
 	w, _ := newWrapper(c.cfg.Wrap, &c.cfg.WrapKey, c.cfg.AuthDigest, c.cfg.KeyDirection, false) // validated by Dial
-	s := &clientSession{c: c, wrap: w, ready: make(chan error, 1), done: make(chan struct{})}
+	s := &clientSession{c: c, wrap: w, ready: make(chan error, 1), acked: make(chan struct{}, 1), done: make(chan struct{})}
 	_, _ = rand.Read(s.sid[:])
 	return s
 }
@@ -263,6 +267,12 @@ func (s *clientSession) handle(pkt []byte) bool {
 		return true // a key we dropped
 	}
 	k.rel.acked(&p)
+	if p.nAcks > 0 {
+		select {
+		case s.acked <- struct{}{}:
+		default:
+		}
+	}
 	if p.op != opControlHardResetServer2 {
 		k.serverTalked = true
 	}
@@ -506,6 +516,30 @@ func (s *clientSession) sendText(msg string) {
 	s.mu.Unlock()
 	if ok {
 		_, _ = k.tls.Write(append([]byte(msg), 0))
+	}
+}
+
+// waitDelivered waits until the server has acknowledged every message on
+// the newest key, the session ends or d passes; it reports whether all
+// were acknowledged. The read loop and the timer keep running meanwhile,
+// so acks arrive and a lost message is retransmitted.
+func (s *clientSession) waitDelivered(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		pending := s.primary != nil && s.primary.rel.pending()
+		s.mu.Unlock()
+		if !pending {
+			return true
+		}
+		select {
+		case <-s.acked:
+		case <-s.done:
+			return false
+		case <-t.C:
+			return false
+		}
 	}
 }
 
