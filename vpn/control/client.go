@@ -77,7 +77,8 @@ var (
 // it.
 var handshakeSilence = 10 * time.Second
 
-// Client-side timers (openvpn.md §7.1, §9.3).
+// Client-side timers (common.h PUSH_REQUEST_INTERVAL, ping.h, forward.c
+// check_push_request).
 const (
 	pushRequestDelay       = time.Second
 	pushRequestInterval    = 5 * time.Second
@@ -94,7 +95,8 @@ const (
 	exitDeliveryWait = initialRetransmit + time.Second
 )
 
-// clientOptionsString is the OCC string a 2.6 client sends (openvpn.md §6).
+// clientOptionsString is the OCC string a 2.6 client sends (options.c
+// options_string).
 const clientOptionsString = "V4,dev-type tun,link-mtu 1541,tun-mtu 1500,proto UDPv4,auth SHA1,keysize 128,key-method 2,tls-client"
 
 // ClientStats are a Client's counters.
@@ -488,7 +490,7 @@ func (c *Client) sendPing() { _ = c.Send(vpn.PingMagic[:]) }
 
 // install publishes the data keys of a newly established key: km becomes
 // the transmit key, and the previous transmit key keeps receiving (the lame
-// duck, openvpn.md §9.2).
+// duck, ssl.c tls_select_encryption_key).
 func (c *Client) install(pushed *Pushed, km *vpn.KeyMaterial) error {
 	dk, err := vpn.NewDataKey(km)
 	if err != nil {

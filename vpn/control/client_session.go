@@ -210,7 +210,7 @@ func (s *clientSession) flush(now time.Time) {
 // a stateless 2.6 server creates the session only from a packet that acks
 // its reset, so if the first such packet is lost, retransmissions must
 // carry the ack too (openvpn 2.6 does the same with its recently-acked
-// list; openvpn.md §3.6). Called with mu held.
+// list, reliable.c copy_acks_to_mru). Called with mu held.
 func (s *clientSession) reackReset(k *clientKeyState, p *packet) {
 	if !k.first || k.serverTalked || s.peerSID == ([sessionIDLen]byte{}) || p.hasAck(0) || p.nAcks >= maxAcksPiggyback {
 		return
@@ -392,7 +392,7 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	}
 	if k.first {
 		// Data keys wait for the PUSH_REPLY, which names the cipher and
-		// the derivation (openvpn.md §4.3, §7.1).
+		// the derivation (push.c prepare_push_reply, ssl.c tls_session_generate_data_channel_keys).
 		s.mu.Lock()
 		s.deriveFirst = derive
 		s.mu.Unlock()
@@ -572,7 +572,7 @@ func (s *clientSession) tick(now time.Time) {
 		handSilent = true
 	}
 	// Renegotiate at reneg-sec, or before the packet id wraps (2.6 does
-	// at PACKET_ID_WRAP_TRIGGER, openvpn.md §8.2).
+	// at PACKET_ID_WRAP_TRIGGER, packet_id.h; ssl.c tls_process).
 	nearWrap := false
 	if d := c.data.Load(); d != nil {
 		nearWrap = d.tx.sent.Load() >= packetIDRenegThreshold
@@ -580,7 +580,7 @@ func (s *clientSession) tick(now time.Time) {
 	if complete && primary.established && (nearWrap || !s.renegAt.IsZero() && now.After(s.renegAt)) {
 		s.renegAt = time.Time{}
 		// We initiate; TLS starts once the server's own soft reset
-		// (msg-id 0 of the new key) arrives (openvpn.md §9.2).
+		// (msg-id 0 of the new key) arrives (ssl.c key_state_soft_reset).
 		k := s.newKey(nextKeyID(primary.id), opControlSoftResetV1, now)
 		s.flush(now)
 		go s.runKey(k)

@@ -3,7 +3,8 @@ package control
 import "time"
 
 // replayState is the receive side of the long-form packet-id that
-// tls-auth and tls-crypt carry (openvpn.md §2.4): a 32-bit counter and a
+// tls-auth and tls-crypt carry (packet_id.c packet_id_test): a 32-bit
+// counter and a
 // 32-bit unix time. It is per session, not per key.
 type replayState struct {
 	time     uint32

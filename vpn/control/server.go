@@ -144,7 +144,7 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 		ClientAuth:                  tls.RequireAndVerifyClientCert,
 		ClientCAs:                   cfg.ClientCAs,
 		SessionTicketsDisabled:      true,
-		DynamicRecordSizingDisabled: true, // one Write = one record (openvpn.md §4.2)
+		DynamicRecordSizingDisabled: true, // one Write = one record: ssl.c key_method_2_read takes one record
 	}
 	s.wg.Add(1)
 	go s.timerLoop()
@@ -300,7 +300,8 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 	}
 }
 
-// cookieFor is the stateless server session id (openvpn.md §3.6):
+// cookieFor is the stateless server session id (ssl_pkt.c
+// calculate_session_id_hmac, mudp.c do_pre_decrypt_check):
 // HMAC-SHA256(secret, quantised time ‖ client address ‖ client sid)[:8].
 func (s *Server) cookieFor(src netip.AddrPort, clientSID [sessionIDLen]byte, bucket int64) [sessionIDLen]byte {
 	m := hmac.New(sha256.New, s.cookie[:])
@@ -476,8 +477,8 @@ func (s *Server) admit(sess *session) (id uint32, v4, v6 netip.Addr, err error) 
 }
 
 // PeerFloated tells the control plane that the data plane moved peerID to
-// a new address after an authenticated data packet from it (openvpn.md
-// §8.5): control packets are then expected from there too. It reports
+// a new address after an authenticated data packet from it (multi.c
+// multi_process_float): control packets are then expected from there too. It reports
 // false if no session has that peer id or another session owns addr.
 func (s *Server) PeerFloated(peerID uint32, addr netip.AddrPort) bool {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())

@@ -16,7 +16,7 @@ import (
 )
 
 // keyState is one key_id's negotiation: its reliability layer and the TLS
-// session that runs over it (openvpn.md §3.5, §9.2).
+// session that runs over it (ssl.c struct key_state, key_state_soft_reset).
 type keyState struct {
 	id          uint8
 	first       bool // key_id 0 of the session: also carries push/auth
@@ -171,7 +171,8 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 }
 
 // beginRenegotiation makes a new primary key with id, retiring the lame
-// duck and demoting the current key (openvpn.md §9.2). Called with mu held.
+// duck and demoting the current key (ssl.c key_state_soft_reset). Called
+// with mu held.
 func (s *session) beginRenegotiation(id uint8, now time.Time) *keyState {
 	s.retireLame()
 	s.lame = s.primary
@@ -304,7 +305,7 @@ func (s *session) tick(now time.Time) string {
 		}
 		// Move transmission to a renegotiated key once the client has
 		// acknowledged everything we sent on it, i.e. our key method 2
-		// message, so it holds the key too (openvpn.md §9.2).
+		// message, so it holds the key too (ssl.c tls_select_encryption_key).
 		if s.primary.established && !s.primary.promoted && !s.primary.rel.pending() {
 			if s.srv.dp.SetPrimary(s.peerID, s.primary.id) == nil {
 				s.primary.promoted = true
@@ -399,7 +400,8 @@ func (s *session) runKey(ks *keyState) {
 		s.lameExpire = now.Add(tranWindow)
 		s.renegAt = time.Time{}
 		if reneg := srv.live.Load().RenegSec; reneg > 0 {
-			// Servers jitter reneg-sec into [90 %, 100 %] (openvpn.md §9.1).
+			// Servers jitter reneg-sec into [90 %, 100 %] (init.c
+			// do_init_crypto_tls, options.c reneg-sec).
 			j, _ := rand.Int(rand.Reader, big.NewInt(int64(reneg/10)+1))
 			s.renegAt = now.Add(reneg - time.Duration(j.Int64()))
 		}
@@ -454,7 +456,7 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	// openvpn 2.6 "compress migrate": a client whose OCC string says
 	// comp-lzo is moved to stub-v2 framing, or kept on "comp-lzo no" when it
-	// cannot do stub-v2 (openvpn.md §7.1, §8.6).
+	// cannot do stub-v2 (multi.c multi_client_set_protocol_options, comp.h).
 	comp := vpn.CompNone
 	if strings.Contains(ckm.options+",", ",comp-lzo,") {
 		comp = vpn.CompLZO

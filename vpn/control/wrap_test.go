@@ -22,7 +22,7 @@ func testStaticKey() *StaticKey {
 	return &k
 }
 
-// The tls-crypt layout of openvpn.md §2.3, built here straight from the
+// The tls-crypt layout of tls_crypt.c tls_crypt_wrap, built here straight from the
 // spec with the file offsets verified on the wire: server→client Ke =
 // file[0:32], Ka = file[64:96].
 func TestTLSCryptVector(t *testing.T) {
@@ -66,7 +66,7 @@ func TestTLSCryptVector(t *testing.T) {
 	}
 }
 
-// tls-auth per openvpn.md §2.2: HMAC over pid ‖ time ‖ op ‖ sid ‖ body,
+// tls-auth per ssl_pkt.c swap_hmac / crypto.c openvpn_encrypt_v1: HMAC over pid ‖ time ‖ op ‖ sid ‖ body,
 // placed between sid and pid. Direction 0 sends with key[0]'s HMAC half
 // (file bytes 64..), direction 1 with key[1]'s (file bytes 192..).
 func TestTLSAuthVector(t *testing.T) {
