@@ -372,11 +372,8 @@ func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.
 		s.drops.add(DropHalfOpen)
 		return nil
 	}
-	if old == nil && len(s.sessions) >= t.MaxPeers {
-		s.mu.Unlock()
-		s.drops.add(DropMaxPeers)
-		return nil
-	}
+	// Sessions are at most MaxHalfOpen plus the admitted peers, which
+	// admit bounds by MaxPeers where the client can be told (AUTH_FAILED).
 	sess := newSession(s, src, p.peerSID, p.sid, now)
 	sess.set = t
 	s.sessions[src] = sess
@@ -451,9 +448,13 @@ func (s *Server) admit(sess *session) (id uint32, v4, v6 netip.Addr, err error) 
 	if sess.removed {
 		return 0, v4, v6, errors.New("session closed")
 	}
-	id, ok := s.peerIDs.alloc()
+	var ok bool
+	if len(s.byPeer) < s.live.Load().MaxPeers {
+		id, ok = s.peerIDs.alloc()
+	}
 	if !ok {
-		return 0, v4, v6, errors.New("max peers reached")
+		s.drops.add(DropMaxPeers)
+		return 0, v4, v6, errors.New("server full (max_peers reached)")
 	}
 	if s.pool4 != nil {
 		if v4, err = s.pool4.Allocate(); err != nil {

@@ -350,17 +350,23 @@ func (s *session) runKey(ks *keyState) {
 		s.fail(ks, err.Error())
 		return
 	}
+	var refused string
 	if ks.first {
-		if reason := s.authorize(&ckm, &cs); reason != "" {
-			s.authFailed(ks, reason)
-			return
-		}
+		refused = s.authorize(&ckm, &cs)
 	}
+	// Our key method 2 goes first even for a refused client: a 2.6 client
+	// reads the first record after TLS as key method 2 (ssl.c
+	// key_method_2_read), and takes AUTH_FAILED only as a control message
+	// after it (push.c send_auth_failed, receive_auth_failed).
 	skm := keyMethod2{options: serverOptionsString}
 	_, _ = rand.Read(skm.random1[:])
 	_, _ = rand.Read(skm.random2[:])
 	if _, err := ks.tls.Write(skm.marshal(false)); err != nil {
 		s.fail(ks, "writing key method 2: "+err.Error())
+		return
+	}
+	if refused != "" {
+		s.authFailed(ks, refused, buf)
 		return
 	}
 	s.mu.Lock()
@@ -485,12 +491,31 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	return ""
 }
 
-func (s *session) authFailed(ks *keyState, reason string) {
+// authFailed refuses the client: AUTH_FAILED,reason now and again for
+// each PUSH_REQUEST, and the session ends 5 s later (openvpn's
+// scheduled exit, so the reliable layer can deliver the message). No peer,
+// key or address is ever installed for it.
+func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
 	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
-	_, _ = ks.tls.Write(append([]byte(msgAuthFailed+","+reason), 0))
+	s.srv.drops.add(DropAuthFailed)
+	msg := append([]byte(msgAuthFailed+","+reason), 0)
 	s.mu.Lock()
-	s.exitAt = time.Now().Add(5 * time.Second) // let the reliable layer deliver it
+	s.exitAt = time.Now().Add(5 * time.Second)
 	s.mu.Unlock()
+	if _, err := ks.tls.Write(msg); err != nil {
+		return
+	}
+	for {
+		n, err := ks.tls.Read(buf)
+		if err != nil {
+			return
+		}
+		if bytes.Contains(buf[:n], []byte(msgPushRequest)) {
+			if _, err := ks.tls.Write(msg); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // fail abandons a key; for the first key (or a failed renegotiation) the
