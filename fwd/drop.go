@@ -22,6 +22,7 @@ const (
 	DropUplinkFull               // the ring to a site-to-site uplink is full
 	DropNAT                      // NAT refused it (reasons in the NAT counters)
 	DropHandoffFull              // the ring to the worker owning its NAT flow is full
+	DropPeerToPeer               // a tunnel peer's packet to another peer, client_to_client off
 	NumDropReasons
 )
 
@@ -29,7 +30,7 @@ var dropNames = [NumDropReasons]string{
 	"none", "malformed", "not_for_us", "no_route", "ttl_exceeded", "too_big",
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
-	"nat", "handoff_full",
+	"nat", "handoff_full", "client_to_client",
 }
 
 func (r DropReason) String() string {
