@@ -182,8 +182,31 @@ type VPN struct {
 	TunMTU        int  // pushed tun-mtu, default 1500
 	CompressStub  bool // accept clients configured with comp-lzo no / compress (framing only); default true
 
+	// Operator policy (openvpn's client-to-client, duplicate-cn,
+	// crl-verify, ifconfig-pool-persist, push "redirect-gateway" and
+	// "dhcp-option"); all reloadable on SIGHUP.
+	ClientToClient  bool         // peers may reach each other through ovfwd; default false
+	DuplicateCN     bool         // several sessions per common name; default false: a new one replaces the old
+	CRL             string       // PEM or DER CRL of the CA; "" = none
+	PoolPersist     string       // file keeping each common name's pool addresses across restarts; "" = off
+	RedirectGateway []string     // "ipv4" and/or "ipv6": push redirect-gateway def1 [ipv6]
+	DNS             []netip.Addr // pushed dhcp-option DNS / DNS6
+	DNSDomain       string       // pushed dhcp-option DOMAIN
+
 	Clients []VPNClient
 	IRoutes []VPNIRoute
+	CCD     []VPNCCD
+}
+
+// VPNCCD is one [[vpn.ccd]]: settings for the client whose certificate
+// carries CommonName, as a file in openvpn's client-config-dir
+// (ifconfig-push, ifconfig-ipv6-push, push "route", iroute, disable).
+type VPNCCD struct {
+	CommonName string
+	IPv4, IPv6 netip.Addr     // fixed tunnel addresses, inside the pools
+	PushRoutes []netip.Prefix // pushed to this client besides [vpn] push_routes
+	IRoutes    []netip.Prefix // networks behind this client, as [[vpn.iroute]] routes
+	Disable    bool           // refuse this client (AUTH_FAILED)
 }
 
 // VPNIRoute is one [[vpn.iroute]]: networks behind one client (a site-to-site

@@ -345,6 +345,28 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.powerOfTwo("replay_window", &v.ReplayWindow, 64, 65536)
 	t.integer("tun_mtu", &v.TunMTU, 576, 9000)
 	t.boolean("compress_stub", &v.CompressStub)
+	t.boolean("client_to_client", &v.ClientToClient)
+	t.boolean("duplicate_cn", &v.DuplicateCN)
+	t.str("crl", &v.CRL)
+	t.str("pool_persist", &v.PoolPersist)
+	var rg []string
+	if t.strings("redirect_gateway", &rg, `redirect_gateway = ["ipv4", "ipv6"]`) {
+		for i, f := range rg {
+			k := indexPath(t.key("redirect_gateway"), i)
+			switch {
+			case f != "ipv4" && f != "ipv6":
+				d.errorf(k, `use "ipv4" and/or "ipv6"`, "unknown family %q", f)
+			case contains(v.RedirectGateway, f):
+				d.errorf(k, "list each family once", "%q is listed twice", f)
+			default:
+				v.RedirectGateway = append(v.RedirectGateway, f)
+			}
+		}
+	}
+	t.addrs("dns", &v.DNS)
+	if t.str("dns_domain", &v.DNSDomain) && !dnsNameRE.MatchString(v.DNSDomain) {
+		d.errorf(t.key("dns_domain"), `write a DNS name, e.g. "corp.example"`, "bad domain %q", v.DNSDomain)
+	}
 	for _, ct := range t.list("client") {
 		c := VPNClient{MTU: DefaultUplinkMTU}
 		d.vpnClient(ct, &c)
@@ -355,6 +377,30 @@ func (d *decoder) vpn(t *table, v *VPN) {
 		d.vpnIRoute(it, &r)
 		v.IRoutes = append(v.IRoutes, r)
 	}
+	for _, ct := range t.list("ccd") {
+		var c VPNCCD
+		d.vpnCCD(ct, &c)
+		v.CCD = append(v.CCD, c)
+	}
+	t.done()
+}
+
+// dnsNameRE is a DNS name: dot-separated labels of letters, digits and '-'.
+var dnsNameRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$`)
+
+func (d *decoder) vpnCCD(t *table, c *VPNCCD) {
+	t.str("common_name", &c.CommonName)
+	if t.addr("ipv4", &c.IPv4) && !c.IPv4.Is4() {
+		d.errorf(t.key("ipv4"), "put an IPv6 address in ipv6", "%v is not an IPv4 address", c.IPv4)
+		c.IPv4 = netip.Addr{}
+	}
+	if t.addr("ipv6", &c.IPv6) && !c.IPv6.Is6() {
+		d.errorf(t.key("ipv6"), "put an IPv4 address in ipv4", "%v is not an IPv6 address", c.IPv6)
+		c.IPv6 = netip.Addr{}
+	}
+	t.prefixes("push_routes", &c.PushRoutes, false)
+	t.prefixes("iroutes", &c.IRoutes, false)
+	t.boolean("disable", &c.Disable)
 	t.done()
 }
 
