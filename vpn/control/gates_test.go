@@ -194,10 +194,10 @@ func TestMaxPeers(t *testing.T) {
 	if g.srv.Sessions() != 2 {
 		t.Fatalf("%d sessions before TLS, want 2 (half-open ones are bounded by MaxHalfOpen)", g.srv.Sessions())
 	}
-	if _, _, _, err := g.srv.admit(sess[0]); err != nil {
+	if _, _, _, err := g.srv.admit(sess[0], "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err := g.srv.admit(sess[1])
+	_, _, _, err := g.srv.admit(sess[1], "b", nil)
 	if err == nil || !strings.Contains(err.Error(), "max_peers") || g.srv.Drop(DropMaxPeers) != 1 {
 		t.Errorf("second admission: %v, drops %v", err, g.srv.Drops())
 	}

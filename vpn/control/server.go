@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,15 @@ type Config struct {
 	MaxHalfOpen    int     // sessions not yet through key method 2; default 256
 	HandshakeRate  float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
 	HandshakeBurst int     // default 100
+
+	// Operator policy; see Tunables.
+	DuplicateCN bool
+	Revoked     func(*x509.Certificate) bool
+	Clients     map[string]ClientPolicy
+	Push        []string
+	// PoolPersist is a file that keeps each common name's pool addresses
+	// across restarts (openvpn's ifconfig-pool-persist); "" = off.
+	PoolPersist string
 
 	// Send transmits one UDP payload. Serve sets it when nil.
 	Send func(dst netip.AddrPort, pkt []byte) error
@@ -83,6 +93,8 @@ type Server struct {
 	tokensAt time.Time
 	conn     net.PacketConn
 	closed   bool
+	leases   map[string]lease // pool addresses by common name (PoolPersist)
+	dirty    bool             // leases changed since last written
 
 	rto   time.Duration // tests shorten the retransmit timeout
 	drops dropCounters
@@ -138,6 +150,19 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	if _, err := rand.Read(s.cookie[:]); err != nil {
 		return nil, err
 	}
+	s.leases = map[string]lease{}
+	if cfg.PoolPersist != "" {
+		data, err := os.ReadFile(cfg.PoolPersist)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("control: pool_persist: %w", err)
+		}
+		var bad int
+		s.leases, bad = parseLeases(data)
+		if bad > 0 {
+			s.logf("control: %s: skipped %d lines that do not parse", cfg.PoolPersist, bad)
+		}
+	}
+	s.reserve(s.live.Load())
 	s.tlsConf = &tls.Config{
 		MinVersion:                  tls.VersionTLS12,
 		Certificates:                []tls.Certificate{cfg.Certificate},
@@ -440,41 +465,165 @@ func (s *Server) release(id uint32, v4, v6 netip.Addr) {
 	}
 }
 
-// admit gives an authenticated session a peer id and tunnel addresses and
-// moves it out of the half-open count.
-func (s *Server) admit(sess *session) (id uint32, v4, v6 netip.Addr, err error) {
+// reserve keeps the fixed addresses of t's clients out of dynamic
+// allocation. Called with mu held.
+func (s *Server) reserve(t *Tunables) {
+	var as4, as6 []netip.Addr
+	for _, p := range t.Clients {
+		if p.IPv4.IsValid() {
+			as4 = append(as4, p.IPv4)
+		}
+		if p.IPv6.IsValid() {
+			as6 = append(as6, p.IPv6)
+		}
+	}
+	if s.pool4 != nil {
+		s.pool4.SetReserved(as4)
+	}
+	if s.pool6 != nil {
+		s.pool6.SetReserved(as6)
+	}
+}
+
+// address picks a client's address from pool: its fixed one, else the
+// one it had last (PoolPersist), else any free one. A fixed address held
+// by another session of the same name (duplicate_cn) falls back to the
+// pool. Called with mu held.
+func (s *Server) address(pool *Pool, fixed, last netip.Addr) (a netip.Addr, remembered bool, err error) {
+	if pool == nil {
+		return a, false, nil
+	}
+	if fixed.IsValid() && pool.Take(fixed) {
+		return fixed, false, nil
+	}
+	if !fixed.IsValid() && last.IsValid() && !pool.Reserved(last) && pool.Take(last) {
+		return last, true, nil
+	}
+	a, err = pool.Allocate()
+	return a, !fixed.IsValid(), err
+}
+
+// admit gives an authenticated session with common name cn a peer id and
+// tunnel addresses and moves it out of the half-open count.
+func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uint32, v4, v6 netip.Addr, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess.removed {
 		return 0, v4, v6, errors.New("session closed")
 	}
+	t := s.live.Load()
 	var ok bool
-	if len(s.byPeer) < s.live.Load().MaxPeers {
+	if len(s.byPeer) < t.MaxPeers {
 		id, ok = s.peerIDs.alloc()
 	}
 	if !ok {
 		s.drops.add(DropMaxPeers)
 		return 0, v4, v6, errors.New("server full (max_peers reached)")
 	}
-	if s.pool4 != nil {
-		if v4, err = s.pool4.Allocate(); err != nil {
-			s.peerIDs.release(id)
-			return 0, v4, v6, err
+	pol, last := t.Clients[cn], s.leases[cn]
+	v4, keep4, err := s.address(s.pool4, pol.IPv4, last.v4)
+	if err == nil {
+		var keep6 bool
+		v6, keep6, err = s.address(s.pool6, pol.IPv6, last.v6)
+		if err != nil && v4.IsValid() {
+			s.pool4.Free(v4)
+		}
+		if err == nil && s.cfg.PoolPersist != "" && cn != "" && (keep4 || keep6) {
+			nl := lease{}
+			if keep4 {
+				nl.v4 = v4
+			}
+			if keep6 {
+				nl.v6 = v6
+			}
+			if nl != last {
+				s.leases[cn], s.dirty = nl, true
+			}
 		}
 	}
-	if s.pool6 != nil {
-		if v6, err = s.pool6.Allocate(); err != nil {
-			s.peerIDs.release(id)
-			if v4.IsValid() {
-				s.pool4.Free(v4)
-			}
-			return 0, netip.Addr{}, v6, err
-		}
+	if err != nil {
+		s.peerIDs.release(id)
+		return 0, netip.Addr{}, netip.Addr{}, err
 	}
 	sess.admitted = true
 	s.halfOpen--
 	s.byPeer[id] = sess
+	sess.mu.Lock()
+	sess.commonName, sess.cert = cn, cert
+	sess.mu.Unlock()
 	return id, v4, v6, nil
+}
+
+// sameName lists the admitted sessions with common name cn other than
+// except. Called with mu held.
+func (s *Server) sameName(cn string, except *session) []*session {
+	var out []*session
+	for _, o := range s.byPeer {
+		if o != except && o.commonName == cn {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// saveLeases writes the pool_persist file if it changed.
+func (s *Server) saveLeases() {
+	s.mu.Lock()
+	if !s.dirty || s.cfg.PoolPersist == "" {
+		s.mu.Unlock()
+		return
+	}
+	data := formatLeases(s.leases)
+	s.dirty = false
+	s.mu.Unlock()
+	if err := writeFileAtomic(s.cfg.PoolPersist, data); err != nil {
+		s.logf("control: pool_persist: %v", err)
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+	}
+}
+
+// closeWith tells sess msg (RESTART, HALT, AUTH_FAILED), waits up to a
+// second for the client's ack, and removes the session. Its data-plane
+// peer goes first, so no packet passes once closeWith starts.
+func (s *Server) closeWith(sess *session, msg string) {
+	sess.mu.Lock()
+	if sess.peerAdded {
+		_ = s.dp.RemovePeer(sess.peerID)
+		sess.peerAdded = false
+	}
+	sess.mu.Unlock()
+	sess.sendText(msg)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && sess.unacked() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.teardown(sess)
+}
+
+// Kill disconnects the admitted sessions whose common name, real address
+// (ip or ip:port) or tunnel address is target, telling each client msg
+// first (RESTART: reconnect; HALT: exit), like openvpn's management kill.
+// It returns how many it found.
+func (s *Server) Kill(target, msg string) int {
+	s.mu.Lock()
+	var hit []*session
+	for _, sess := range s.byPeer {
+		sess.mu.Lock()
+		match := sess.commonName == target || sess.addr.String() == target || sess.addr.Addr().String() == target ||
+			sess.vpn4.IsValid() && sess.vpn4.String() == target || sess.vpn6.IsValid() && sess.vpn6.String() == target
+		sess.mu.Unlock()
+		if match {
+			hit = append(hit, sess)
+		}
+	}
+	s.mu.Unlock()
+	for _, sess := range hit {
+		s.logf("control: %s: killed by the operator (%s)", sess.remote(), msg)
+		go s.closeWith(sess, msg)
+	}
+	return len(hit)
 }
 
 // PeerFloated tells the control plane that the data plane moved peerID to
@@ -579,6 +728,7 @@ func (s *Server) Close() error {
 	}
 	close(s.done)
 	s.wg.Wait()
+	s.saveLeases()
 	if conn != nil {
 		return conn.Close()
 	}
@@ -594,6 +744,7 @@ func (s *Server) timerLoop() {
 		case <-s.done:
 			return
 		case now := <-t.C:
+			s.saveLeases()
 			s.mu.Lock()
 			all := make([]*session, 0, len(s.sessions))
 			for _, sess := range s.sessions {

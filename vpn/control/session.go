@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"math/big"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +60,8 @@ type session struct {
 	cipher        vpn.Cipher
 	compression   vpn.Comp
 	info          PeerInfo
-	commonName    string
+	commonName    string            // written under Server.mu and mu (admit); read under either
+	cert          *x509.Certificate // the client's certificate; as commonName
 	useEKM        bool
 	renegAt       time.Time
 	lameExpire    time.Time
@@ -471,21 +474,43 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 		}
 	}
 	cn := ""
+	var cert *x509.Certificate
 	if len(cs.PeerCertificates) > 0 {
-		cn = cs.PeerCertificates[0].Subject.CommonName
+		cert = cs.PeerCertificates[0]
+		cn = cert.Subject.CommonName
 	}
-	id, v4, v6, err := s.srv.admit(s)
+	srv := s.srv
+	t := srv.live.Load()
+	if reason := t.refusal(cn, cert); reason != "" {
+		if reason == "certificate revoked" {
+			srv.logf("control: %s: certificate of %q (serial %s) is revoked (crl)", s.remote(), cn, cert.SerialNumber)
+		}
+		return reason
+	}
+	// Without duplicate_cn a name has one session: the newest, as in
+	// openvpn (multi.c multi_delete_dup), so a reconnecting laptop is never
+	// locked out by its own stale session.
+	if !t.DuplicateCN && cn != "" {
+		srv.mu.Lock()
+		old := srv.sameName(cn, s)
+		srv.mu.Unlock()
+		for _, o := range old {
+			srv.logf("control: %s: %q connected again from %s; dropping its previous session", o.remote(), cn, s.remote())
+			srv.teardown(o)
+		}
+	}
+	id, v4, v6, err := srv.admit(s, cn, cert)
 	if err != nil {
 		return err.Error()
 	}
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
-		s.srv.release(id, v4, v6)
+		srv.release(id, v4, v6)
 		return "session closed"
 	}
 	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
-	s.info, s.cipher, s.compression, s.commonName = info, cipher, comp, cn
+	s.info, s.cipher, s.compression = info, cipher, comp
 	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
 	s.mu.Unlock()
 	return ""
@@ -532,8 +557,12 @@ func (s *session) fail(ks *keyState, why string) {
 func (s *session) sendPush(ks *keyState) {
 	s.mu.Lock()
 	srv := s.srv
+	routes := s.set.Routes
+	if extra := srv.live.Load().Clients[s.commonName].Routes; len(extra) > 0 {
+		routes = append(slices.Clone(routes), extra...)
+	}
 	p := pushParams{
-		vpn4: s.vpn4, vpn6: s.vpn6, routes: s.set.Routes,
+		vpn4: s.vpn4, vpn6: s.vpn6, routes: routes, extraOptions: s.set.Push,
 		ping: s.set.Ping, pingRestart: s.set.PingRestart,
 		peerID: s.peerID, cipher: s.cipher.String(), ivProto: s.info.Proto,
 		compression: s.compression,
