@@ -33,8 +33,9 @@ commands:
   run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
   check    validate a config file                     ovfwd check [-c] FILE
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
+  kill     disconnect a VPN client                   ovfwd kill [-s SOCKET | -c FILE] [-halt] NAME|ADDR
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
-  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME
+  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME | pki revoke DIR NAME
   bench    measure                                    ovfwd bench fwd|vpn|mlx5
   probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
   version  print the version
@@ -55,6 +56,7 @@ var commands = map[string]func(args []string) error{
 	"run":     runCmd,
 	"check":   checkCmd,
 	"status":  statusCmd,
+	"kill":    killCmd,
 	"lab":     labCmd,
 	"pki":     pkiCmd,
 	"bench":   benchCmd,
@@ -225,6 +227,38 @@ func statusCmd(args []string) error {
 	return status.WriteText(os.Stdout, s)
 }
 
+// killCmd disconnects VPN clients through the status socket (root and the
+// daemon's group only; see status.Authorized).
+func killCmd(args []string) error {
+	fs := newFlags("kill", "[-s SOCKET | -c FILE] [-halt] NAME|ADDR")
+	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
+	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	halt := fs.Bool("halt", false, "tell the client to exit (HALT) instead of reconnecting (RESTART)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 1, 1); err != nil {
+		return err
+	}
+	if *cfgFile != "" {
+		c, err := config.Load(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if c.Status.Socket == "" {
+			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
+		}
+		*sock = c.Status.Socket
+	}
+	n, err := status.Kill(*sock, pos[0], *halt, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("disconnected %d session(s) of %s\n", n, pos[0])
+	return nil
+}
+
 func labCmd(args []string) error {
 	fs := newFlags("lab", "[-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]")
 	d := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
@@ -250,6 +284,7 @@ func labCmd(args []string) error {
 const pkiUsage = `usage: ovfwd pki init DIR
        ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]   (an .ovpn profile)
        ovfwd pki site DIR NAME      (certificate and key files for another ovfwd's [[vpn.client]])
+       ovfwd pki revoke DIR NAME [-cert FILE]   (add NAME's certificate to DIR/crl.pem; ovfwd or easy-rsa PKI)
 `
 
 func pkiCmd(args []string) error {
@@ -311,11 +346,27 @@ func pkiCmd(args []string) error {
 		}
 		fmt.Printf("%s\n%s\n", cert, key)
 		return nil
+	case "revoke":
+		fs := newFlags("pki revoke", "DIR NAME [-cert FILE]")
+		certFile := fs.String("cert", "", "revoke this certificate file instead of the one(s) found for NAME")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 2, 2); err != nil {
+			return err
+		}
+		path, err := pki.Revoke(pos[0], pos[1], *certFile)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\n(a server with crl = %q applies it within a second; connected sessions of %s are closed)\n", path, path, pos[1])
+		return nil
 	case "-h", "-help", "--help":
 		fmt.Print(pkiUsage)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client or site)\n", args[0])
+	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client, site or revoke)\n", args[0])
 	return errUsage
 }
 
