@@ -76,3 +76,29 @@ func TestPoolReserveTake(t *testing.T) {
 		t.Error("a freed reserved address went to the dynamic pool")
 	}
 }
+
+// TestFixedOutsideRange: a fixed address in the prefix but outside the
+// dynamic range (an IPv6 address below ::1000) is handed to one session
+// at a time and released with it.
+func TestFixedOutsideRange(t *testing.T) {
+	p, err := NewPool(netip.MustParsePrefix("2001:db8:5::/64"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{pool6: p, fixedInUse: map[netip.Addr]bool{}}
+	fixed := netip.MustParseAddr("2001:db8:5::50")
+	if p.InRange(fixed) {
+		t.Fatal("::50 counted as a dynamic address")
+	}
+	a, _, err := s.address(p, fixed, netip.Addr{})
+	if err != nil || a != fixed {
+		t.Fatalf("first: %v %v", a, err)
+	}
+	b, _, err := s.address(p, fixed, netip.Addr{})
+	if err != nil || b == fixed || !p.InRange(b) {
+		t.Fatalf("second session of the name: %v %v, want a pool address", b, err)
+	}
+	if p.Free(fixed) {
+		t.Fatal("the pool freed an address it never handed out")
+	}
+}

@@ -9,12 +9,13 @@ import (
 // indexPool hands out indices 0..n-1 in O(1) from a free stack; a bitmap
 // catches double frees. Peer ids and pool addresses are indices into it.
 type indexPool struct {
+	n     int
 	free  []uint32
 	inUse []uint64
 }
 
 func newIndexPool(n int) *indexPool {
-	p := &indexPool{free: make([]uint32, n), inUse: make([]uint64, (n+63)/64)}
+	p := &indexPool{n: n, free: make([]uint32, n), inUse: make([]uint64, (n+63)/64)}
 	for i := range p.free {
 		p.free[i] = uint32(n - 1 - i) // pop order 0, 1, 2, …
 	}
@@ -41,6 +42,9 @@ func (p *indexPool) release(i uint32) bool {
 }
 
 func (p *indexPool) available() int { return len(p.free) }
+
+// valid reports whether i is one of the pool's indices.
+func (p *indexPool) valid(i uint32) bool { return int(i) < p.n }
 
 // take marks index i in use if it is free; it reports whether it was.
 // O(free) — for fixed and remembered addresses, not the common path.
@@ -135,6 +139,12 @@ func (p *Pool) Take(a netip.Addr) bool {
 	}
 	off := offsetOf(p.first, a)
 	return off >= 0 && off < int64(len(p.idx.inUse))*64 && p.idx.take(uint32(off))
+}
+
+// InRange reports whether a is one of the addresses Allocate hands out.
+func (p *Pool) InRange(a netip.Addr) bool {
+	off := offsetOf(p.first, a)
+	return p.prefix.Contains(a) && off >= 0 && off < int64(len(p.idx.inUse))*64 && p.idx.valid(uint32(off))
 }
 
 // Reserved reports whether a is reserved.

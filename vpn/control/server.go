@@ -94,7 +94,10 @@ type Server struct {
 	conn     net.PacketConn
 	closed   bool
 	leases   map[string]lease // pool addresses by common name (PoolPersist)
-	dirty    bool             // leases changed since last written
+	// fixedInUse are fixed addresses outside the pools' dynamic range
+	// that a session holds.
+	fixedInUse map[netip.Addr]bool
+	dirty      bool // leases changed since last written
 
 	rto   time.Duration // tests shorten the retransmit timeout
 	drops dropCounters
@@ -150,7 +153,7 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	if _, err := rand.Read(s.cookie[:]); err != nil {
 		return nil, err
 	}
-	s.leases = map[string]lease{}
+	s.leases, s.fixedInUse = map[string]lease{}, map[netip.Addr]bool{}
 	if cfg.PoolPersist != "" {
 		data, err := os.ReadFile(cfg.PoolPersist)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -457,11 +460,11 @@ func (s *Server) release(id uint32, v4, v6 netip.Addr) {
 	defer s.mu.Unlock()
 	delete(s.byPeer, id)
 	s.peerIDs.release(id)
-	if v4.IsValid() {
-		s.pool4.Free(v4)
+	if v4.IsValid() && !s.pool4.Free(v4) {
+		delete(s.fixedInUse, v4)
 	}
-	if v6.IsValid() {
-		s.pool6.Free(v6)
+	if v6.IsValid() && !s.pool6.Free(v6) {
+		delete(s.fixedInUse, v6)
 	}
 }
 
@@ -493,8 +496,17 @@ func (s *Server) address(pool *Pool, fixed, last netip.Addr) (a netip.Addr, reme
 	if pool == nil {
 		return a, false, nil
 	}
-	if fixed.IsValid() && pool.Take(fixed) {
-		return fixed, false, nil
+	if fixed.IsValid() {
+		// Inside the dynamic range the pool accounts for it; outside it
+		// (e.g. below the IPv6 pool's ::1000) the server does.
+		if pool.InRange(fixed) {
+			if pool.Take(fixed) {
+				return fixed, false, nil
+			}
+		} else if !s.fixedInUse[fixed] {
+			s.fixedInUse[fixed] = true
+			return fixed, false, nil
+		}
 	}
 	if !fixed.IsValid() && last.IsValid() && !pool.Reserved(last) && pool.Take(last) {
 		return last, true, nil
@@ -525,8 +537,8 @@ func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uin
 	if err == nil {
 		var keep6 bool
 		v6, keep6, err = s.address(s.pool6, pol.IPv6, last.v6)
-		if err != nil && v4.IsValid() {
-			s.pool4.Free(v4)
+		if err != nil && v4.IsValid() && !s.pool4.Free(v4) {
+			delete(s.fixedInUse, v4)
 		}
 		if err == nil && s.cfg.PoolPersist != "" && cn != "" && (keep4 || keep6) {
 			nl := lease{}

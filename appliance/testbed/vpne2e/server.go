@@ -28,6 +28,9 @@ type ServerOptions struct {
 	// XDPMode sets both ports' [port.afxdp] xdp_mode ("": its default,
 	// native then generic).
 	XDPMode string
+	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
+	// after it (e.g. [[vpn.ccd]]).
+	VPN, Tail string
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -40,6 +43,7 @@ func (o ServerOptions) ciphers() []string {
 // Server is a running VPN server in the appliance namespace.
 type Server struct {
 	Name    string // "ovfwd" or "openvpn"
+	Config  string // its config file
 	Log     string // its log file
 	Status  string // ovfwd's status socket; "" for openvpn
 	p       *proc
@@ -89,6 +93,8 @@ ciphers = [%s]
 keepalive_interval = "5s"
 keepalive_timeout = "30s"
 max_peers = 64
+%s
+%s
 
 [metrics]
 listen = ""
@@ -118,7 +124,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
-		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), sock)
+		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), o.VPN, o.Tail, sock)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
 	}
@@ -129,7 +135,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	if err := l.SetKernelForwarding(false); err != nil {
 		return nil, err
 	}
-	s := &Server{Name: "ovfwd", Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
+	s := &Server{Name: "ovfwd", Config: cfgPath, Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
 	var err error
 	if s.p, err = start(l.App, s.Log, bin, "run", "-c", cfgPath); err != nil {
 		return nil, err
@@ -192,6 +198,9 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Signal sends sig to the server process (SIGHUP: reload).
+func (s *Server) Signal(sig syscall.Signal) error { return s.p.cmd.Process.Signal(sig) }
 
 // waitLog waits until the log holds want, failing early if p exits.
 func waitLog(p *proc, log, want string, d time.Duration) error {
