@@ -193,10 +193,27 @@ type VPN struct {
 	DNS             []netip.Addr // pushed dhcp-option DNS / DNS6
 	DNSDomain       string       // pushed dhcp-option DOMAIN
 
+	// Username/password authentication (openvpn's auth-user-pass-verify
+	// via-file, deferred; username-as-common-name; verify-client-cert).
+	AuthUserPassVerify   []string      // command and leading arguments; empty = off
+	AuthTimeout          time.Duration // default 30s
+	AuthConcurrency      int           // commands at once, default 64
+	AuthFailLimit        int           // failed logins per source address per window, default 5; 0 = no limit
+	AuthFailWindow       time.Duration // default 60s
+	UsernameAsCommonName bool
+	VerifyClientCert     string // "require" (default), "optional" or "none"
+
 	Clients []VPNClient
 	IRoutes []VPNIRoute
 	CCD     []VPNCCD
 }
+
+// verify_client_cert values.
+const (
+	VerifyRequire  = "require"
+	VerifyOptional = "optional"
+	VerifyNone     = "none"
+)
 
 // VPNCCD is one [[vpn.ccd]]: settings for the client whose certificate
 // carries CommonName, as a file in openvpn's client-config-dir
@@ -287,6 +304,11 @@ func Default() *Config {
 			ReplayWindow:      2048,
 			TunMTU:            1500,
 			CompressStub:      true,
+			AuthTimeout:       30 * time.Second,
+			AuthConcurrency:   64,
+			AuthFailLimit:     5,
+			AuthFailWindow:    60 * time.Second,
+			VerifyClientCert:  VerifyRequire,
 		},
 		Netlink:    Netlink{Table: 254},
 		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},

@@ -263,6 +263,10 @@ iroutes = ["198.18.71.0/24"] #<`},
 [[vpn.ccd]]
 common_name = "alice"
 ipv6 = "2001:db8:9::5" #<`},
+		{"no certificates and no password check", "vpn.verify_client_cert", "clients without certificates need a username/password check", twoPorts + vpnOn + `
+verify_client_cert = "none" #<`},
+		{"relative auth command", "vpn.auth_user_pass_verify[0]", `"check-login" is not an absolute path`, twoPorts + vpnOn + `
+auth_user_pass_verify = ["check-login"] #<`},
 		{"bad metrics address", "metrics.listen", `bad listen address "localhost:9469"`, twoPorts + `
 [metrics]
 listen = "localhost:9469" #<`},

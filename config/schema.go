@@ -363,6 +363,28 @@ func (d *decoder) vpn(t *table, v *VPN) {
 			}
 		}
 	}
+	if t.strings("auth_user_pass_verify", &v.AuthUserPassVerify, `auth_user_pass_verify = ["/usr/local/bin/check-login"]`) {
+		switch {
+		case len(v.AuthUserPassVerify) == 0:
+			d.errorf(t.key("auth_user_pass_verify"), `name the program, e.g. ["/usr/local/bin/check-login"], or remove the key`, "empty command")
+		case !strings.HasPrefix(v.AuthUserPassVerify[0], "/"):
+			d.errorf(indexPath(t.key("auth_user_pass_verify"), 0), "use the program's absolute path (it runs with a minimal PATH)", "%q is not an absolute path", v.AuthUserPassVerify[0])
+		}
+	}
+	t.duration("auth_timeout", &v.AuthTimeout, 100*time.Millisecond, 10*time.Minute)
+	t.integer("auth_concurrency", &v.AuthConcurrency, 1, 4096)
+	t.integer("auth_fail_limit", &v.AuthFailLimit, 0, 1_000_000)
+	t.duration("auth_fail_window", &v.AuthFailWindow, time.Second, 24*time.Hour)
+	t.boolean("username_as_common_name", &v.UsernameAsCommonName)
+	t.enum("verify_client_cert", &v.VerifyClientCert, VerifyRequire, VerifyOptional, VerifyNone)
+	if len(v.AuthUserPassVerify) == 0 && !t.d.bad[t.key("auth_user_pass_verify")] {
+		if v.VerifyClientCert != VerifyRequire {
+			d.errorf(t.key("verify_client_cert"), `set auth_user_pass_verify too, or verify_client_cert = "require"`, "clients without certificates need a username/password check")
+		}
+		if v.UsernameAsCommonName {
+			d.errorf(t.key("username_as_common_name"), "set auth_user_pass_verify too, or remove the key", "username_as_common_name needs a username/password check")
+		}
+	}
 	t.addrs("dns", &v.DNS)
 	if t.str("dns_domain", &v.DNSDomain) && !dnsNameRE.MatchString(v.DNSDomain) {
 		d.errorf(t.key("dns_domain"), `write a DNS name, e.g. "corp.example"`, "bad domain %q", v.DNSDomain)

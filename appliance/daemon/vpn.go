@@ -149,7 +149,8 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		Ping: t.Ping, PingRestart: t.PingRestart, RenegSec: t.RenegSec, TunMTU: t.TunMTU,
 		MaxPeers: t.MaxPeers, MaxHalfOpen: t.MaxHalfOpen, HandshakeRate: t.HandshakeRate,
 		DuplicateCN: t.DuplicateCN, Revoked: t.Revoked, Clients: t.Clients, Push: t.Push,
-		PoolPersist: c.PoolPersist,
+		Auth: t.Auth, UsernameAsCN: t.UsernameAsCN, AuthFailLimit: t.AuthFailLimit, AuthFailWindow: t.AuthFailWindow,
+		PoolPersist: c.PoolPersist, VerifyClientCert: c.VerifyClientCert,
 	}
 	keyFile := c.TLSCrypt
 	cc.Wrap = control.WrapTLSCrypt
@@ -190,6 +191,10 @@ func vpnTunables(c *config.VPN) (control.Tunables, error) {
 	}
 	if c.RenegSec == 0 {
 		t.RenegSec = -1 // the control server's "never"; its 0 means its default
+	}
+	if len(c.AuthUserPassVerify) > 0 {
+		t.Auth = &control.UserPass{Command: c.AuthUserPassVerify, Timeout: c.AuthTimeout, Concurrency: c.AuthConcurrency}
+		t.UsernameAsCN, t.AuthFailLimit, t.AuthFailWindow = c.UsernameAsCommonName, c.AuthFailLimit, c.AuthFailWindow
 	}
 	for _, cd := range c.CCD {
 		t.Clients[cd.CommonName] = control.ClientPolicy{IPv4: cd.IPv4, IPv6: cd.IPv6, Routes: cd.PushRoutes, Disabled: cd.Disable}
@@ -242,6 +247,7 @@ func vpnRestartPart(c config.VPN) config.VPN {
 	c.PushRoutes, c.KeepaliveInterval, c.KeepaliveTimeout, c.RenegSec, c.TunMTU = nil, 0, 0, 0, 0
 	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate = 0, 0, 0
 	c.ClientToClient, c.DuplicateCN, c.CRL, c.RedirectGateway, c.DNS, c.DNSDomain = false, false, "", nil, nil, ""
+	c.AuthUserPassVerify, c.AuthTimeout, c.AuthConcurrency, c.AuthFailLimit, c.AuthFailWindow, c.UsernameAsCommonName = nil, 0, 0, 0, 0, false
 	var ccd []config.VPNCCD
 	for _, cd := range c.CCD {
 		if len(cd.IRoutes) > 0 {

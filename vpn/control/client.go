@@ -46,6 +46,10 @@ type ClientConfig struct {
 	// ping-restart, a server RESTART or a failed renegotiation.
 	NoReconnect bool
 
+	// Username and Password, when set, go in key method 2 (a 2.6
+	// client's auth-user-pass).
+	Username, Password string
+
 	// Receive, when set, gets every decrypted inner IP packet on the
 	// Client's reader goroutine; ip is only valid during the call. When
 	// nil, packets queue for Recv (bounded; overflow is counted).

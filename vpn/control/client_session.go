@@ -353,7 +353,8 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	}
 	km := keyMethod2{options: clientOptionsString,
 		peerInfo: "IV_VER=2.6.14\nIV_PLAT=linux\nIV_PROTO=" + strconv.Itoa(clientIVProto) +
-			"\nIV_CIPHERS=" + strings.Join(ciphers, ":") + "\nIV_MTU=1600\nIV_GUI_VER=ovfwd\n"}
+			"\nIV_CIPHERS=" + strings.Join(ciphers, ":") + "\nIV_MTU=1600\nIV_GUI_VER=ovfwd\n",
+		username: s.c.cfg.Username, password: s.c.cfg.Password}
 	_, _ = rand.Read(km.preMaster[:])
 	_, _ = rand.Read(km.random1[:])
 	_, _ = rand.Read(km.random2[:])

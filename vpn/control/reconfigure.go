@@ -38,6 +38,15 @@ type Tunables struct {
 	Revoked     func(*x509.Certificate) bool // nil: no revocation list
 	Clients     map[string]ClientPolicy      // by certificate common name
 	Push        []string                     // options pushed to every client (redirect-gateway, dhcp-option)
+
+	// Auth, when set, checks every client's username and password
+	// (auth-user-pass-verify); UsernameAsCN then names the client by its
+	// username (username-as-common-name). Past AuthFailLimit failures
+	// within AuthFailWindow a source address is refused unchecked.
+	Auth           *UserPass
+	UsernameAsCN   bool
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
 }
 
 // ClientPolicy is what the operator set for one common name (openvpn's
@@ -67,6 +76,7 @@ func (c *Config) tunables() *Tunables {
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen,
 		HandshakeRate: c.HandshakeRate, HandshakeBurst: c.HandshakeBurst,
 		DuplicateCN: c.DuplicateCN, Revoked: c.Revoked, Clients: c.Clients, Push: slices.Clone(c.Push),
+		Auth: c.Auth, UsernameAsCN: c.UsernameAsCN, AuthFailLimit: c.AuthFailLimit, AuthFailWindow: c.AuthFailWindow,
 	}
 }
 

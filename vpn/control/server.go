@@ -48,10 +48,19 @@ type Config struct {
 	HandshakeBurst int     // default 100
 
 	// Operator policy; see Tunables.
-	DuplicateCN bool
-	Revoked     func(*x509.Certificate) bool
-	Clients     map[string]ClientPolicy
-	Push        []string
+	DuplicateCN    bool
+	Revoked        func(*x509.Certificate) bool
+	Clients        map[string]ClientPolicy
+	Push           []string
+	Auth           *UserPass
+	UsernameAsCN   bool
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+	// VerifyClientCert is "require" (default), "optional" or "none"
+	// (openvpn's verify-client-cert); without a required certificate Auth
+	// must be set.
+	VerifyClientCert string
+
 	// PoolPersist is a file that keeps each common name's pool addresses
 	// across restarts (openvpn's ifconfig-pool-persist); "" = off.
 	PoolPersist string
@@ -97,7 +106,8 @@ type Server struct {
 	// fixedInUse are fixed addresses outside the pools' dynamic range
 	// that a session holds.
 	fixedInUse map[netip.Addr]bool
-	dirty      bool // leases changed since last written
+	fails      failLimiter // failed logins by source (Tunables.AuthFailLimit)
+	dirty      bool        // leases changed since last written
 
 	rto   time.Duration // tests shorten the retransmit timeout
 	drops dropCounters
@@ -112,6 +122,19 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	}
 	if len(cfg.Certificate.Certificate) == 0 || cfg.ClientCAs == nil {
 		return nil, errors.New("control: certificate and client CAs are required")
+	}
+	clientAuth := tls.RequireAndVerifyClientCert
+	switch cfg.VerifyClientCert {
+	case "", "require":
+	case "optional":
+		clientAuth = tls.VerifyClientCertIfGiven
+	case "none":
+		clientAuth = tls.NoClientCert
+	default:
+		return nil, fmt.Errorf("control: VerifyClientCert %q", cfg.VerifyClientCert)
+	}
+	if clientAuth != tls.RequireAndVerifyClientCert && cfg.Auth == nil {
+		return nil, errors.New("control: without a required client certificate a username/password check is needed")
 	}
 	if len(cfg.Ciphers) == 0 {
 		cfg.Ciphers = []vpn.Cipher{vpn.AES256GCM, vpn.AES128GCM, vpn.ChaCha20Poly1305}
@@ -169,7 +192,7 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	s.tlsConf = &tls.Config{
 		MinVersion:                  tls.VersionTLS12,
 		Certificates:                []tls.Certificate{cfg.Certificate},
-		ClientAuth:                  tls.RequireAndVerifyClientCert,
+		ClientAuth:                  clientAuth,
 		ClientCAs:                   cfg.ClientCAs,
 		SessionTicketsDisabled:      true,
 		DynamicRecordSizingDisabled: true, // one Write = one record: ssl.c key_method_2_read takes one record

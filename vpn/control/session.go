@@ -481,6 +481,17 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	srv := s.srv
 	t := srv.live.Load()
+	if t.Auth != nil {
+		user, reason := s.checkUserPass(t, ckm, cn)
+		if reason != "" {
+			return reason
+		}
+		if t.UsernameAsCN {
+			cn = user
+		}
+	} else if cert == nil {
+		return "client certificate required"
+	}
 	if reason := t.refusal(cn, cert); reason != "" {
 		if reason == "certificate revoked" {
 			srv.logf("control: %s: certificate of %q (serial %s) is revoked (crl)", s.remote(), cn, cert.SerialNumber)
@@ -520,6 +531,39 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 // each PUSH_REQUEST, and the session ends 5 s later (openvpn's
 // scheduled exit, so the reliable layer can deliver the message). No peer,
 // key or address is ever installed for it.
+// maxUsername bounds a username (openvpn's USER_PASS_LEN is 128 in most
+// builds); longer ones are refused before any command runs.
+const maxUsername = 128
+
+// checkUserPass runs t.Auth for the client's key method 2 credentials;
+// a non-empty reason refuses it. The password never reaches a log.
+func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, reason string) {
+	srv, src, now := s.srv, s.remote(), time.Now()
+	user = ckm.username
+	if srv.fails.blocked(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
+		srv.logf("control: %s: too many failed logins; refused without checking", src)
+		return user, "too many failed logins, try again later"
+	}
+	switch {
+	case user == "" || ckm.password == "":
+		reason = "username and password required"
+	case len(user) > maxUsername || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ',' }):
+		reason = "bad username"
+	}
+	if reason == "" {
+		start := time.Now()
+		err := t.Auth.Verify(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
+		if err == nil {
+			srv.logf("control: %s: user %q authenticated (%v)", src, user, time.Since(start).Round(time.Millisecond))
+			return user, ""
+		}
+		reason = err.Error()
+	}
+	srv.fails.failed(src.Addr(), t.AuthFailWindow, now)
+	srv.logf("control: %s: user %q: %s", src, user, reason)
+	return user, reason
+}
+
 func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
 	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
 	s.srv.drops.add(DropAuthFailed)

@@ -1,6 +1,7 @@
 package vpne2e
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
@@ -31,6 +32,8 @@ type ServerOptions struct {
 	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
 	// after it (e.g. [[vpn.ccd]]).
 	VPN, Tail string
+	// MaxPeers is ovfwd's max_peers (0: 64).
+	MaxPeers int
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -92,7 +95,7 @@ push_routes = ["%s", "%s"]
 ciphers = [%s]
 keepalive_interval = "5s"
 keepalive_timeout = "30s"
-max_peers = 64
+max_peers = %d
 %s
 %s
 
@@ -124,7 +127,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
-		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), o.VPN, o.Tail, sock)
+		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
 	}
