@@ -163,9 +163,10 @@ type VPN struct {
 	CA, Cert, Key string // PEM paths, required when enabled
 	// Exactly one of TLSCrypt (tls-crypt v1 key, recommended) and TLSAuth
 	// (tls-auth key, with KeyDirection 0 or 1, default 0) is set when enabled.
-	TLSCrypt     string
-	TLSAuth      string
-	KeyDirection int
+	TLSCrypt      string
+	TLSAuth       string
+	KeyDirection  int
+	TLSAuthDigest string // tls-auth HMAC (openvpn's auth): "SHA1" (default), "SHA256" or "SHA512"
 
 	PoolV4, PoolV6 netip.Prefix   // client address pools; at least one when enabled
 	PushRoutes     []netip.Prefix // pushed to clients as route / route-ipv6
@@ -304,6 +305,7 @@ func Default() *Config {
 			ReplayWindow:      2048,
 			TunMTU:            1500,
 			CompressStub:      true,
+			TLSAuthDigest:     "SHA1",
 			AuthTimeout:       30 * time.Second,
 			AuthConcurrency:   64,
 			AuthFailLimit:     5,

@@ -267,6 +267,8 @@ ipv6 = "2001:db8:9::5" #<`},
 verify_client_cert = "none" #<`},
 		{"relative auth command", "vpn.auth_user_pass_verify[0]", `"check-login" is not an absolute path`, twoPorts + vpnOn + `
 auth_user_pass_verify = ["check-login"] #<`},
+		{"tls_auth_digest without tls_auth", "vpn.tls_auth_digest", "tls_auth_digest applies only to tls_auth", twoPorts + vpnOn + `
+tls_auth_digest = "SHA256" #<`},
 		{"bad metrics address", "metrics.listen", `bad listen address "localhost:9469"`, twoPorts + `
 [metrics]
 listen = "localhost:9469" #<`},

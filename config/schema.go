@@ -300,6 +300,11 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.str("key", &v.Key)
 	t.str("tls_crypt", &v.TLSCrypt)
 	t.str("tls_auth", &v.TLSAuth)
+	if t.enum("tls_auth_digest", &v.TLSAuthDigest, "SHA1", "SHA256", "SHA512") {
+		if _, ok := t.m["tls_auth"]; !ok {
+			d.errorf(t.key("tls_auth_digest"), "remove tls_auth_digest, or set tls_auth", "tls_auth_digest applies only to tls_auth")
+		}
+	}
 	if t.integer("key_direction", &v.KeyDirection, 0, 1) {
 		if _, ok := t.m["tls_auth"]; !ok {
 			d.errorf(t.key("key_direction"), "remove key_direction, or set tls_auth", "key_direction applies only to tls_auth")

@@ -157,6 +157,12 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 	if c.TLSAuth != "" {
 		keyFile, cc.Wrap = c.TLSAuth, control.WrapTLSAuth
 		cc.KeyDirection = control.KeyDirection(c.KeyDirection)
+		switch c.TLSAuthDigest {
+		case "SHA256":
+			cc.AuthDigest = control.DigestSHA256
+		case "SHA512":
+			cc.AuthDigest = control.DigestSHA512
+		}
 	}
 	text, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -638,3 +638,13 @@ func TestUserPass(t *testing.T) {
 		t.Errorf("%d peers, want %d", got, n+1)
 	}
 }
+
+// TestTLSAuthSHA256: tls_auth_digest matches a server.conf's `auth
+// SHA256` with tls-auth; the stock client with the same line connects.
+func TestTLSAuthSHA256(t *testing.T) {
+	l, _ := setup(t, 1, vpne2e.ServerOptions{TLSAuth: true, VPN: `tls_auth_digest = "SHA256"`})
+	c := connect(t, l, 0, pki.Profile{TLSAuth: true, Auth: "SHA256"})
+	if !pingOK(c, vpne2e.LANHost4) {
+		t.Fatal("no traffic over the tls-auth SHA256 tunnel")
+	}
+}
