@@ -22,8 +22,9 @@ import (
 // directory (easy-rsa keeps its own there under the same name).
 const CRLFile = "crl.pem"
 
-// crlValidity is how long a list we sign stays current (NextUpdate); ovfwd
-// warns past it but keeps refusing what it lists.
+// crlValidity is how long a list we sign stays current (NextUpdate). ovfwd
+// keeps using a list past it (openvpn, through OpenSSL, would refuse every
+// client): revoked stays revoked, nobody else is locked out.
 const crlValidity = 10 * 365 * 24 * time.Hour
 
 // CRL is a parsed revocation list, checked against its CA.
