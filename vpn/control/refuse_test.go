@@ -85,19 +85,21 @@ func newRefuseRig(t *testing.T, tweak func(*control.Config)) *refuseRig {
 
 // refuseClient is one stock openvpn client process.
 type refuseClient struct {
-	log    string
-	exited chan struct{}
+	log string
+	pid int
 }
 
 func (c *refuseClient) text() string { b, _ := os.ReadFile(c.log); return string(b) }
 
+// hasExited reads the process state: the namespace's cleanup reaps it
+// (netns waits for what it started), so a zombie counts as exited.
 func (c *refuseClient) hasExited() bool {
-	select {
-	case <-c.exited:
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
+	if err != nil {
 		return true
-	default:
-		return false
 	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }
 
 // start runs a client named name; p fills in the rest of its profile.
@@ -111,12 +113,12 @@ func (r *refuseRig) start(name string, p pki.Profile) *refuseClient {
 		r.t.Fatal(err)
 	}
 	r.nextN++
-	c := &refuseClient{log: filepath.Join(r.dir, fmt.Sprintf("%s-%d.log", name, r.nextN)), exited: make(chan struct{})}
+	c := &refuseClient{log: filepath.Join(r.dir, fmt.Sprintf("%s-%d.log", name, r.nextN))}
 	cmd, err := r.cli.Start(nil, nil, openvpnBin, "--config", profile, "--log", c.log)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); close(c.exited) }()
+	c.pid = cmd.Process.Pid
 	r.t.Cleanup(func() {
 		if r.t.Failed() {
 			r.t.Logf("%s log:\n%s", name, c.text())
