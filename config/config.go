@@ -167,6 +167,7 @@ type VPN struct {
 	TLSAuth       string
 	KeyDirection  int
 	TLSAuthDigest string // tls-auth HMAC (openvpn's auth): "SHA1" (default), "SHA256" or "SHA512"
+	TLSCryptV2    string // tls-crypt-v2 server key; instead of TLSCrypt/TLSAuth
 
 	PoolV4, PoolV6 netip.Prefix   // client address pools; at least one when enabled
 	PushRoutes     []netip.Prefix // pushed to clients as route / route-ipv6

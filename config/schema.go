@@ -300,6 +300,7 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.str("key", &v.Key)
 	t.str("tls_crypt", &v.TLSCrypt)
 	t.str("tls_auth", &v.TLSAuth)
+	t.str("tls_crypt_v2", &v.TLSCryptV2)
 	if t.enum("tls_auth_digest", &v.TLSAuthDigest, "SHA1", "SHA256", "SHA512") {
 		if _, ok := t.m["tls_auth"]; !ok {
 			d.errorf(t.key("tls_auth_digest"), "remove tls_auth_digest, or set tls_auth", "tls_auth_digest applies only to tls_auth")

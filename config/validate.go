@@ -288,7 +288,9 @@ func (d *decoder) validateVPN(c *Config) {
 	switch {
 	case v.TLSCrypt != "" && v.TLSAuth != "":
 		d.errorf("vpn.tls_auth", "keep only tls_crypt (recommended) or only tls_auth", "tls_crypt and tls_auth are both set")
-	case v.TLSCrypt == "" && v.TLSAuth == "" && !d.bad["vpn.tls_crypt"] && !d.bad["vpn.tls_auth"]:
+	case v.TLSCryptV2 != "" && (v.TLSCrypt != "" || v.TLSAuth != ""):
+		d.errorf("vpn.tls_crypt_v2", "keep only tls_crypt_v2, or remove it and keep tls_crypt or tls_auth (a server speaks one wrapping)", "tls_crypt_v2 is set beside tls_crypt or tls_auth")
+	case v.TLSCrypt == "" && v.TLSAuth == "" && v.TLSCryptV2 == "" && !d.bad["vpn.tls_crypt"] && !d.bad["vpn.tls_auth"] && !d.bad["vpn.tls_crypt_v2"]:
 		d.errorf(enabledKey, `add tls_crypt = "tls-crypt.key"; ovfwd pki init writes one`, "VPN enabled without tls_crypt or tls_auth")
 	}
 	if c.Appliance.Mode == ModeBridge {
@@ -376,7 +378,8 @@ func (c *Config) vpnFiles() []vpnFile {
 	v := &c.VPN
 	if v.Enabled {
 		fs = append(fs, vpnFile{"vpn.ca", &v.CA}, vpnFile{"vpn.cert", &v.Cert}, vpnFile{"vpn.key", &v.Key},
-			vpnFile{"vpn.tls_crypt", &v.TLSCrypt}, vpnFile{"vpn.tls_auth", &v.TLSAuth}, vpnFile{"vpn.crl", &v.CRL})
+			vpnFile{"vpn.tls_crypt", &v.TLSCrypt}, vpnFile{"vpn.tls_auth", &v.TLSAuth}, vpnFile{"vpn.crl", &v.CRL},
+			vpnFile{"vpn.tls_crypt_v2", &v.TLSCryptV2})
 	}
 	for i := range v.Clients {
 		cl := &v.Clients[i]

@@ -152,6 +152,17 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		Auth: t.Auth, UsernameAsCN: t.UsernameAsCN, AuthFailLimit: t.AuthFailLimit, AuthFailWindow: t.AuthFailWindow,
 		PoolPersist: c.PoolPersist, VerifyClientCert: c.VerifyClientCert,
 	}
+	if c.TLSCryptV2 != "" {
+		text, err := os.ReadFile(c.TLSCryptV2)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %w", err)
+		}
+		k, err := control.ParseTLSCryptV2ServerKey(text)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %s: %w", c.TLSCryptV2, err)
+		}
+		cc.TLSCryptV2 = &k
+	}
 	keyFile := c.TLSCrypt
 	cc.Wrap = control.WrapTLSCrypt
 	if c.TLSAuth != "" {
@@ -164,12 +175,14 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 			cc.AuthDigest = control.DigestSHA512
 		}
 	}
-	text, err := os.ReadFile(keyFile)
-	if err != nil {
-		return control.Config{}, fmt.Errorf("vpn: %w", err)
-	}
-	if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
-		return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
+	if cc.TLSCryptV2 == nil {
+		text, err := os.ReadFile(keyFile)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %w", err)
+		}
+		if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
+		}
 	}
 	for _, name := range c.Ciphers {
 		switch name {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/mlx5"
 	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
+	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -285,6 +287,7 @@ const pkiUsage = `usage: ovfwd pki init DIR
        ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]   (an .ovpn profile)
        ovfwd pki site DIR NAME      (certificate and key files for another ovfwd's [[vpn.client]])
        ovfwd pki revoke DIR NAME [-cert FILE]   (add NAME's certificate to DIR/crl.pem; ovfwd or easy-rsa PKI)
+       ovfwd pki tls-crypt-v2 DIR   (a tls-crypt-v2 server key; pki client then gives each profile its own key)
 `
 
 func pkiCmd(args []string) error {
@@ -322,7 +325,18 @@ func pkiCmd(args []string) error {
 			fmt.Fprintln(os.Stderr, "ovfwd pki client: -remote HOST:PORT is required")
 			return errUsage
 		}
-		path, err := pki.Client(pos[0], pos[1], remotes...)
+		prof := pki.Profile{Name: pos[1], Remotes: remotes}
+		// With a tls-crypt-v2 server key in DIR each client gets its own key.
+		if text, err := os.ReadFile(filepath.Join(pos[0], pki.TLSCryptV2File)); err == nil {
+			k, err := control.ParseTLSCryptV2ServerKey(text)
+			if err != nil {
+				return fmt.Errorf("%s: %w", pki.TLSCryptV2File, err)
+			}
+			if prof.TLSCryptV2, err = k.NewTLSCryptV2ClientKey(time.Now()); err != nil {
+				return err
+			}
+		}
+		path, err := pki.ClientProfile(pos[0], prof)
 		if err != nil {
 			return err
 		}
@@ -346,6 +360,29 @@ func pkiCmd(args []string) error {
 		}
 		fmt.Printf("%s\n%s\n", cert, key)
 		return nil
+	case "tls-crypt-v2":
+		fs := newFlags("pki tls-crypt-v2", "DIR")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 1, 1); err != nil {
+			return err
+		}
+		path := filepath.Join(pos[0], pki.TLSCryptV2File)
+		if _, err := os.Stat(path); err == nil {
+			return fmt.Errorf("%s already exists", path)
+		}
+		k, err := control.GenerateTLSCryptV2ServerKey()
+		if err != nil {
+			return err
+		}
+		text, _ := k.MarshalText()
+		if err := os.WriteFile(path, text, 0o600); err != nil {
+			return err
+		}
+		fmt.Printf("%s\n(set tls_crypt_v2 = %q in [vpn]; profiles made with pki client from now on carry their own keys)\n", path, path)
+		return nil
 	case "revoke":
 		fs := newFlags("pki revoke", "DIR NAME [-cert FILE]")
 		certFile := fs.String("cert", "", "revoke this certificate file instead of the one(s) found for NAME")
@@ -366,7 +403,7 @@ func pkiCmd(args []string) error {
 		fmt.Print(pkiUsage)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client, site or revoke)\n", args[0])
+	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client, site, revoke or tls-crypt-v2)\n", args[0])
 	return errUsage
 }
 

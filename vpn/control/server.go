@@ -61,6 +61,12 @@ type Config struct {
 	// must be set.
 	VerifyClientCert string
 
+	// TLSCryptV2, when set, is the tls-crypt-v2 server key: every client
+	// brings its own tls-crypt key, wrapped with it (Wrap and WrapKey are
+	// then unused). Only clients that support early negotiation (2.6 and
+	// later) are served, so a reset never creates state.
+	TLSCryptV2 *TLSCryptV2ServerKey
+
 	// PoolPersist is a file that keeps each common name's pool addresses
 	// across restarts (openvpn's ifconfig-pool-persist); "" = off.
 	PoolPersist string
@@ -149,6 +155,9 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	setDefault(&cfg.HandshakeBurst, 100)
 	if cfg.MaxPeers > maxPeerID+1 {
 		return nil, errors.New("control: MaxPeers above the 24-bit peer-id space")
+	}
+	if cfg.TLSCryptV2 != nil {
+		cfg.Wrap, cfg.WrapKey = WrapTLSCrypt, StaticKey{} // per-session keys; this one only sizes packets
 	}
 	w, err := newWrapper(cfg.Wrap, &cfg.WrapKey, cfg.AuthDigest, cfg.KeyDirection, true)
 	if err != nil {
@@ -287,7 +296,7 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		}
 		s.cfg.DataPacket(src, pkt)
 		return
-	case op == opControlHardResetClient3 || op == opControlWKCV1 || op < opControlSoftResetV1:
+	case (op == opControlHardResetClient3 || op == opControlWKCV1) && s.cfg.TLSCryptV2 == nil || op < opControlSoftResetV1:
 		s.drops.add(DropUnsupported)
 		return
 	case !isControlOpcode(op):
@@ -299,7 +308,13 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		return
 	}
 	// Authenticate before any per-session state exists.
-	rid, body, err := s.wrap.unwrap(pkt)
+	w := s.wrap
+	if s.cfg.TLSCryptV2 != nil {
+		if w = s.v2Wrapper(src, op, &pkt); w == nil {
+			return
+		}
+	}
+	rid, body, err := w.unwrap(pkt)
 	if err != nil {
 		if err == errAuth {
 			s.drops.add(DropWrapAuth)
@@ -307,6 +322,13 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 			s.drops.add(DropShort)
 		}
 		return
+	}
+	rawOp := op
+	switch op { // tls-crypt-v2's opcodes are v2's plus the appended WKc
+	case opControlHardResetClient3:
+		op = opControlHardResetClient2
+	case opControlWKCV1:
+		op = opControlV1
 	}
 	p := packet{op: op, keyID: pkt[0] & keyIDMask}
 	copy(p.sid[:], pkt[1:])
@@ -334,7 +356,22 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 			s.drops.add(DropMalformed)
 			return
 		}
-		s.replyReset(src, &p, now)
+		var tlv []byte
+		if s.cfg.TLSCryptV2 != nil {
+			// A client without early negotiation would need the server to
+			// keep its key from this packet on: refused, as openvpn's
+			// tls-crypt-v2-force-cookie (mudp.c do_pre_decrypt_check).
+			if uint32(rid>>32)&earlyNegMask != earlyNegStart {
+				s.drops.add(DropUnsupported)
+				return
+			}
+			tlv = earlyNegTLV
+		}
+		s.replyReset(src, &p, now, w, tlv)
+		return
+	}
+	if s.cfg.TLSCryptV2 != nil && rawOp != opControlWKCV1 {
+		s.drops.add(DropNoSession) // only a WKC_V1 can complete a tls-crypt-v2 handshake
 		return
 	}
 	if (op != opControlV1 && op != opAckV1) || p.keyID != 0 || !p.hasAck(0) {
@@ -345,7 +382,7 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		s.drops.add(DropBadCookie)
 		return
 	}
-	sess = s.newSession(src, &p, rid, now, sess)
+	sess = s.newSession(src, &p, rid, now, sess, w)
 	if sess != nil {
 		sess.handle(&p, rid, now)
 	}
@@ -383,7 +420,45 @@ func (s *Server) checkCookie(src netip.AddrPort, clientSID, got [sessionIDLen]by
 
 // replyReset answers a client hard reset without keeping state: our
 // session id is the cookie, we ack msg 0 and send our own msg 0.
-func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
+// v2Wrapper picks the tls-crypt-v2 wrapping for a packet: for a V3 reset
+// or WKC_V1 the client key unwrapped (and authenticated) from the WKc it
+// carries, which it strips from *pkt; for anything else the session's.
+// nil means dropped (and counted).
+func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) *wrapper {
+	switch op {
+	case opControlHardResetClient3, opControlWKCV1:
+		inner, wkc, ok := splitWKc(*pkt)
+		if !ok {
+			s.drops.add(DropMalformed)
+			return nil
+		}
+		kc, _, err := s.cfg.TLSCryptV2.unwrapClientKey(wkc)
+		if err != nil {
+			s.drops.add(DropWrapAuth)
+			return nil
+		}
+		w, err := newWrapper(WrapTLSCrypt, &kc, 0, 0, true)
+		if err != nil {
+			s.drops.add(DropWrapAuth)
+			return nil
+		}
+		*pkt = inner
+		return w
+	case opControlHardResetClient2:
+		s.drops.add(DropUnsupported) // a tls-crypt v1 client
+		return nil
+	}
+	s.mu.Lock()
+	sess := s.sessions[src]
+	s.mu.Unlock()
+	if sess == nil {
+		s.drops.add(DropNoSession)
+		return nil
+	}
+	return sess.wrap
+}
+
+func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wrapper, payload []byte) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -401,17 +476,17 @@ func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
 	s.tokens--
 	s.mu.Unlock()
 	sid := s.cookieFor(src, p.sid, now.Unix()/int64(cookieQuantum/time.Second))
-	reply := packet{op: opControlHardResetServer2, nAcks: 1, peerSID: p.sid}
+	reply := packet{op: opControlHardResetServer2, nAcks: 1, peerSID: p.sid, payload: payload}
 	reply.acks[0] = 0
 	rs := replaySender{}
 	rid := rs.nextID(now)
-	out := s.wrap.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
+	out := w.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
 	s.send(src, out)
 }
 
 // newSession creates the session for a completed three-way handshake,
 // replacing old (the same address's previous session) if any.
-func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session) *session {
+func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session, w *wrapper) *session {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -425,7 +500,7 @@ func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.
 	}
 	// Sessions are at most MaxHalfOpen plus the admitted peers, which
 	// admit bounds by MaxPeers where the client can be told (AUTH_FAILED).
-	sess := newSession(s, src, p.peerSID, p.sid, now)
+	sess := newSession(s, src, p.peerSID, p.sid, now, w)
 	sess.set = t
 	s.sessions[src] = sess
 	s.halfOpen++

@@ -36,6 +36,7 @@ type keyState struct {
 // server lock.
 type session struct {
 	srv       *Server
+	wrap      *wrapper       // the server's, or the client's own key under tls-crypt-v2
 	addr      netip.AddrPort // written under Server.mu and mu (float); read under either
 	localSID  [sessionIDLen]byte
 	remoteSID [sessionIDLen]byte
@@ -70,8 +71,8 @@ type session struct {
 	maxPayload    int
 }
 
-func newSession(srv *Server, src netip.AddrPort, local, remote [sessionIDLen]byte, now time.Time) *session {
-	s := &session{srv: srv, addr: src, localSID: local, remoteSID: remote, created: now, lastRecv: now}
+func newSession(srv *Server, src netip.AddrPort, local, remote [sessionIDLen]byte, now time.Time, w *wrapper) *session {
+	s := &session{srv: srv, wrap: w, addr: src, localSID: local, remoteSID: remote, created: now, lastRecv: now}
 	// The stateless reset reply used replay id 1 and msg-id 0; both sides'
 	// msg 0 are acked by the packet that completed the handshake.
 	s.replayOut = replaySender{time: uint32(now.Unix()), next: 2}
@@ -129,7 +130,7 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 	if s.dead {
 		return
 	}
-	if s.srv.wrap.mode != WrapNone && !s.replayIn.check(rid, now) {
+	if s.wrap.mode != WrapNone && !s.replayIn.check(rid, now) {
 		drops.add(DropReplay)
 		return
 	}
@@ -236,7 +237,7 @@ func (s *session) flush(now time.Time) {
 
 func (s *session) sendPacket(p *packet, now time.Time) {
 	body := p.appendBody(make([]byte, 0, 64+len(p.payload)))
-	out := s.srv.wrap.wrap(make([]byte, 0, len(body)+tlsCryptHeaderLen+64), p.op<<opShift|p.keyID, &s.localSID, s.replayOut.nextID(now), body)
+	out := s.wrap.wrap(make([]byte, 0, len(body)+tlsCryptHeaderLen+64), p.op<<opShift|p.keyID, &s.localSID, s.replayOut.nextID(now), body)
 	s.srv.send(s.addr, out)
 }
 

@@ -27,7 +27,14 @@ type Profile struct {
 	// NoCert leaves out the client certificate and key, for a server with
 	// verify_client_cert = "none" (username/password only).
 	NoCert bool
+	// TLSCryptV2 is the client's own tls-crypt-v2 key (PEM, from
+	// control.TLSCryptV2ServerKey.NewTLSCryptV2ClientKey); when set it
+	// replaces the shared tls-crypt key in the profile.
+	TLSCryptV2 []byte
 }
+
+// TLSCryptV2File is the tls-crypt-v2 server key's name in a PKI directory.
+const TLSCryptV2File = "tls-crypt-v2.key"
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
@@ -98,6 +105,9 @@ func ClientProfile(dir string, p Profile) (string, error) {
 	if !p.NoCert {
 		inline("cert", certPEM(der))
 		inline("key", keyPEM(key))
+	}
+	if len(p.TLSCryptV2) > 0 {
+		wrapTag, tc = "tls-crypt-v2", p.TLSCryptV2
 	}
 	inline(wrapTag, tc)
 

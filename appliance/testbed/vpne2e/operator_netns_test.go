@@ -648,3 +648,86 @@ func TestTLSAuthSHA256(t *testing.T) {
 		t.Fatal("no traffic over the tls-auth SHA256 tunnel")
 	}
 }
+
+// TestTLSCryptV2: ovfwd with a tls-crypt-v2 server key made by openvpn
+// (`--genkey tls-crypt-v2-server`) serves a stock client whose key openvpn
+// made (`--genkey tls-crypt-v2-client`) and one whose profile came from
+// `ovfwd pki client` (its own key, wrapped by ovfwd); both pass traffic.
+// A client with the shared tls-crypt key of a v1 profile gets nowhere.
+func TestTLSCryptV2(t *testing.T) {
+	var srvKey string
+	l, srv, bin := setupWith(t, 2, func(l *vpne2e.Lab) vpne2e.ServerOptions {
+		srvKey = filepath.Join(l.PKI, pki.TLSCryptV2File)
+		if out, err := exec.Command("openvpn", "--genkey", "tls-crypt-v2-server", srvKey).CombinedOutput(); err != nil {
+			t.Fatalf("openvpn --genkey tls-crypt-v2-server: %v\n%s", err, out)
+		}
+		return vpne2e.ServerOptions{TLSCryptV2: srvKey}
+	})
+	cliKey := filepath.Join(l.Dir, "foreign-v2.key")
+	if out, err := exec.Command("openvpn", "--tls-crypt-v2", srvKey, "--genkey", "tls-crypt-v2-client", cliKey).CombinedOutput(); err != nil {
+		t.Fatalf("openvpn --genkey tls-crypt-v2-client: %v\n%s", err, out)
+	}
+	keyText, _ := os.ReadFile(cliKey)
+	foreign := connect(t, l, 0, pki.Profile{Name: "foreign-v2", TLSCryptV2: keyText})
+	if b, _ := os.ReadFile(foreign.Profile); !strings.Contains(string(b), "<tls-crypt-v2>") || strings.Contains(string(b), "<tls-crypt>") {
+		t.Fatal("the foreign client's profile is not a tls-crypt-v2 profile")
+	}
+	out, err := exec.Command(bin, "pki", "client", l.PKI, "own-v2", "-remote", netip.AddrPortFrom(vpne2e.ServerAddr, vpne2e.VPNPort).String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ovfwd pki client: %v\n%s", err, out)
+	}
+	profile := strings.TrimSpace(strings.Split(string(out), "\n")[0])
+	if b, _ := os.ReadFile(profile); !strings.Contains(string(b), "<tls-crypt-v2>") || strings.Contains(string(b), "<tls-crypt>") {
+		t.Fatalf("ovfwd pki client did not write a tls-crypt-v2 profile:\n%s", b)
+	}
+	own, err := l.StartClient(1, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.WaitUp(45 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*vpne2e.Client{foreign, own} {
+		if !pingOK(c, vpne2e.LANHost4) || !pingOK(c, vpne2e.LANHost6) {
+			t.Fatalf("client %d cannot reach the LAN over tls-crypt-v2", c.Index)
+		}
+	}
+	if got := len(peers(t, srv)); got != 2 {
+		t.Errorf("%d peers, want 2", got)
+	}
+	// A client key wrapped by another server key is dropped before any
+	// state: the client never gets a reply.
+	otherSrv, otherCli := filepath.Join(l.Dir, "other-srv.key"), filepath.Join(l.Dir, "other-cli.key")
+	for _, args := range [][]string{{"--genkey", "tls-crypt-v2-server", otherSrv}, {"--tls-crypt-v2", otherSrv, "--genkey", "tls-crypt-v2-client", otherCli}} {
+		if out, err := exec.Command("openvpn", args...).CombinedOutput(); err != nil {
+			t.Fatalf("openvpn %v: %v\n%s", args, err, out)
+		}
+	}
+	foreign.Stop()
+	otherText, _ := os.ReadFile(otherCli)
+	profileBad, err := l.NewProfile(0, pki.Profile{Name: "wrong-v2", TLSCryptV2: otherText})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := statusDrops(t, srv)["control_wrap_auth"]
+	from := len(foreign.LogText())
+	bad, err := l.StartClient(0, profileBad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitCond(10*time.Second, func() bool { return statusDrops(t, srv)["control_wrap_auth"] > before }) {
+		t.Fatalf("no wrap_auth drop for a client key of another server: %v", statusDrops(t, srv))
+	}
+	time.Sleep(2 * time.Second)
+	if strings.Contains(bad.LogText()[from:], "Initialization Sequence Completed") || strings.Contains(bad.LogText()[from:], "TLS: Initial packet from") {
+		t.Error("a client with another server's key got an answer")
+	}
+}
+
+func statusDrops(t *testing.T, srv *vpne2e.Server) status.Counters {
+	s, err := status.Fetch(srv.Status, 2*time.Second)
+	if err != nil || s.VPN == nil {
+		t.Fatalf("status: %v", err)
+	}
+	return s.VPN.Drops
+}

@@ -34,6 +34,9 @@ type ServerOptions struct {
 	VPN, Tail string
 	// MaxPeers is ovfwd's max_peers (0: 64).
 	MaxPeers int
+	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
+	// tls-crypt); clients need pki.Profile.TLSCryptV2.
+	TLSCryptV2 string
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -115,6 +118,9 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	wrap := fmt.Sprintf("tls_crypt = %q", filepath.Join(l.PKI, pki.TLSCryptFile))
 	if o.TLSAuth {
 		wrap = fmt.Sprintf("tls_auth = %q\nkey_direction = 0", filepath.Join(l.PKI, pki.TLSCryptFile))
+	}
+	if o.TLSCryptV2 != "" {
+		wrap = fmt.Sprintf("tls_crypt_v2 = %q", o.TLSCryptV2)
 	}
 	var quoted []string
 	for _, c := range o.ciphers() {
