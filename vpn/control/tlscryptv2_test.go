@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,4 +110,53 @@ func FuzzTLSCryptV2(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTLSCryptV2Reset: a V3 reset with a valid WKc from a 2.6 client
+// (early-negotiation packet id) is answered statelessly, wrapped in the
+// client's own key, asking it to resend the WKc; one without early
+// negotiation, or with a WKc the server key did not make, gets nothing and
+// leaves no session.
+func TestTLSCryptV2Reset(t *testing.T) {
+	p := newTestPKI(t)
+	sk, _ := GenerateTLSCryptV2ServerKey()
+	var sent [][]byte
+	srv, err := NewServer(Config{Certificate: p.server, ClientCAs: p.pool, TLSCryptV2: &sk,
+		Send: func(_ netip.AddrPort, b []byte) error { sent = append(sent, append([]byte(nil), b...)); return nil }}, newMemDP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	text, _ := sk.NewTLSCryptV2ClientKey(time.Now())
+	kc, wkc, _ := ParseTLSCryptV2ClientKey(text)
+	cli, _ := newWrapper(WrapTLSCrypt, &kc, 0, 0, false)
+	sid := [8]byte{9, 8, 7, 6, 5, 4, 3, 2}
+	reset := func(pid uint32, w []byte) []byte {
+		body := (&packet{op: opControlHardResetClient2}).appendBody(nil)
+		rid := uint64(pid)<<32 | uint64(time.Now().Unix())
+		return append(cli.wrap(nil, opControlHardResetClient3<<opShift, &sid, rid, body), w...)
+	}
+	src := netip.MustParseAddrPort("198.18.3.3:5000")
+
+	srv.HandlePacket(src, reset(1, wkc)) // no early negotiation
+	other, _ := GenerateTLSCryptV2ServerKey()
+	otherText, _ := other.NewTLSCryptV2ClientKey(time.Now())
+	_, otherWKc, _ := ParseTLSCryptV2ClientKey(otherText)
+	srv.HandlePacket(src, reset(earlyNegStart|1, otherWKc)) // another server's key
+	if len(sent) != 0 || srv.Drop(DropUnsupported) != 1 || srv.Drop(DropWrapAuth) != 1 {
+		t.Fatalf("sent %d replies, drops %v", len(sent), srv.Drops())
+	}
+	srv.HandlePacket(src, reset(earlyNegStart|1, wkc))
+	if len(sent) != 1 || srv.Sessions() != 0 {
+		t.Fatalf("sent %d replies, %d sessions: want one reply and no state", len(sent), srv.Sessions())
+	}
+	_, body, err := cli.unwrap(sent[0])
+	if err != nil {
+		t.Fatalf("the reply is not wrapped in the client's key: %v", err)
+	}
+	var rp packet
+	rp.op = sent[0][0] >> opShift
+	if err := rp.parseBody(body); err != nil || rp.op != opControlHardResetServer2 || !bytes.Equal(rp.payload, earlyNegTLV) || !rp.hasAck(0) {
+		t.Fatalf("reply op %d payload %x acks %d (%v), want a server reset with the resend-WKc TLV", rp.op, rp.payload, rp.nAcks, err)
+	}
 }
