@@ -668,7 +668,7 @@ func TestTLSCryptV2(t *testing.T) {
 		t.Fatalf("openvpn --genkey tls-crypt-v2-client: %v\n%s", err, out)
 	}
 	keyText, _ := os.ReadFile(cliKey)
-	foreign := connect(t, l, 0, pki.Profile{Name: "foreign-v2", TLSCryptV2: keyText})
+	foreign := connect(t, l, 0, pki.Profile{Name: "foreign-v2", TLSCryptV2: keyText, Extra: []string{"reneg-sec 8"}})
 	if b, _ := os.ReadFile(foreign.Profile); !strings.Contains(string(b), "<tls-crypt-v2>") || strings.Contains(string(b), "<tls-crypt>") {
 		t.Fatal("the foreign client's profile is not a tls-crypt-v2 profile")
 	}
@@ -694,6 +694,13 @@ func TestTLSCryptV2(t *testing.T) {
 	}
 	if got := len(peers(t, srv)); got != 2 {
 		t.Errorf("%d peers, want 2", got)
+	}
+	// Renegotiation runs on the client's own key too (key_id > 0).
+	if !waitCond(30*time.Second, func() bool { return foreign.KeyInstalls() >= 2 }) {
+		t.Fatalf("the tls-crypt-v2 client did not renegotiate: %d keys", foreign.KeyInstalls())
+	}
+	if !pingOK(foreign, vpne2e.LANHost4) {
+		t.Fatal("no traffic after renegotiation over tls-crypt-v2")
 	}
 	// A client key wrapped by another server key is dropped before any
 	// state: the client never gets a reply.
