@@ -166,9 +166,11 @@ type VPN struct {
 	CA, Cert, Key string // PEM paths, required when enabled
 	// Exactly one of TLSCrypt (tls-crypt v1 key, recommended) and TLSAuth
 	// (tls-auth key, with KeyDirection 0 or 1, default 0) is set when enabled.
-	TLSCrypt     string
-	TLSAuth      string
-	KeyDirection int
+	TLSCrypt      string
+	TLSAuth       string
+	KeyDirection  int
+	TLSAuthDigest string // tls-auth HMAC (openvpn's auth): "SHA1" (default), "SHA256" or "SHA512"
+	TLSCryptV2    string // tls-crypt-v2 server key; instead of TLSCrypt/TLSAuth
 
 	PoolV4, PoolV6 netip.Prefix   // client address pools; at least one when enabled
 	PushRoutes     []netip.Prefix // pushed to clients as route / route-ipv6
@@ -185,8 +187,48 @@ type VPN struct {
 	TunMTU        int  // pushed tun-mtu, default 1500
 	CompressStub  bool // accept clients configured with comp-lzo no / compress (framing only); default true
 
+	// Operator policy (openvpn's client-to-client, duplicate-cn,
+	// crl-verify, ifconfig-pool-persist, push "redirect-gateway" and
+	// "dhcp-option"); all reloadable on SIGHUP.
+	ClientToClient  bool         // peers may reach each other through ovfwd; default false
+	DuplicateCN     bool         // several sessions per common name; default false: a new one replaces the old
+	CRL             string       // PEM or DER CRL of the CA; "" = none
+	PoolPersist     string       // file keeping each common name's pool addresses across restarts; "" = off
+	RedirectGateway []string     // "ipv4" and/or "ipv6": push redirect-gateway def1 [ipv6]
+	DNS             []netip.Addr // pushed dhcp-option DNS / DNS6
+	DNSDomain       string       // pushed dhcp-option DOMAIN
+
+	// Username/password authentication (openvpn's auth-user-pass-verify
+	// via-file, deferred; username-as-common-name; verify-client-cert).
+	AuthUserPassVerify   []string      // command and leading arguments; empty = off
+	AuthTimeout          time.Duration // default 30s
+	AuthConcurrency      int           // commands at once, default 64
+	AuthFailLimit        int           // failed logins per source address per window, default 5; 0 = no limit
+	AuthFailWindow       time.Duration // default 60s
+	UsernameAsCommonName bool
+	VerifyClientCert     string // "require" (default), "optional" or "none"
+
 	Clients []VPNClient
 	IRoutes []VPNIRoute
+	CCD     []VPNCCD
+}
+
+// verify_client_cert values.
+const (
+	VerifyRequire  = "require"
+	VerifyOptional = "optional"
+	VerifyNone     = "none"
+)
+
+// VPNCCD is one [[vpn.ccd]]: settings for the client whose certificate
+// carries CommonName, as a file in openvpn's client-config-dir
+// (ifconfig-push, ifconfig-ipv6-push, push "route", iroute, disable).
+type VPNCCD struct {
+	CommonName string
+	IPv4, IPv6 netip.Addr     // fixed tunnel addresses, inside the pools
+	PushRoutes []netip.Prefix // pushed to this client besides [vpn] push_routes
+	IRoutes    []netip.Prefix // networks behind this client, as [[vpn.iroute]] routes
+	Disable    bool           // refuse this client (AUTH_FAILED)
 }
 
 // VPNIRoute is one [[vpn.iroute]]: networks behind one client (a site-to-site
@@ -271,6 +313,12 @@ func Default() *Config {
 			ReplayWindow:      2048,
 			TunMTU:            1500,
 			CompressStub:      true,
+			TLSAuthDigest:     "SHA1",
+			AuthTimeout:       30 * time.Second,
+			AuthConcurrency:   64,
+			AuthFailLimit:     5,
+			AuthFailWindow:    60 * time.Second,
+			VerifyClientCert:  VerifyRequire,
 		},
 		Netlink:    Netlink{Table: 254},
 		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},

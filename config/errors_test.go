@@ -228,6 +228,47 @@ filtering = "full-cone" #<`},
 [[vpn.iroute]] #<
 common_name = "site-a"
 routes = ["198.18.70.0/24"]`},
+		{"redirect_gateway family", "vpn.redirect_gateway[0]", `unknown family "def1"`, twoPorts + vpnOn + `
+redirect_gateway = ["def1"] #<`},
+		{"bad dns_domain", "vpn.dns_domain", `bad domain "corp example"`, twoPorts + vpnOn + `
+dns_domain = "corp example" #<`},
+		{"ccd address outside the pool", "vpn.ccd[0].ipv4", "fixed address 198.20.0.5 is outside the pool", twoPorts + vpnOn + `
+[[vpn.ccd]]
+common_name = "alice"
+ipv4 = "198.20.0.5" #<`},
+		{"ccd server address", "vpn.ccd[0].ipv4", "fixed address 198.19.0.1 is not a client address", twoPorts + vpnOn + `
+[[vpn.ccd]]
+common_name = "alice"
+ipv4 = "198.19.0.1" #<`},
+		{"ccd address twice", "vpn.ccd[1].ipv4", "address 198.19.0.9 is already fixed for vpn.ccd[0]", twoPorts + vpnOn + `
+[[vpn.ccd]]
+common_name = "alice"
+ipv4 = "198.19.0.9"
+[[vpn.ccd]]
+common_name = "bob"
+ipv4 = "198.19.0.9" #<`},
+		{"ccd common name twice", "vpn.ccd[1].common_name", `common_name "alice" already has vpn.ccd[0]`, twoPorts + vpnOn + `
+[[vpn.ccd]]
+common_name = "alice"
+[[vpn.ccd]]
+common_name = "alice" #<`},
+		{"ccd iroutes and vpn.iroute", "vpn.ccd[0].iroutes", `common_name "site-a" also has vpn.iroute[0]`, twoPorts + vpnOn + `
+[[vpn.iroute]]
+common_name = "site-a"
+routes = ["198.18.70.0/24"]
+[[vpn.ccd]]
+common_name = "site-a"
+iroutes = ["198.18.71.0/24"] #<`},
+		{"ccd ipv6 without pool", "vpn.ccd[0].ipv6", "fixed address 2001:db8:9::5 without a pool", twoPorts + vpnOn + `
+[[vpn.ccd]]
+common_name = "alice"
+ipv6 = "2001:db8:9::5" #<`},
+		{"no certificates and no password check", "vpn.verify_client_cert", "clients without certificates need a username/password check", twoPorts + vpnOn + `
+verify_client_cert = "none" #<`},
+		{"relative auth command", "vpn.auth_user_pass_verify[0]", `"check-login" is not an absolute path`, twoPorts + vpnOn + `
+auth_user_pass_verify = ["check-login"] #<`},
+		{"tls_auth_digest without tls_auth", "vpn.tls_auth_digest", "tls_auth_digest applies only to tls_auth", twoPorts + vpnOn + `
+tls_auth_digest = "SHA256" #<`},
 		{"bad metrics address", "metrics.listen", `bad listen address "localhost:9469"`, twoPorts + `
 [metrics]
 listen = "localhost:9469" #<`},

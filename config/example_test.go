@@ -83,6 +83,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"vpn":         func(t *table) { d.vpn(t, &VPN{}) },
 		"vpn.client":  func(t *table) { d.vpnClient(t, &VPNClient{}) },
 		"vpn.iroute":  func(t *table) { d.vpnIRoute(t, &VPNIRoute{}) },
+		"vpn.ccd":     func(t *table) { d.vpnCCD(t, &VPNCCD{}) },
 		"netlink":     func(t *table) { d.netlink(t, &Netlink{}) },
 		"metrics":     func(t *table) { d.metrics(t, &Metrics{}) },
 		"status":      func(t *table) { d.status(t, &Status{}) },

@@ -301,6 +301,12 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.str("key", &v.Key)
 	t.str("tls_crypt", &v.TLSCrypt)
 	t.str("tls_auth", &v.TLSAuth)
+	t.str("tls_crypt_v2", &v.TLSCryptV2)
+	if t.enum("tls_auth_digest", &v.TLSAuthDigest, "SHA1", "SHA256", "SHA512") {
+		if _, ok := t.m["tls_auth"]; !ok {
+			d.errorf(t.key("tls_auth_digest"), "remove tls_auth_digest, or set tls_auth", "tls_auth_digest applies only to tls_auth")
+		}
+	}
 	if t.integer("key_direction", &v.KeyDirection, 0, 1) {
 		if _, ok := t.m["tls_auth"]; !ok {
 			d.errorf(t.key("key_direction"), "remove key_direction, or set tls_auth", "key_direction applies only to tls_auth")
@@ -346,6 +352,50 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.powerOfTwo("replay_window", &v.ReplayWindow, 64, 65536)
 	t.integer("tun_mtu", &v.TunMTU, 576, 9000)
 	t.boolean("compress_stub", &v.CompressStub)
+	t.boolean("client_to_client", &v.ClientToClient)
+	t.boolean("duplicate_cn", &v.DuplicateCN)
+	t.str("crl", &v.CRL)
+	t.str("pool_persist", &v.PoolPersist)
+	var rg []string
+	if t.strings("redirect_gateway", &rg, `redirect_gateway = ["ipv4", "ipv6"]`) {
+		for i, f := range rg {
+			k := indexPath(t.key("redirect_gateway"), i)
+			switch {
+			case f != "ipv4" && f != "ipv6":
+				d.errorf(k, `use "ipv4" and/or "ipv6"`, "unknown family %q", f)
+			case contains(v.RedirectGateway, f):
+				d.errorf(k, "list each family once", "%q is listed twice", f)
+			default:
+				v.RedirectGateway = append(v.RedirectGateway, f)
+			}
+		}
+	}
+	if t.strings("auth_user_pass_verify", &v.AuthUserPassVerify, `auth_user_pass_verify = ["/usr/local/bin/check-login"]`) {
+		switch {
+		case len(v.AuthUserPassVerify) == 0:
+			d.errorf(t.key("auth_user_pass_verify"), `name the program, e.g. ["/usr/local/bin/check-login"], or remove the key`, "empty command")
+		case !strings.HasPrefix(v.AuthUserPassVerify[0], "/"):
+			d.errorf(indexPath(t.key("auth_user_pass_verify"), 0), "use the program's absolute path (it runs with a minimal PATH)", "%q is not an absolute path", v.AuthUserPassVerify[0])
+		}
+	}
+	t.duration("auth_timeout", &v.AuthTimeout, 100*time.Millisecond, 10*time.Minute)
+	t.integer("auth_concurrency", &v.AuthConcurrency, 1, 4096)
+	t.integer("auth_fail_limit", &v.AuthFailLimit, 0, 1_000_000)
+	t.duration("auth_fail_window", &v.AuthFailWindow, time.Second, 24*time.Hour)
+	t.boolean("username_as_common_name", &v.UsernameAsCommonName)
+	t.enum("verify_client_cert", &v.VerifyClientCert, VerifyRequire, VerifyOptional, VerifyNone)
+	if len(v.AuthUserPassVerify) == 0 && !t.d.bad[t.key("auth_user_pass_verify")] {
+		if v.VerifyClientCert != VerifyRequire {
+			d.errorf(t.key("verify_client_cert"), `set auth_user_pass_verify too, or verify_client_cert = "require"`, "clients without certificates need a username/password check")
+		}
+		if v.UsernameAsCommonName {
+			d.errorf(t.key("username_as_common_name"), "set auth_user_pass_verify too, or remove the key", "username_as_common_name needs a username/password check")
+		}
+	}
+	t.addrs("dns", &v.DNS)
+	if t.str("dns_domain", &v.DNSDomain) && !dnsNameRE.MatchString(v.DNSDomain) {
+		d.errorf(t.key("dns_domain"), `write a DNS name, e.g. "corp.example"`, "bad domain %q", v.DNSDomain)
+	}
 	for _, ct := range t.list("client") {
 		c := VPNClient{MTU: DefaultUplinkMTU}
 		d.vpnClient(ct, &c)
@@ -356,6 +406,30 @@ func (d *decoder) vpn(t *table, v *VPN) {
 		d.vpnIRoute(it, &r)
 		v.IRoutes = append(v.IRoutes, r)
 	}
+	for _, ct := range t.list("ccd") {
+		var c VPNCCD
+		d.vpnCCD(ct, &c)
+		v.CCD = append(v.CCD, c)
+	}
+	t.done()
+}
+
+// dnsNameRE is a DNS name: dot-separated labels of letters, digits and '-'.
+var dnsNameRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$`)
+
+func (d *decoder) vpnCCD(t *table, c *VPNCCD) {
+	t.str("common_name", &c.CommonName)
+	if t.addr("ipv4", &c.IPv4) && !c.IPv4.Is4() {
+		d.errorf(t.key("ipv4"), "put an IPv6 address in ipv6", "%v is not an IPv4 address", c.IPv4)
+		c.IPv4 = netip.Addr{}
+	}
+	if t.addr("ipv6", &c.IPv6) && !c.IPv6.Is6() {
+		d.errorf(t.key("ipv6"), "put an IPv4 address in ipv4", "%v is not an IPv6 address", c.IPv6)
+		c.IPv6 = netip.Addr{}
+	}
+	t.prefixes("push_routes", &c.PushRoutes, false)
+	t.prefixes("iroutes", &c.IRoutes, false)
+	t.boolean("disable", &c.Disable)
 	t.done()
 }
 

@@ -269,6 +269,7 @@ func (d *decoder) validateVPN(c *Config) {
 	if len(v.IRoutes) > 0 && !v.Enabled {
 		d.errorf("vpn.iroute", "set enabled = true in [vpn], or remove the [[vpn.iroute]] sections", "iroutes need the VPN server")
 	}
+	d.validateCCD(v, cns, check)
 
 	if !v.Enabled {
 		return
@@ -287,11 +288,65 @@ func (d *decoder) validateVPN(c *Config) {
 	switch {
 	case v.TLSCrypt != "" && v.TLSAuth != "":
 		d.errorf("vpn.tls_auth", "keep only tls_crypt (recommended) or only tls_auth", "tls_crypt and tls_auth are both set")
-	case v.TLSCrypt == "" && v.TLSAuth == "" && !d.bad["vpn.tls_crypt"] && !d.bad["vpn.tls_auth"]:
+	case v.TLSCryptV2 != "" && (v.TLSCrypt != "" || v.TLSAuth != ""):
+		d.errorf("vpn.tls_crypt_v2", "keep only tls_crypt_v2, or remove it and keep tls_crypt or tls_auth (a server speaks one wrapping)", "tls_crypt_v2 is set beside tls_crypt or tls_auth")
+	case v.TLSCrypt == "" && v.TLSAuth == "" && v.TLSCryptV2 == "" && !d.bad["vpn.tls_crypt"] && !d.bad["vpn.tls_auth"] && !d.bad["vpn.tls_crypt_v2"]:
 		d.errorf(enabledKey, `add tls_crypt = "tls-crypt.key"; ovfwd pki init writes one`, "VPN enabled without tls_crypt or tls_auth")
 	}
 	if c.Appliance.Mode == ModeBridge {
 		d.errorf(enabledKey, `set mode = "router" in [appliance]: VPN peers are routed`, "the VPN server needs router mode")
+	}
+}
+
+// validateCCD checks [[vpn.ccd]]: one per common name, fixed addresses
+// inside the pools and used once, iroutes in one place per client.
+func (d *decoder) validateCCD(v *VPN, irouteCNs map[string]int, check func(string, netip.Prefix, string)) {
+	cns := map[string]int{}
+	addrs := map[netip.Addr]int{}
+	for i, c := range v.CCD {
+		ck := func(k string) string { return joinPath(indexPath("vpn.ccd", i), k) }
+		switch j, dup := cns[c.CommonName]; {
+		case c.CommonName == "":
+			if !d.bad[ck("common_name")] {
+				d.errorf(indexPath("vpn.ccd", i), `add common_name = "alice" (the client certificate's CN)`, "ccd without a common_name")
+			}
+		case dup:
+			d.errorf(ck("common_name"), "put all of one client's settings in one [[vpn.ccd]]", "common_name %q already has vpn.ccd[%d]", c.CommonName, j)
+		default:
+			cns[c.CommonName] = i
+		}
+		if j, both := irouteCNs[c.CommonName]; both && len(c.IRoutes) > 0 {
+			d.errorf(ck("iroutes"), fmt.Sprintf("move the routes of vpn.iroute[%d] here and remove it", j), "common_name %q also has vpn.iroute[%d]", c.CommonName, j)
+		}
+		for _, f := range []struct {
+			k    string
+			a    netip.Addr
+			pool netip.Prefix
+		}{{"ipv4", c.IPv4, v.PoolV4}, {"ipv6", c.IPv6, v.PoolV6}} {
+			if !f.a.IsValid() {
+				continue
+			}
+			first := f.pool.Masked().Addr().Next()
+			switch {
+			case !f.pool.IsValid():
+				d.errorf(ck(f.k), fmt.Sprintf("set pool_%s in [vpn] to the tunnel subnet, or remove %s", f.k[2:], f.k), "fixed address %v without a pool", f.a)
+			case !f.pool.Contains(f.a):
+				d.errorf(ck(f.k), fmt.Sprintf("choose an address inside pool_%s %v: clients share the pool's subnet with the server", f.k[2:], f.pool), "fixed address %v is outside the pool", f.a)
+			case f.a == f.pool.Masked().Addr() || f.a == first:
+				d.errorf(ck(f.k), fmt.Sprintf("choose a host address other than the network and the server's own %v", first), "fixed address %v is not a client address", f.a)
+			default:
+				if j, dup := addrs[f.a]; dup {
+					d.errorf(ck(f.k), "give each client its own address", "address %v is already fixed for vpn.ccd[%d]", f.a, j)
+				}
+				addrs[f.a] = i
+			}
+		}
+		for k, r := range c.IRoutes {
+			check(indexPath(ck("iroutes"), k), r, fmt.Sprintf("iroute of %q", c.CommonName))
+		}
+	}
+	if len(v.CCD) > 0 && !v.Enabled {
+		d.errorf("vpn.ccd", "set enabled = true in [vpn], or remove the [[vpn.ccd]] sections", "per-client settings need the VPN server")
 	}
 }
 
@@ -304,7 +359,7 @@ func (ix lineIndex) has(path string) bool {
 // resolvePaths makes the VPN file paths absolute or relative to the
 // directory of the config file, as written in it.
 func resolvePaths(c *Config, dir string) {
-	for _, p := range c.vpnFiles() {
+	for _, p := range append(c.vpnFiles(), vpnFile{"vpn.pool_persist", &c.VPN.PoolPersist}) {
 		if *p.path != "" && !filepath.IsAbs(*p.path) {
 			*p.path = filepath.Join(dir, *p.path)
 		}
@@ -323,7 +378,8 @@ func (c *Config) vpnFiles() []vpnFile {
 	v := &c.VPN
 	if v.Enabled {
 		fs = append(fs, vpnFile{"vpn.ca", &v.CA}, vpnFile{"vpn.cert", &v.Cert}, vpnFile{"vpn.key", &v.Key},
-			vpnFile{"vpn.tls_crypt", &v.TLSCrypt}, vpnFile{"vpn.tls_auth", &v.TLSAuth})
+			vpnFile{"vpn.tls_crypt", &v.TLSCrypt}, vpnFile{"vpn.tls_auth", &v.TLSAuth}, vpnFile{"vpn.crl", &v.CRL},
+			vpnFile{"vpn.tls_crypt_v2", &v.TLSCryptV2})
 	}
 	for i := range v.Clients {
 		cl := &v.Clients[i]

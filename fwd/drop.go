@@ -23,6 +23,7 @@ const (
 	DropNAT                      // NAT refused it (reasons in the NAT counters)
 	DropHandoffFull              // the ring to the worker owning its NAT flow is full
 	DropGleanLimited             // would start resolving a new neighbour beyond its sender's rate
+	DropPeerToPeer               // a tunnel peer's packet to another peer, client_to_client off
 	NumDropReasons
 )
 
@@ -31,7 +32,7 @@ var dropNames = [NumDropReasons]string{
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
 	"nat", "handoff_full",
-	"glean_limited",
+	"glean_limited", "client_to_client",
 }
 
 func (r DropReason) String() string {

@@ -402,6 +402,18 @@ func (e *Engine) SetTunnel(t Tunnel, udpPort uint16) {
 	})
 }
 
+// SetClientToClient says whether packets a tunnel peer sends may be routed
+// into the tunnel to another peer (openvpn's client-to-client; default
+// off). Packets from the tunnel to our ports and uplinks are unaffected.
+func (e *Engine) SetClientToClient(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.update(func(tb *tables) error {
+		tb.clientToClient = on
+		return nil
+	})
+}
+
 // SetNeighbour installs a static neighbour (never expires, never
 // overwritten by learning). A nil mac removes it.
 func (e *Engine) SetNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) error {

@@ -128,6 +128,7 @@ func (w *Worker) natLocal(t *tables, p *Packet, how uint8) bool {
 	case nat.Done:
 		if hair {
 			w.nat.Hairpinned()
+			how &^= rFromPeer // translated: from the outside now, not peer to peer (client_to_client)
 		}
 		w.routeIP(t, p, how)
 	case nat.Handoff:

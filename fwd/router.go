@@ -7,6 +7,7 @@ const (
 	rOrigin   = 1 << iota // built or answered by the appliance: no TTL decrement, no ICMP errors about it
 	rInner                // came out of the tunnel: may not be decapsulated again
 	rNoTunnel             // came out of Encap: may not enter the tunnel again
+	rFromPeer             // came out of the tunnel's Decap: a peer sent it (client-to-client policy)
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
@@ -95,6 +96,12 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	if a.kind == adjTunnel {
 		if t.tunnel == nil || how&rNoTunnel != 0 {
 			w.drop(p, DropTunnel)
+			return
+		}
+		// Peer to peer: the kernel never sees it, so no firewall on the
+		// box could stop it; only this flag does (openvpn client-to-client).
+		if how&rFromPeer != 0 && !t.clientToClient {
+			w.drop(p, DropPeerToPeer)
 			return
 		}
 		w.rewriteL3(p, how)

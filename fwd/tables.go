@@ -18,6 +18,9 @@ type tables struct {
 
 	tunnel     Tunnel
 	tunnelPort uint16 // UDP port of the tunnel on our addresses; 0 = none
+	// clientToClient lets packets a peer sent be routed into the tunnel
+	// to another peer (SetClientToClient).
+	clientToClient bool
 }
 
 type adjKind uint8

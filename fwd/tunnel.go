@@ -19,7 +19,7 @@ func (w *Worker) runTunnel(t *tables) {
 func (w *Worker) runDecap(t *tables) {
 	t.tunnel.Decap(w.q, w.decap)
 	for i := range w.decap.Pkts {
-		w.afterTunnel(t, &w.decap.Pkts[i], rInner)
+		w.afterTunnel(t, &w.decap.Pkts[i], rInner|rFromPeer)
 	}
 	w.decap.Reset()
 }

@@ -119,3 +119,42 @@ func TestTunnelRoundTrip(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// TestTunnelClientToClient: a packet one peer sends to another peer's
+// tunnel address is dropped (client_to_client off, the default) and
+// counted, and forwarded peer to peer once SetClientToClient(true); the
+// check costs no allocation.
+func TestTunnelClientToClient(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	c7, c8 := netip.MustParseAddr("198.19.0.5"), netip.MustParseAddr("198.19.0.6")
+	ft := &fakeTunnel{server: r0v4.Addr(), peers: map[uint32]netip.Addr{7: aV4, 8: bV4},
+		peerOfOuter: map[netip.Addr]uint32{aV4: 7, bV4: 8}}
+	r.e.SetTunnel(ft, 1194)
+	must(t, r.e.AddRoute(netip.PrefixFrom(c7, 32), fwd.NextHop{Tunnel: true, Peer: 7}))
+	must(t, r.e.AddRoute(netip.PrefixFrom(c8, 32), fwd.NextHop{Tunnel: true, Peer: 8}))
+	must(t, r.e.SetNeighbour(0, aV4, macA))
+	must(t, r.e.SetNeighbour(1, bV4, macB))
+	frame := eth(macR0, macA, 0x0800, ipv4(aV4, r0v4.Addr(), 17, 64, false,
+		udp(5000, 1194, ipv4(c7, c8, 17, 64, false, udp(1, 2, []byte("hi peer"))))))
+
+	r.inject(0, frame)
+	r.poll()
+	if len(ft.encapCalls) != 0 || r.drops(fwd.DropPeerToPeer) != 1 {
+		t.Fatalf("client_to_client off: encap calls %v, drops %d", ft.encapCalls, r.drops(fwd.DropPeerToPeer))
+	}
+	if a := testing.AllocsPerRun(100, func() { r.inject(0, frame); r.poll() }); a != 0 {
+		t.Fatalf("%v allocations per dropped packet", a)
+	}
+	r.e.SetClientToClient(true)
+	r.inject(0, frame)
+	r.poll()
+	if len(ft.encapCalls) != 1 {
+		t.Fatalf("client_to_client on: encap calls %v", ft.encapCalls)
+	}
+	p := parseEth(t, r.drainOne(1))
+	hdr, l4 := checkIPv4(t, p.l3)
+	if netip.AddrFrom4([4]byte(hdr[16:20])) != bV4 || !bytes.HasSuffix(l4, []byte("hi peer")) {
+		t.Fatalf("bad outer packet to peer 8 % x", p.l3)
+	}
+	r.checkNoLeak()
+}

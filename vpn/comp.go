@@ -1,6 +1,7 @@
 package vpn
 
-// Comp is the compression stub framing a peer negotiated (openvpn.md §8.6).
+// Comp is the compression stub framing a peer negotiated (comp.h,
+// compstub.c).
 // ovfwd never compresses; it only speaks the framing that existing client
 // profiles with `comp-lzo no` or `compress` put on every payload.
 type Comp uint8

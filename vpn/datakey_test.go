@@ -44,7 +44,7 @@ func sealInPlace(k *DataKey, peerID, pid uint32, plain []byte) []byte {
 }
 
 // TestSealMatchesOpenVPNLayout builds a P_DATA_V2 packet by hand from the
-// spec (openvpn.md §8.1) with crypto/cipher and compares it byte for byte
+// spec (crypto.c openvpn_encrypt_aead) with crypto/cipher and compares it byte for byte
 // with Seal: header 0x48|kid, 24-bit peer-id, packet-id; nonce = packet-id ‖
 // implicit IV; AD = the first 8 bytes; tag before ciphertext.
 func TestSealMatchesOpenVPNLayout(t *testing.T) {

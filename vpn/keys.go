@@ -26,7 +26,8 @@ const (
 )
 
 // KeyMaterial is what the control channel hands the data channel for one key
-// slot of one peer (openvpn.md §4.3–4.4, §8.1). Keys are KeyLen() bytes of
+// slot of one peer (openvpn ssl.c generate_key_expansion, init_key_contexts;
+// crypto.c openvpn_encrypt_aead). Keys are KeyLen() bytes of
 // the arrays; the implicit IVs are the 8 bytes that follow the packet id in
 // the 12-byte nonce.
 type KeyMaterial struct {

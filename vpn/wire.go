@@ -1,7 +1,8 @@
 package vpn
 
 // Wire constants of the OpenVPN 2.6 data channel, named as in the OpenVPN
-// sources (openvpn.md §1, §8). All multi-byte fields are big-endian.
+// sources (src/openvpn/ssl_pkt.h opcodes; crypto.c openvpn_encrypt_aead).
+// All multi-byte fields are big-endian.
 
 // Opcodes: the high 5 bits of a packet's first byte; the low 3 bits are the key_id.
 const (

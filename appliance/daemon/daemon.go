@@ -439,7 +439,7 @@ func (s *nlSink) Address(port int, p netip.Prefix, added bool) {
 
 func (d *daemon) startServers(cfg *config.Config) error {
 	if cfg.Status.Socket != "" {
-		s, err := status.Listen(cfg.Status.Socket, d.snapshot)
+		s, err := status.ListenCommands(cfg.Status.Socket, d.snapshot, d.command)
 		if err != nil {
 			return err
 		}

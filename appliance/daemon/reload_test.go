@@ -71,14 +71,25 @@ func TestVPNTunables(t *testing.T) {
 	c := config.Default().VPN
 	c.PushRoutes = []netip.Prefix{netip.MustParsePrefix("198.18.73.0/24")}
 	c.RenegSec = 600
-	got := vpnTunables(&c)
+	c.RedirectGateway = []string{"ipv4", "ipv6"}
+	c.DNS = []netip.Addr{netip.MustParseAddr("198.18.0.53"), netip.MustParseAddr("2001:db8::53")}
+	c.DNSDomain = "corp.example"
+	c.CCD = []config.VPNCCD{{CommonName: "alice", IPv4: netip.MustParseAddr("198.19.0.9"), Disable: true}}
+	got, err := vpnTunables(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPush := []string{"redirect-gateway def1 ipv6", "dhcp-option DNS 198.18.0.53", "dhcp-option DNS6 2001:db8::53", "dhcp-option DOMAIN corp.example"}
+	if !slices.Equal(got.Push, wantPush) || !got.Clients["alice"].Disabled || got.Clients["alice"].IPv4 != c.CCD[0].IPv4 || got.Revoked != nil {
+		t.Errorf("policy: push %q clients %+v", got.Push, got.Clients)
+	}
 	if !slices.Equal(got.Routes, c.PushRoutes) || got.Ping != c.KeepaliveInterval || got.PingRestart != c.KeepaliveTimeout ||
 		got.RenegSec != 10*time.Minute || got.MaxPeers != c.MaxPeers || got.MaxHalfOpen != c.MaxHalfOpen ||
 		got.HandshakeRate != float64(c.HandshakeRate) || got.TunMTU != c.TunMTU {
 		t.Errorf("tunables %+v from %+v", got, c)
 	}
 	c.RenegSec = 0
-	if got := vpnTunables(&c); got.RenegSec >= 0 {
+	if got, _ := vpnTunables(&c); got.RenegSec >= 0 {
 		t.Errorf("reneg_sec 0 maps to %v, want the control server's never (<0)", got.RenegSec)
 	}
 }

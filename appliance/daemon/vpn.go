@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
 // vpnServer is the OpenVPN server role: the data channel runs in the
@@ -40,6 +42,15 @@ type vpnServer struct {
 	// ([[vpn.iroute]]); fixed at start.
 	iroutes map[string][]netip.Prefix
 
+	// cfg is the [vpn] in force (reload replaces it); crl* watch the
+	// revocation list so a changed file applies without a SIGHUP.
+	// reconfMu serialises reconfigure (reload's goroutine and the control
+	// loop's watchCRL) and guards cfg and crlStamp.
+	reconfMu   sync.Mutex
+	cfg        config.VPN
+	crlStamp   fileStamp
+	crlChecked time.Time // control loop only
+
 	mu    sync.Mutex
 	peers map[uint32]control.Peer
 	// irouteOwner is the peer whose tunnel each iroute leads into: with
@@ -58,10 +69,18 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	for _, ir := range c.IRoutes {
 		v.iroutes[ir.CommonName] = ir.Routes
 	}
+	for _, cd := range c.CCD {
+		if len(cd.IRoutes) > 0 {
+			v.iroutes[cd.CommonName] = cd.IRoutes
+		}
+	}
 	cc, err := controlConfig(c)
 	if err != nil {
 		return nil, err
 	}
+	v.cfg = *c
+	v.crlStamp = stampOf(c.CRL)
+	d.engine.SetClientToClient(c.ClientToClient)
 	v.tun = vpn.NewTunnel(vpn.TunnelConfig{Queues: len(d.engine.Workers()), MaxPeers: c.MaxPeers, ReplayWindow: c.ReplayWindow})
 	cc.Logf = func(format string, args ...any) {
 		d.log.InfoContext(context.WithValue(context.Background(), logKey, format), fmt.Sprintf(format, args...), "component", "vpn")
@@ -123,25 +142,50 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return control.Config{}, fmt.Errorf("vpn: no certificate in %s", c.CA)
 	}
-	t := vpnTunables(c)
+	t, err := vpnTunables(c)
+	if err != nil {
+		return control.Config{}, err
+	}
 	cc := control.Config{
 		Certificate: cert, ClientCAs: pool,
 		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: t.Routes,
 		Ping: t.Ping, PingRestart: t.PingRestart, RenegSec: t.RenegSec, TunMTU: t.TunMTU,
 		MaxPeers: t.MaxPeers, MaxHalfOpen: t.MaxHalfOpen, HandshakeRate: t.HandshakeRate,
+		DuplicateCN: t.DuplicateCN, Revoked: t.Revoked, Clients: t.Clients, Push: t.Push,
+		Auth: t.Auth, UsernameAsCN: t.UsernameAsCN, AuthFailLimit: t.AuthFailLimit, AuthFailWindow: t.AuthFailWindow,
+		PoolPersist: c.PoolPersist, VerifyClientCert: c.VerifyClientCert,
+	}
+	if c.TLSCryptV2 != "" {
+		text, err := os.ReadFile(c.TLSCryptV2)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %w", err)
+		}
+		k, err := control.ParseTLSCryptV2ServerKey(text)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %s: %w", c.TLSCryptV2, err)
+		}
+		cc.TLSCryptV2 = &k
 	}
 	keyFile := c.TLSCrypt
 	cc.Wrap = control.WrapTLSCrypt
 	if c.TLSAuth != "" {
 		keyFile, cc.Wrap = c.TLSAuth, control.WrapTLSAuth
 		cc.KeyDirection = control.KeyDirection(c.KeyDirection)
+		switch c.TLSAuthDigest {
+		case "SHA256":
+			cc.AuthDigest = control.DigestSHA256
+		case "SHA512":
+			cc.AuthDigest = control.DigestSHA512
+		}
 	}
-	text, err := os.ReadFile(keyFile)
-	if err != nil {
-		return control.Config{}, fmt.Errorf("vpn: %w", err)
-	}
-	if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
-		return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
+	if cc.TLSCryptV2 == nil {
+		text, err := os.ReadFile(keyFile)
+		if err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %w", err)
+		}
+		if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
+			return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
+		}
 	}
 	for _, name := range c.Ciphers {
 		switch name {
@@ -157,25 +201,82 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 }
 
 // vpnTunables maps the [vpn] settings a reload may change (what is
-// pushed, keepalive, renegotiation and admission limits) onto the control
-// server's Tunables; startVPN and reload share it so both read [vpn] alike.
-func vpnTunables(c *config.VPN) control.Tunables {
+// pushed, keepalive, renegotiation, admission limits and operator policy)
+// onto the control server's Tunables; startVPN and reload share it so both
+// read [vpn] alike. It reads the revocation list, so it can fail.
+func vpnTunables(c *config.VPN) (control.Tunables, error) {
 	t := control.Tunables{
 		Routes: c.PushRoutes, Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
 		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
+		DuplicateCN: c.DuplicateCN, Push: pushOptions(c), Clients: map[string]control.ClientPolicy{},
 	}
 	if c.RenegSec == 0 {
 		t.RenegSec = -1 // the control server's "never"; its 0 means its default
 	}
-	return t
+	if len(c.AuthUserPassVerify) > 0 {
+		t.Auth = &control.UserPass{Command: c.AuthUserPassVerify, Timeout: c.AuthTimeout, Concurrency: c.AuthConcurrency}
+		t.UsernameAsCN, t.AuthFailLimit, t.AuthFailWindow = c.UsernameAsCommonName, c.AuthFailLimit, c.AuthFailWindow
+	}
+	for _, cd := range c.CCD {
+		t.Clients[cd.CommonName] = control.ClientPolicy{IPv4: cd.IPv4, IPv6: cd.IPv6, Routes: cd.PushRoutes, Disabled: cd.Disable}
+	}
+	if c.CRL != "" {
+		caPEM, err := os.ReadFile(c.CA)
+		if err != nil {
+			return t, fmt.Errorf("vpn: %w", err)
+		}
+		crl, err := pki.LoadCRL(c.CRL, caPEM)
+		if err != nil {
+			return t, fmt.Errorf("vpn: crl %s: %w", c.CRL, err)
+		}
+		t.Revoked = crl.Revoked
+	}
+	return t, nil
+}
+
+// pushOptions are the options [vpn] pushes to every client besides
+// addresses and routes: full tunnel (push "redirect-gateway def1 [ipv6]")
+// and resolver settings (push "dhcp-option DNS|DNS6|DOMAIN").
+func pushOptions(c *config.VPN) []string {
+	var o []string
+	v4, v6 := slices.Contains(c.RedirectGateway, "ipv4"), slices.Contains(c.RedirectGateway, "ipv6")
+	switch {
+	case v4 && v6:
+		o = append(o, "redirect-gateway def1 ipv6")
+	case v4:
+		o = append(o, "redirect-gateway def1")
+	case v6:
+		o = append(o, "redirect-gateway ipv6 !ipv4")
+	}
+	for _, a := range c.DNS {
+		if a.Is4() {
+			o = append(o, "dhcp-option DNS "+a.String())
+		} else {
+			o = append(o, "dhcp-option DNS6 "+a.String())
+		}
+	}
+	if c.DNSDomain != "" {
+		o = append(o, "dhcp-option DOMAIN "+c.DNSDomain)
+	}
+	return o
 }
 
 // vpnRestartPart is [vpn] without what vpnTunables covers: what differs
-// here needs a restart (new socket, keys, pools or tunnel table).
+// here needs a restart (new socket, keys, pools or tunnel table). The
+// iroutes of [[vpn.ccd]] are fixed at start, like [[vpn.iroute]].
 func vpnRestartPart(c config.VPN) config.VPN {
 	c.PushRoutes, c.KeepaliveInterval, c.KeepaliveTimeout, c.RenegSec, c.TunMTU = nil, 0, 0, 0, 0
 	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate = 0, 0, 0
+	c.ClientToClient, c.DuplicateCN, c.CRL, c.RedirectGateway, c.DNS, c.DNSDomain = false, false, "", nil, nil, ""
+	c.AuthUserPassVerify, c.AuthTimeout, c.AuthConcurrency, c.AuthFailLimit, c.AuthFailWindow, c.UsernameAsCommonName = nil, 0, 0, 0, 0, false
+	var ccd []config.VPNCCD
+	for _, cd := range c.CCD {
+		if len(cd.IRoutes) > 0 {
+			ccd = append(ccd, config.VPNCCD{CommonName: cd.CommonName, IRoutes: cd.IRoutes})
+		}
+	}
+	c.CCD = ccd
 	return c
 }
 
@@ -185,11 +286,73 @@ func vpnRestartPart(c config.VPN) config.VPN {
 // tunnel table and pools were sized for the old one); it reports whether
 // it had to.
 func (v *vpnServer) reconfigure(c *config.VPN) (maxPeersPending bool, err error) {
-	t := vpnTunables(c)
+	v.reconfMu.Lock()
+	defer v.reconfMu.Unlock()
+	return v.reconfigureLocked(c)
+}
+
+func (v *vpnServer) reconfigureLocked(c *config.VPN) (maxPeersPending bool, err error) {
+	t, err := vpnTunables(c)
+	if err != nil {
+		return false, err
+	}
 	if t.MaxPeers > v.maxPeers {
 		t.MaxPeers, maxPeersPending = v.maxPeers, true
 	}
-	return maxPeersPending, v.srv.Reconfigure(t)
+	if err := v.srv.Reconfigure(t); err != nil {
+		return false, err
+	}
+	v.d.engine.SetClientToClient(c.ClientToClient)
+	v.cfg = *c
+	v.crlStamp = stampOf(c.CRL)
+	return maxPeersPending, nil
+}
+
+// fileStamp identifies a version of a file cheaply (size and mtime).
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(path string) fileStamp {
+	if path == "" {
+		return fileStamp{}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{fi.Size(), fi.ModTime()}
+}
+
+// crlInterval is how often the control loop looks at the CRL file.
+const crlInterval = time.Second
+
+// watchCRL re-reads the revocation list when its file changed, as a reload
+// would (openvpn re-reads crl-verify's file on each verification): newly
+// revoked clients are disconnected. A list that does not load keeps the
+// previous one, with an error logged.
+func (v *vpnServer) watchCRL(now time.Time) {
+	if now.Sub(v.crlChecked) < crlInterval {
+		return
+	}
+	v.crlChecked = now
+	v.reconfMu.Lock()
+	defer v.reconfMu.Unlock()
+	c := v.cfg
+	if c.CRL == "" {
+		return
+	}
+	st := stampOf(c.CRL)
+	if st == v.crlStamp || st == (fileStamp{}) {
+		return
+	}
+	if _, err := v.reconfigureLocked(&c); err != nil {
+		v.d.log.Error("crl changed but does not load; still using the previous list", "crl", c.CRL, "err", err)
+		v.crlStamp = st // once per change, not every second
+		return
+	}
+	v.d.log.Info("crl reloaded", "crl", c.CRL)
 }
 
 // sendPing seals a keepalive for the control server and sends it from the
@@ -206,6 +369,7 @@ func (v *vpnServer) sendPing(id uint32) {
 // and control packets a worker punted (those that reached the data plane
 // instead of the kernel socket).
 func (v *vpnServer) service(now time.Time, evs []vpn.Event, buf []byte) []vpn.Event {
+	v.watchCRL(now)
 	evs = v.tun.Poll(now, evs[:0])
 	for _, e := range evs {
 		switch e.Kind {
@@ -348,4 +512,26 @@ func (v *vpnServer) snapshot() *status.VPN {
 	}
 	s.Drops["kernel_data_refused"] = v.conn.refused.Load()
 	return s
+}
+
+// command runs a write operation from the status socket (already checked
+// against the caller's credentials by the status server).
+func (d *daemon) command(r status.Request) status.Reply {
+	switch r.Op {
+	case status.OpKill:
+		if d.vpn == nil {
+			return status.Reply{Error: "the VPN server is not enabled"}
+		}
+		msg := "RESTART"
+		if r.Halt {
+			msg = "HALT"
+		}
+		n := d.vpn.srv.Kill(r.Target, msg)
+		d.log.Info("kill from the status socket", "target", r.Target, "message", msg, "sessions", n)
+		if n == 0 {
+			return status.Reply{Error: fmt.Sprintf("no connected client named or addressed %q", r.Target)}
+		}
+		return status.Reply{Killed: n}
+	}
+	return status.Reply{Error: "unknown operation " + r.Op}
 }

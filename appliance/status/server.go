@@ -11,18 +11,29 @@ import (
 	"time"
 )
 
-// Server answers every connection on a unix socket with one JSON Snapshot.
+// Server answers each connection on a unix socket with one request: a
+// JSON Snapshot, or the Reply to a command (see Request).
 type Server struct {
 	ln   net.Listener
 	path string
 	snap func() Snapshot
+	cmd  func(Request) Reply
 	wg   sync.WaitGroup
 }
 
 // Listen creates the socket at path (its directory too, mode 0750) and
-// serves snap on it. A stale socket left by a crashed run is replaced;
-// a live one (another ovfwd answering) is an error.
+// serves snap on it, read-only. A stale socket left by a crashed run is
+// replaced; a live one (another ovfwd answering) is an error.
 func Listen(path string, snap func() Snapshot) (*Server, error) {
+	return ListenCommands(path, snap, nil)
+}
+
+// ListenCommands is Listen with the write operations handled by cmd (nil:
+// refused). The socket is mode 0660, so only the daemon's user and group
+// can connect; write operations are also checked against the connecting
+// process's credentials (Authorized), so loosening the file mode for a
+// monitoring user never lets it disconnect clients.
+func ListenCommands(path string, snap func() Snapshot, cmd func(Request) Reply) (*Server, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -36,7 +47,7 @@ func Listen(path string, snap func() Snapshot) (*Server, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	_ = os.Chmod(path, 0o660)
-	s := &Server{ln: ln, path: path, snap: snap}
+	s := &Server{ln: ln, path: path, snap: snap, cmd: cmd}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -57,10 +68,37 @@ func (s *Server) serve() {
 		go func() {
 			defer s.wg.Done()
 			defer c.Close()
-			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_ = json.NewEncoder(c).Encode(s.snap())
+			s.handle(c)
 		}()
 	}
+}
+
+func (s *Server) handle(c net.Conn) {
+	// A client that writes nothing (an older ovfwd status, nc -U) gets the
+	// snapshot after a second.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	req, err := readRequest(c)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err != nil {
+		_ = json.NewEncoder(c).Encode(Reply{Error: err.Error()})
+		return
+	}
+	if req.Op == OpStatus {
+		_ = json.NewEncoder(c).Encode(s.snap())
+		return
+	}
+	var r Reply
+	switch {
+	case s.cmd == nil:
+		r.Error = "this ovfwd takes no commands on its status socket"
+	default:
+		if err := Authorized(c); err != nil {
+			r.Error = err.Error()
+		} else {
+			r = s.cmd(req)
+		}
+	}
+	_ = json.NewEncoder(c).Encode(r)
 }
 
 // Path is the socket's path.
@@ -82,6 +120,9 @@ func Fetch(path string, timeout time.Duration) (*Snapshot, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte(OpStatus + "\n")); err != nil {
+		return nil, fmt.Errorf("status: %s: %w", path, err)
+	}
 	var s Snapshot
 	if err := json.NewDecoder(c).Decode(&s); err != nil {
 		return nil, fmt.Errorf("status: %s: %w", path, err)

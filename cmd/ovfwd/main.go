@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/mlx5"
 	"github.com/ovfwd/ovfwd/mlx5/model/dpsim"
+	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -33,8 +35,9 @@ commands:
   run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
   check    validate a config file                     ovfwd check [-c] FILE
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
+  kill     disconnect a VPN client                   ovfwd kill [-s SOCKET | -c FILE] [-halt] NAME|ADDR
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
-  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME
+  pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME | pki revoke DIR NAME
   bench    measure                                    ovfwd bench fwd|vpn|mlx5
   probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
   version  print the version
@@ -55,6 +58,7 @@ var commands = map[string]func(args []string) error{
 	"run":     runCmd,
 	"check":   checkCmd,
 	"status":  statusCmd,
+	"kill":    killCmd,
 	"lab":     labCmd,
 	"pki":     pkiCmd,
 	"bench":   benchCmd,
@@ -225,6 +229,38 @@ func statusCmd(args []string) error {
 	return status.WriteText(os.Stdout, s)
 }
 
+// killCmd disconnects VPN clients through the status socket (root and the
+// daemon's group only; see status.Authorized).
+func killCmd(args []string) error {
+	fs := newFlags("kill", "[-s SOCKET | -c FILE] [-halt] NAME|ADDR")
+	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
+	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	halt := fs.Bool("halt", false, "tell the client to exit (HALT) instead of reconnecting (RESTART)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 1, 1); err != nil {
+		return err
+	}
+	if *cfgFile != "" {
+		c, err := config.Load(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if c.Status.Socket == "" {
+			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
+		}
+		*sock = c.Status.Socket
+	}
+	n, err := status.Kill(*sock, pos[0], *halt, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("disconnected %d session(s) of %s\n", n, pos[0])
+	return nil
+}
+
 func labCmd(args []string) error {
 	fs := newFlags("lab", "[-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]")
 	d := fs.Duration("duration", 0, "stop after this long (0: until Ctrl-C)")
@@ -250,6 +286,8 @@ func labCmd(args []string) error {
 const pkiUsage = `usage: ovfwd pki init DIR
        ovfwd pki client DIR NAME -remote HOST:PORT [-remote …]   (an .ovpn profile)
        ovfwd pki site DIR NAME      (certificate and key files for another ovfwd's [[vpn.client]])
+       ovfwd pki revoke DIR NAME [-cert FILE]   (add NAME's certificate to DIR/crl.pem; ovfwd or easy-rsa PKI)
+       ovfwd pki tls-crypt-v2 DIR   (a tls-crypt-v2 server key; pki client then gives each profile its own key)
 `
 
 func pkiCmd(args []string) error {
@@ -292,7 +330,18 @@ func pkiCmd(args []string) error {
 			fmt.Fprintln(os.Stderr, "ovfwd pki client: -remote HOST:PORT is required")
 			return errUsage
 		}
-		path, err := pki.Client(pos[0], pos[1], remotes...)
+		prof := pki.Profile{Name: pos[1], Remotes: remotes}
+		// With a tls-crypt-v2 server key in DIR each client gets its own key.
+		if text, err := os.ReadFile(filepath.Join(pos[0], pki.TLSCryptV2File)); err == nil {
+			k, err := control.ParseTLSCryptV2ServerKey(text)
+			if err != nil {
+				return fmt.Errorf("%s: %w", pki.TLSCryptV2File, err)
+			}
+			if prof.TLSCryptV2, err = k.NewTLSCryptV2ClientKey(time.Now()); err != nil {
+				return err
+			}
+		}
+		path, err := pki.ClientProfile(pos[0], prof)
 		if err != nil {
 			return err
 		}
@@ -316,11 +365,50 @@ func pkiCmd(args []string) error {
 		}
 		fmt.Printf("%s\n%s\n", cert, key)
 		return nil
+	case "tls-crypt-v2":
+		fs := newFlags("pki tls-crypt-v2", "DIR")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 1, 1); err != nil {
+			return err
+		}
+		path := filepath.Join(pos[0], pki.TLSCryptV2File)
+		if _, err := os.Stat(path); err == nil {
+			return fmt.Errorf("%s already exists", path)
+		}
+		k, err := control.GenerateTLSCryptV2ServerKey()
+		if err != nil {
+			return err
+		}
+		text, _ := k.MarshalText()
+		if err := os.WriteFile(path, text, 0o600); err != nil {
+			return err
+		}
+		fmt.Printf("%s\n(set tls_crypt_v2 = %q in [vpn]; profiles made with pki client from now on carry their own keys)\n", path, path)
+		return nil
+	case "revoke":
+		fs := newFlags("pki revoke", "DIR NAME [-cert FILE]")
+		certFile := fs.String("cert", "", "revoke this certificate file instead of the one(s) found for NAME")
+		pos, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 2, 2); err != nil {
+			return err
+		}
+		path, err := pki.Revoke(pos[0], pos[1], *certFile)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\n(a server with crl = %q applies it within a second; connected sessions of %s are closed)\n", path, path, pos[1])
+		return nil
 	case "-h", "-help", "--help":
 		fmt.Print(pkiUsage)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client or site)\n", args[0])
+	fmt.Fprintf(os.Stderr, "ovfwd pki: unknown subcommand %q (init, client, site, revoke or tls-crypt-v2)\n", args[0])
 	return errUsage
 }
 

@@ -46,6 +46,10 @@ type ClientConfig struct {
 	// ping-restart, a server RESTART or a failed renegotiation.
 	NoReconnect bool
 
+	// Username and Password, when set, go in key method 2 (a 2.6
+	// client's auth-user-pass).
+	Username, Password string
+
 	// Receive, when set, gets every decrypted inner IP packet on the
 	// Client's reader goroutine; ip is only valid during the call. When
 	// nil, packets queue for Recv (bounded; overflow is counted).
@@ -77,7 +81,8 @@ var (
 // it.
 var handshakeSilence = 10 * time.Second
 
-// Client-side timers (openvpn.md §7.1, §9.3).
+// Client-side timers (common.h PUSH_REQUEST_INTERVAL, ping.h, forward.c
+// check_push_request).
 const (
 	pushRequestDelay       = time.Second
 	pushRequestInterval    = 5 * time.Second
@@ -89,9 +94,13 @@ const (
 	clientIVProto          = ivProtoDataV2 | ivProtoRequestPush | ivProtoTLSKeyExp | ivProtoCCExit
 	clientControlChunk     = 1000       // TLS bytes per P_CONTROL_V1, below tls-mtu
 	packetIDRenegThreshold = 0xFF000000 // PACKET_ID_WRAP_TRIGGER
+	// exitDeliveryWait bounds Close's wait for the server's ack of EXIT:
+	// past the first retransmission (tls-timeout 2 s).
+	exitDeliveryWait = initialRetransmit + time.Second
 )
 
-// clientOptionsString is the OCC string a 2.6 client sends (openvpn.md §6).
+// clientOptionsString is the OCC string a 2.6 client sends (options.c
+// options_string).
 const clientOptionsString = "V4,dev-type tun,link-mtu 1541,tun-mtu 1500,proto UDPv4,auth SHA1,keysize 128,key-method 2,tls-client"
 
 // ClientStats are a Client's counters.
@@ -292,7 +301,9 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		if s != nil && c.data.Load() != nil {
 			s.sendText(msgExit)
-			time.Sleep(10 * time.Millisecond) // let the reliable layer put it on the wire once
+			// Like openvpn's delayed exit after EXIT: stay until the server
+			// acked it (one retransmission fits in the bound).
+			s.waitDelivered(exitDeliveryWait)
 		}
 		close(c.closed)
 		if s != nil {
@@ -441,7 +452,7 @@ func (c *Client) handleData(pkt []byte) {
 		return
 	}
 	plain, id, err := k.dk.Open(pkt)
-	if err != nil || !k.replay.check(uint64(id), time.Now()) {
+	if err != nil || !k.replay.check(replayID(id, 0), time.Now()) { // short form: no time
 		c.rxBad.Add(1)
 		return
 	}
@@ -483,7 +494,7 @@ func (c *Client) sendPing() { _ = c.Send(vpn.PingMagic[:]) }
 
 // install publishes the data keys of a newly established key: km becomes
 // the transmit key, and the previous transmit key keeps receiving (the lame
-// duck, openvpn.md §9.2).
+// duck, ssl.c tls_select_encryption_key).
 func (c *Client) install(pushed *Pushed, km *vpn.KeyMaterial) error {
 	dk, err := vpn.NewDataKey(km)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/ovfwd/ovfwd/vpn"
 )
 
-// TestParsePushReply parses what a 2.6.14 server sends (openvpn.md §7.1)
+// TestParsePushReply parses what a 2.6.14 server sent on the wire
 // and a continued reply.
 func TestParsePushReply(t *testing.T) {
 	p := Pushed{PeerID: vpn.PeerIDUndefined}

@@ -25,6 +25,7 @@ type echoServer struct {
 	srv  *control.Server
 	dp   *controltest.DataPlane
 	conn net.PacketConn
+	log  *syncLog
 	done chan error
 	once sync.Once
 
@@ -43,6 +44,7 @@ func startEchoServer(t *testing.T, dir, listen string, tweak func(*control.Confi
 	}
 	e := &echoServer{t: t, dp: controltest.New(), sent: map[[2]uint32]uint32{}, keyIDs: map[uint8]int{}, done: make(chan error, 1)}
 	log := newSyncLog(t)
+	e.log = log
 	cfg := control.Config{
 		Certificate: ld.Certificate, ClientCAs: ld.ClientCAs,
 		Wrap: control.WrapTLSCrypt, WrapKey: ld.StaticKey,
@@ -526,6 +528,29 @@ func TestClientFirstAckLost(t *testing.T) {
 	}
 	t.Logf("server drops %v", e.srv.Drops())
 	ping(t, c, c.Pushed().Gateway4, 1)
+}
+
+// TestClientCloseDeliversExit loses the EXIT that Close sends: Close must
+// wait for the server's ack and so retransmit it, or the server keeps the
+// session until ping-restart. (It slept 10 ms and left.)
+func TestClientCloseDeliversExit(t *testing.T) {
+	dir := newPKI(t)
+	e := startEchoServer(t, dir, "127.0.0.1:0", nil)
+	var armed atomic.Bool
+	var dropped atomic.Int32
+	addr := udpRelay(t, e.addr(), func(pkt []byte) bool {
+		return armed.Load() && pkt[0]>>3 == 4 && dropped.CompareAndSwap(0, 1) // P_CONTROL_V1: the EXIT
+	})
+	c := dial(t, clientProfile(t, dir, "gina", addr))
+	ping(t, c, c.Pushed().Gateway4, 1)
+	armed.Store(true)
+	c.Close()
+	if dropped.Load() != 1 {
+		t.Fatal("the relay dropped nothing; nothing was tested")
+	}
+	if n := e.log.count("client sent EXIT"); n != 1 {
+		t.Fatalf("server logged EXIT %d times once Close returned, want 1", n)
+	}
 }
 
 // TestClientConfigFromFiles loads the files a [[vpn.client]] names (the

@@ -10,8 +10,8 @@ import (
 	"github.com/ovfwd/ovfwd/vpn"
 )
 
-// Pushed is what the server told the client in its PUSH_REPLY (openvpn.md
-// §7.1). Options the client does not act on are kept in Other.
+// Pushed is what the server told the client in its PUSH_REPLY (push.c
+// process_incoming_push_msg, options.c apply_push_options). Options the client does not act on are kept in Other.
 type Pushed struct {
 	IPv4     netip.Prefix // ifconfig: the client's address and the tunnel subnet
 	Gateway4 netip.Addr   // route-gateway

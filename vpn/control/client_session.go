@@ -39,6 +39,10 @@ type clientSession struct {
 	// has named the cipher and the derivation.
 	deriveFirst func(*Pushed) (*vpn.KeyMaterial, error)
 
+	// acked is signalled (without blocking) when an ack from the server
+	// was processed; waitDelivered sleeps on it.
+	acked chan struct{}
+
 	done    chan struct{}
 	endErr  error
 	endOnce sync.Once
@@ -60,7 +64,7 @@ type clientKeyState struct {
 
 func newClientSession(c *Client) *clientSession {
 	w, _ := newWrapper(c.cfg.Wrap, &c.cfg.WrapKey, c.cfg.AuthDigest, c.cfg.KeyDirection, false) // validated by Dial
-	s := &clientSession{c: c, wrap: w, ready: make(chan error, 1), done: make(chan struct{})}
+	s := &clientSession{c: c, wrap: w, ready: make(chan error, 1), acked: make(chan struct{}, 1), done: make(chan struct{})}
 	_, _ = rand.Read(s.sid[:])
 	return s
 }
@@ -206,7 +210,7 @@ func (s *clientSession) flush(now time.Time) {
 // a stateless 2.6 server creates the session only from a packet that acks
 // its reset, so if the first such packet is lost, retransmissions must
 // carry the ack too (openvpn 2.6 does the same with its recently-acked
-// list; openvpn.md §3.6). Called with mu held.
+// list, reliable.c copy_acks_to_mru). Called with mu held.
 func (s *clientSession) reackReset(k *clientKeyState, p *packet) {
 	if !k.first || k.serverTalked || s.peerSID == ([sessionIDLen]byte{}) || p.hasAck(0) || p.nAcks >= maxAcksPiggyback {
 		return
@@ -263,6 +267,12 @@ func (s *clientSession) handle(pkt []byte) bool {
 		return true // a key we dropped
 	}
 	k.rel.acked(&p)
+	if p.nAcks > 0 {
+		select {
+		case s.acked <- struct{}{}:
+		default:
+		}
+	}
 	if p.op != opControlHardResetServer2 {
 		k.serverTalked = true
 	}
@@ -343,7 +353,8 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	}
 	km := keyMethod2{options: clientOptionsString,
 		peerInfo: "IV_VER=2.6.14\nIV_PLAT=linux\nIV_PROTO=" + strconv.Itoa(clientIVProto) +
-			"\nIV_CIPHERS=" + strings.Join(ciphers, ":") + "\nIV_MTU=1600\nIV_GUI_VER=ovfwd\n"}
+			"\nIV_CIPHERS=" + strings.Join(ciphers, ":") + "\nIV_MTU=1600\nIV_GUI_VER=ovfwd\n",
+		username: s.c.cfg.Username, password: s.c.cfg.Password}
 	_, _ = rand.Read(km.preMaster[:])
 	_, _ = rand.Read(km.random1[:])
 	_, _ = rand.Read(km.random2[:])
@@ -382,7 +393,7 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	}
 	if k.first {
 		// Data keys wait for the PUSH_REPLY, which names the cipher and
-		// the derivation (openvpn.md §4.3, §7.1).
+		// the derivation (push.c prepare_push_reply, ssl.c tls_session_generate_data_channel_keys).
 		s.mu.Lock()
 		s.deriveFirst = derive
 		s.mu.Unlock()
@@ -509,6 +520,30 @@ func (s *clientSession) sendText(msg string) {
 	}
 }
 
+// waitDelivered waits until the server has acknowledged every message on
+// the newest key, the session ends or d passes; it reports whether all
+// were acknowledged. The read loop and the timer keep running meanwhile,
+// so acks arrive and a lost message is retransmitted.
+func (s *clientSession) waitDelivered(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		pending := s.primary != nil && s.primary.rel.pending()
+		s.mu.Unlock()
+		if !pending {
+			return true
+		}
+		select {
+		case <-s.acked:
+		case <-s.done:
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+}
+
 // tick runs the session's timers.
 func (s *clientSession) tick(now time.Time) {
 	select {
@@ -538,7 +573,7 @@ func (s *clientSession) tick(now time.Time) {
 		handSilent = true
 	}
 	// Renegotiate at reneg-sec, or before the packet id wraps (2.6 does
-	// at PACKET_ID_WRAP_TRIGGER, openvpn.md §8.2).
+	// at PACKET_ID_WRAP_TRIGGER, packet_id.h; ssl.c tls_process).
 	nearWrap := false
 	if d := c.data.Load(); d != nil {
 		nearWrap = d.tx.sent.Load() >= packetIDRenegThreshold
@@ -546,7 +581,7 @@ func (s *clientSession) tick(now time.Time) {
 	if complete && primary.established && (nearWrap || !s.renegAt.IsZero() && now.After(s.renegAt)) {
 		s.renegAt = time.Time{}
 		// We initiate; TLS starts once the server's own soft reset
-		// (msg-id 0 of the new key) arrives (openvpn.md §9.2).
+		// (msg-id 0 of the new key) arrives (ssl.c key_state_soft_reset).
 		k := s.newKey(nextKeyID(primary.id), opControlSoftResetV1, now)
 		s.flush(now)
 		go s.runKey(k)

@@ -18,7 +18,8 @@ type Peer struct {
 }
 
 // DataPlane is the data-channel peer table the control plane drives, in
-// the style of the kernel ovpn netlink verbs (openvpn.md §11.2). Calls
+// the style of the kernel ovpn netlink verbs (Linux
+// Documentation/netlink/specs/ovpn.yaml). Calls
 // come from control-plane goroutines, never concurrently for one peer.
 type DataPlane interface {
 	// AddPeer creates the peer before its first key is installed.
@@ -28,7 +29,7 @@ type DataPlane interface {
 	// and is promoted with SetPrimary once the client has it.
 	InstallKey(peerID uint32, slot vpn.Slot, km *vpn.KeyMaterial) error
 	// SetPrimary makes the key with keyID the transmit key; the other
-	// key keeps receiving (the lame duck, openvpn.md §9.2).
+	// key keeps receiving (the lame duck, ssl.c tls_select_encryption_key).
 	SetPrimary(peerID uint32, keyID uint8) error
 	// DropKey deletes the key with keyID (the expired lame duck).
 	DropKey(peerID uint32, keyID uint8) error

@@ -3,9 +3,10 @@
 // wrapping, the reliability layer, TLS 1.2/1.3 with client certificates
 // (crypto/tls over a net.Conn adapter), key method 2, data-key derivation
 // (TLS-EKM, legacy PRF fallback), PUSH_REPLY, renegotiation, keepalive
-// reaping and the security gates in front of all of it. The wire facts and
-// their sources are in shared/research/openvpn.md; section numbers in
-// comments refer to it.
+// reaping and the security gates in front of all of it. File and function
+// names in comments are OpenVPN 2.6's sources (github.com/OpenVPN/openvpn,
+// src/openvpn/) unless another tree is named; the protocol is also written
+// up in the OpenVPN wire-protocol draft (github.com/OpenVPN/openvpn-rfc).
 //
 // The package is the control plane: it may allocate and lock, and it never
 // sees P_DATA_V2 traffic except in kernel-socket mode (Config.DataPacket).

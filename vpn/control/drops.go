@@ -21,13 +21,14 @@ const (
 	DropKeyID
 	DropRecvWindow
 	DropDataNoHandler
+	DropAuthFailed // a client refused with AUTH_FAILED (any reason)
 	dropReasons
 )
 
 var dropNames = [dropReasons]string{
 	"short", "opcode", "unsupported", "wrap_auth", "malformed", "replay",
 	"no_session", "bad_cookie", "rate_limit", "half_open", "max_peers",
-	"bad_session_id", "key_id", "recv_window", "data_no_handler",
+	"bad_session_id", "key_id", "recv_window", "data_no_handler", "auth_failed",
 }
 
 func (r DropReason) String() string {

@@ -319,6 +319,18 @@ func TestAuthFailedNoCommonCipher(t *testing.T) {
 	}
 	km := keyMethod2{options: "V4", peerInfo: "IV_PROTO=990\nIV_CIPHERS=BF-CBC\n"}
 	k.tls.Write(km.marshal(true))
+	// The first record is the server's key method 2, as for an accepted
+	// client: a 2.6 client parses it as such ("Unknown key_method/flags"
+	// when AUTH_FAILED came in its place), then takes AUTH_FAILED.
+	first := make([]byte, 4096)
+	n, err := k.tls.Read(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skm keyMethod2
+	if err := skm.unmarshal(first[:n], false); err != nil {
+		t.Fatalf("first record after TLS is not key method 2 (%v): %q", err, first[:n])
+	}
 	msg, err := k.readText("AUTH_FAILED")
 	if err != nil {
 		t.Fatal(err)

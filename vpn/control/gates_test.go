@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,16 +176,30 @@ func TestGatesRateAndBounds(t *testing.T) {
 	}
 }
 
+// TestMaxPeers: established peers are bounded by MaxPeers at admission,
+// after TLS, where the client can be told why (AUTH_FAILED; the stock
+// client's view is in TestRealClientRefused).
 func TestMaxPeers(t *testing.T) {
 	g := newGateRig(t, func(c *Config) { c.MaxPeers = 1 })
+	var sess []*session
 	for i := 0; i < 2; i++ {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 2, byte(i)}), 1000)
 		sid := [8]byte{byte(i + 1)}
 		g.reset(src, sid, 1<<32|1)
 		g.complete(src, sid, g.serverSID(t, g.lastSent(), sid))
+		g.srv.mu.Lock()
+		sess = append(sess, g.srv.sessions[src])
+		g.srv.mu.Unlock()
 	}
-	if g.srv.Sessions() != 1 || g.srv.Drop(DropMaxPeers) != 1 {
-		t.Errorf("max peers: %d sessions, drops %v", g.srv.Sessions(), g.srv.Drops())
+	if g.srv.Sessions() != 2 {
+		t.Fatalf("%d sessions before TLS, want 2 (half-open ones are bounded by MaxHalfOpen)", g.srv.Sessions())
+	}
+	if _, _, _, err := g.srv.admit(sess[0], "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := g.srv.admit(sess[1], "b", nil)
+	if err == nil || !strings.Contains(err.Error(), "max_peers") || g.srv.Drop(DropMaxPeers) != 1 {
+		t.Errorf("second admission: %v, drops %v", err, g.srv.Drops())
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // splitKey2 turns the 256 bytes of EKM or PRF output into one direction
-// pair of data keys (openvpn.md §4.3): key[0] (bytes 0..127) protects
+// pair of data keys (ssl.c init_key_contexts, crypto.c
+// key_ctx_update_implicit_iv): key[0] (bytes 0..127) protects
 // client→server, key[1] (128..255) server→client; each is cipher(64) ‖
 // hmac(64), and the implicit IV is the first 8 bytes of the hmac part.
 func splitKey2(key2 []byte, c vpn.Cipher, keyID uint8, server bool) vpn.KeyMaterial {
@@ -58,8 +59,8 @@ func pHash(h func() hash.Hash, secret, seed []byte, n int) []byte {
 	return out[:n]
 }
 
-// legacyKey2 derives the 256-byte key block the pre-EKM way (openvpn.md
-// §4.4): master = PRF(pre_master, "OpenVPN master secret" ‖ c.random1 ‖
+// legacyKey2 derives the 256-byte key block the pre-EKM way (ssl.c
+// generate_key_expansion_openvpn_prf, openvpn_PRF): master = PRF(pre_master, "OpenVPN master secret" ‖ c.random1 ‖
 // s.random1), key2 = PRF(master, "OpenVPN key expansion" ‖ c.random2 ‖
 // s.random2 ‖ client sid ‖ server sid).
 func legacyKey2(client, server *keyMethod2, clientSID, serverSID [sessionIDLen]byte) []byte {

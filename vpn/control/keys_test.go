@@ -20,7 +20,7 @@ func TestPRFMatchesOpenSSL(t *testing.T) {
 	}
 }
 
-// The two-step legacy derivation (openvpn.md §4.4) with fixed inputs,
+// The two-step legacy derivation (ssl.c openvpn_PRF) with fixed inputs,
 // checked against two chained `openssl kdf … TLS1-PRF` runs: master from
 // pre_master 01×48 and seed "OpenVPN master secret" ‖ 02×32 ‖ 03×32; key2
 // from master and "OpenVPN key expansion" ‖ 04×32 ‖ 05×32 ‖ 06×8 ‖ 07×8.
@@ -47,7 +47,8 @@ func TestLegacyKey2MatchesOpenSSL(t *testing.T) {
 }
 
 // splitKey2 places key[0] (client→server) and key[1] (server→client)
-// where openvpn.md §4.3 says, and the two roles mirror each other.
+// where ssl.c init_key_contexts puts them, and the two roles mirror each
+// other.
 func TestSplitKey2(t *testing.T) {
 	key2 := make([]byte, 256)
 	for i := range key2 {

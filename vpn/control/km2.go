@@ -8,7 +8,8 @@ import (
 )
 
 // keyMethod2 is the first plaintext message on each TLS session, sent by
-// the client first and then by the server (openvpn.md §5). The server's
+// the client first and then by the server (ssl.c key_method_2_write,
+// key_method_2_read). The server's
 // message has no pre-master secret.
 type keyMethod2 struct {
 	preMaster [km2PreMasterLen]byte // client only
@@ -97,7 +98,7 @@ func readKM2String(b []byte, limit int) (string, []byte, error) {
 }
 
 // PeerInfo is what a client announces about itself in key method 2
-// (openvpn.md §5.1): IV_* variables.
+// (ssl.c push_peer_info): IV_* variables.
 type PeerInfo struct {
 	Version    string   // IV_VER
 	Platform   string   // IV_PLAT

@@ -37,7 +37,7 @@ func TestKeyMethod2RoundTrip(t *testing.T) {
 	}
 }
 
-// The server message a 2.6 server writes (openvpn.md §5.3): literal 0,
+// The server message a 2.6 server writes (ssl.c key_method_2_write): literal 0,
 // method 2, two randoms, the options string with its NUL, then three
 // empty strings.
 func TestKeyMethod2ServerLayout(t *testing.T) {
@@ -51,7 +51,7 @@ func TestKeyMethod2ServerLayout(t *testing.T) {
 
 func zeros(n int) string { return hex.EncodeToString(make([]byte, n)) }
 
-// A client message as laid out byte by byte from the table in openvpn.md §5,
+// A client message as laid out byte by byte by ssl.c key_method_2_write,
 // with trailing fields left out (the peer may omit them).
 func TestKeyMethod2ParseClient(t *testing.T) {
 	b, _ := hex.DecodeString("00000000" + "02" + zeros(48) + zeros(64) + "0005" + "56342c7800" + "0000" + "0000" + "0017" + hex.EncodeToString([]byte("IV_PROTO=990\nIV_NCP=2\n")) + "00")

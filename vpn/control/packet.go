@@ -5,7 +5,8 @@ import (
 	"errors"
 )
 
-// packet is one control packet after unwrapping (openvpn.md §1.2):
+// packet is one control packet after unwrapping (ssl_pkt.c
+// write_control_auth, reliable.c reliable_ack_write):
 // op|kid, the sender's session id, the ack array (with the receiver's
 // session id when non-empty), the message-packet-id (absent in P_ACK_V1)
 // and the payload (TLS bytes).

@@ -10,7 +10,8 @@ import (
 	"github.com/ovfwd/ovfwd/vpn"
 )
 
-// pushParams is what one PUSH_REPLY says to one client (openvpn.md §7.1).
+// pushParams is what one PUSH_REPLY says to one client (push.c
+// prepare_push_reply, send_push_reply).
 type pushParams struct {
 	vpn4, gw4    netip.Addr
 	bits4        int

@@ -25,17 +25,32 @@ const openvpnBin = "/usr/sbin/openvpn"
 // syncLog is a goroutine-safe log that stops forwarding to t after the
 // test ends (server goroutines may outlive it by a tick).
 type syncLog struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
+	mu    sync.Mutex
+	t     *testing.T
+	done  bool
+	lines []string
 }
 
 func (l *syncLog) logf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
 	if !l.done {
 		l.t.Logf(format, args...)
 	}
+}
+
+// count is the number of logged lines containing s.
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
 }
 
 func newSyncLog(t *testing.T) *syncLog {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -29,6 +30,43 @@ type Tunables struct {
 	MaxHalfOpen    int
 	HandshakeRate  float64
 	HandshakeBurst int
+
+	// Operator policy, read when a client authenticates; Reconfigure also
+	// disconnects admitted clients it newly refuses (revoked, disabled).
+	// Clients and Revoked must not change after being handed over.
+	DuplicateCN bool                         // several sessions per common name (else the newest wins)
+	Revoked     func(*x509.Certificate) bool // nil: no revocation list
+	Clients     map[string]ClientPolicy      // by certificate common name
+	Push        []string                     // options pushed to every client (redirect-gateway, dhcp-option)
+
+	// Auth, when set, checks every client's username and password
+	// (auth-user-pass-verify); UsernameAsCN then names the client by its
+	// username (username-as-common-name). Past AuthFailLimit failures
+	// within AuthFailWindow a source address is refused unchecked.
+	Auth           *UserPass
+	UsernameAsCN   bool
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+}
+
+// ClientPolicy is what the operator set for one common name (openvpn's
+// client-config-dir file).
+type ClientPolicy struct {
+	IPv4, IPv6 netip.Addr     // fixed tunnel addresses inside the pools (ifconfig-push)
+	Routes     []netip.Prefix // pushed besides Tunables.Routes
+	Disabled   bool           // refused with AUTH_FAILED
+}
+
+// refusal is why policy t refuses a client with common name cn and
+// certificate cert, or "".
+func (t *Tunables) refusal(cn string, cert *x509.Certificate) string {
+	if t.Revoked != nil && cert != nil && t.Revoked(cert) {
+		return "certificate revoked"
+	}
+	if t.Clients[cn].Disabled {
+		return "client disabled"
+	}
+	return ""
 }
 
 func (c *Config) tunables() *Tunables {
@@ -37,6 +75,8 @@ func (c *Config) tunables() *Tunables {
 		RenegSec: c.RenegSec, TunMTU: c.TunMTU,
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen,
 		HandshakeRate: c.HandshakeRate, HandshakeBurst: c.HandshakeBurst,
+		DuplicateCN: c.DuplicateCN, Revoked: c.Revoked, Clients: c.Clients, Push: slices.Clone(c.Push),
+		Auth: c.Auth, UsernameAsCN: c.UsernameAsCN, AuthFailLimit: c.AuthFailLimit, AuthFailWindow: c.AuthFailWindow,
 	}
 }
 
@@ -47,6 +87,7 @@ func (c *Config) tunables() *Tunables {
 // pools were sized for it.
 func (s *Server) Reconfigure(t Tunables) error {
 	t.Routes = slices.Clone(t.Routes)
+	t.Push = slices.Clone(t.Push)
 	setDefault(&t.Ping, 10*time.Second)
 	setDefault(&t.PingRestart, 60*time.Second)
 	setDefault(&t.RenegSec, renegSecDefault)
@@ -74,7 +115,20 @@ func (s *Server) Reconfigure(t Tunables) error {
 	// The bucket keeps its level, capped at the new depth.
 	s.tokens = min(s.tokens, float64(t.HandshakeBurst))
 	s.live.Store(&t)
+	s.reserve(&t)
+	var refused []*session
+	var reasons []string
+	for _, sess := range s.byPeer {
+		if r := t.refusal(sess.commonName, sess.cert); r != "" {
+			refused = append(refused, sess)
+			reasons = append(reasons, r)
+		}
+	}
 	s.mu.Unlock()
+	for i, sess := range refused {
+		s.logf("control: %s: %s (%s): disconnecting", sess.remote(), reasons[i], sess.commonName)
+		go s.closeWith(sess, msgAuthFailed+","+reasons[i])
+	}
 	return nil
 }
 

@@ -13,7 +13,7 @@ type outMsg struct {
 	higherAcks int           // acks seen for later ids since the last send
 }
 
-// reliable is the per-key reliability layer (openvpn.md §3): a send
+// reliable is the per-key reliability layer (reliable.c, reliable.h): a send
 // window of 6 unacked messages with exponential-backoff retransmission and
 // fast retransmit, and a 12-slot receive window delivering payloads in
 // msg-id order. It is not safe for concurrent use; the session lock
@@ -62,7 +62,7 @@ func (r *reliable) acked(p *packet) {
 
 // receive stores a message; it reports false when the id is outside the
 // receive window (dropped, not acked). Duplicates are acked again so the
-// sender stops retransmitting (openvpn.md §3.2).
+// sender stops retransmitting (ssl.c tls_pre_decrypt, "even if it's a replay").
 func (r *reliable) receive(id uint32, payload []byte) bool {
 	if id >= r.recvNext+reliableRecvWindow {
 		return false

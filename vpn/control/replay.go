@@ -3,7 +3,8 @@ package control
 import "time"
 
 // replayState is the receive side of the long-form packet-id that
-// tls-auth and tls-crypt carry (openvpn.md §2.4): a 32-bit counter and a
+// tls-auth and tls-crypt carry (packet_id.c packet_id_test): a 32-bit
+// counter and a
 // 32-bit unix time. It is per session, not per key.
 type replayState struct {
 	time     uint32
@@ -12,9 +13,14 @@ type replayState struct {
 	lastHigh time.Time // when highest last advanced
 }
 
+// replayID is the 8 wire bytes of a long-form packet-id as one number:
+// the counter first, then the time, as packet_id.c packet_id_write puts
+// them on the wire.
+func replayID(id, t uint32) uint64 { return uint64(id)<<32 | uint64(t) }
+
 // check reports whether id is acceptable and, if so, records it.
 func (r *replayState) check(rid uint64, now time.Time) bool {
-	t, id := uint32(rid>>32), uint32(rid)
+	id, t := uint32(rid>>32), uint32(rid)
 	if id == 0 {
 		return false
 	}
@@ -64,5 +70,5 @@ func (s *replaySender) nextID(now time.Time) uint64 {
 	}
 	id := s.next
 	s.next++
-	return uint64(s.time)<<32 | uint64(id)
+	return replayID(id, s.time)
 }

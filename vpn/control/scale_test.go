@@ -35,6 +35,7 @@ func newMultiRig(tb testing.TB, maxPeers int) *multiRig {
 		Certificate: m.p.server, ClientCAs: m.p.pool, Wrap: WrapTLSCrypt, WrapKey: *m.key,
 		Pool4: netip.MustParsePrefix("198.18.64.0/18"), Pool6: netip.MustParsePrefix("2001:db8:64::/64"),
 		MaxPeers: maxPeers, MaxHalfOpen: maxPeers, HandshakeRate: 1e6, HandshakeBurst: 1e6,
+		DuplicateCN: true, // every client here shares one certificate
 		Send: func(dst netip.AddrPort, pkt []byte) error {
 			downCh <- addressed{dst, append([]byte(nil), pkt...)}
 			return nil

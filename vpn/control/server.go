@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,30 @@ type Config struct {
 	MaxHalfOpen    int     // sessions not yet through key method 2; default 256
 	HandshakeRate  float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
 	HandshakeBurst int     // default 100
+
+	// Operator policy; see Tunables.
+	DuplicateCN    bool
+	Revoked        func(*x509.Certificate) bool
+	Clients        map[string]ClientPolicy
+	Push           []string
+	Auth           *UserPass
+	UsernameAsCN   bool
+	AuthFailLimit  int
+	AuthFailWindow time.Duration
+	// VerifyClientCert is "require" (default), "optional" or "none"
+	// (openvpn's verify-client-cert); without a required certificate Auth
+	// must be set.
+	VerifyClientCert string
+
+	// TLSCryptV2, when set, is the tls-crypt-v2 server key: every client
+	// brings its own tls-crypt key, wrapped with it (Wrap and WrapKey are
+	// then unused). Only clients that support early negotiation (2.6 and
+	// later) are served, so a reset never creates state.
+	TLSCryptV2 *TLSCryptV2ServerKey
+
+	// PoolPersist is a file that keeps each common name's pool addresses
+	// across restarts (openvpn's ifconfig-pool-persist); "" = off.
+	PoolPersist string
 
 	// Send transmits one UDP payload. Serve sets it when nil.
 	Send func(dst netip.AddrPort, pkt []byte) error
@@ -83,6 +108,12 @@ type Server struct {
 	tokensAt time.Time
 	conn     net.PacketConn
 	closed   bool
+	leases   map[string]lease // pool addresses by common name (PoolPersist)
+	// fixedInUse are fixed addresses outside the pools' dynamic range
+	// that a session holds.
+	fixedInUse map[netip.Addr]bool
+	fails      failLimiter // failed logins by source (Tunables.AuthFailLimit)
+	dirty      bool        // leases changed since last written
 
 	rto   time.Duration // tests shorten the retransmit timeout
 	drops dropCounters
@@ -98,6 +129,19 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	if len(cfg.Certificate.Certificate) == 0 || cfg.ClientCAs == nil {
 		return nil, errors.New("control: certificate and client CAs are required")
 	}
+	clientAuth := tls.RequireAndVerifyClientCert
+	switch cfg.VerifyClientCert {
+	case "", "require":
+	case "optional":
+		clientAuth = tls.VerifyClientCertIfGiven
+	case "none":
+		clientAuth = tls.NoClientCert
+	default:
+		return nil, fmt.Errorf("control: VerifyClientCert %q", cfg.VerifyClientCert)
+	}
+	if clientAuth != tls.RequireAndVerifyClientCert && cfg.Auth == nil {
+		return nil, errors.New("control: without a required client certificate a username/password check is needed")
+	}
 	if len(cfg.Ciphers) == 0 {
 		cfg.Ciphers = []vpn.Cipher{vpn.AES256GCM, vpn.AES128GCM, vpn.ChaCha20Poly1305}
 	}
@@ -111,6 +155,9 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	setDefault(&cfg.HandshakeBurst, 100)
 	if cfg.MaxPeers > maxPeerID+1 {
 		return nil, errors.New("control: MaxPeers above the 24-bit peer-id space")
+	}
+	if cfg.TLSCryptV2 != nil {
+		cfg.Wrap, cfg.WrapKey = WrapTLSCrypt, StaticKey{} // per-session keys; this one only sizes packets
 	}
 	w, err := newWrapper(cfg.Wrap, &cfg.WrapKey, cfg.AuthDigest, cfg.KeyDirection, true)
 	if err != nil {
@@ -138,13 +185,26 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	if _, err := rand.Read(s.cookie[:]); err != nil {
 		return nil, err
 	}
+	s.leases, s.fixedInUse = map[string]lease{}, map[netip.Addr]bool{}
+	if cfg.PoolPersist != "" {
+		data, err := os.ReadFile(cfg.PoolPersist)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("control: pool_persist: %w", err)
+		}
+		var bad int
+		s.leases, bad = parseLeases(data)
+		if bad > 0 {
+			s.logf("control: %s: skipped %d lines that do not parse", cfg.PoolPersist, bad)
+		}
+	}
+	s.reserve(s.live.Load())
 	s.tlsConf = &tls.Config{
 		MinVersion:                  tls.VersionTLS12,
 		Certificates:                []tls.Certificate{cfg.Certificate},
-		ClientAuth:                  tls.RequireAndVerifyClientCert,
+		ClientAuth:                  clientAuth,
 		ClientCAs:                   cfg.ClientCAs,
 		SessionTicketsDisabled:      true,
-		DynamicRecordSizingDisabled: true, // one Write = one record (openvpn.md §4.2)
+		DynamicRecordSizingDisabled: true, // one Write = one record: ssl.c key_method_2_read takes one record
 	}
 	s.wg.Add(1)
 	go s.timerLoop()
@@ -236,7 +296,7 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		}
 		s.cfg.DataPacket(src, pkt)
 		return
-	case op == opControlHardResetClient3 || op == opControlWKCV1 || op < opControlSoftResetV1:
+	case (op == opControlHardResetClient3 || op == opControlWKCV1) && s.cfg.TLSCryptV2 == nil || op < opControlSoftResetV1:
 		s.drops.add(DropUnsupported)
 		return
 	case !isControlOpcode(op):
@@ -248,7 +308,13 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		return
 	}
 	// Authenticate before any per-session state exists.
-	rid, body, err := s.wrap.unwrap(pkt)
+	w := s.wrap
+	if s.cfg.TLSCryptV2 != nil {
+		if w = s.v2Wrapper(src, op, &pkt); w == nil {
+			return
+		}
+	}
+	rid, body, err := w.unwrap(pkt)
 	if err != nil {
 		if err == errAuth {
 			s.drops.add(DropWrapAuth)
@@ -256,6 +322,13 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 			s.drops.add(DropShort)
 		}
 		return
+	}
+	rawOp := op
+	switch op { // tls-crypt-v2's opcodes are v2's plus the appended WKc
+	case opControlHardResetClient3:
+		op = opControlHardResetClient2
+	case opControlWKCV1:
+		op = opControlV1
 	}
 	p := packet{op: op, keyID: pkt[0] & keyIDMask}
 	copy(p.sid[:], pkt[1:])
@@ -283,7 +356,22 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 			s.drops.add(DropMalformed)
 			return
 		}
-		s.replyReset(src, &p, now)
+		var tlv []byte
+		if s.cfg.TLSCryptV2 != nil {
+			// A client without early negotiation would need the server to
+			// keep its key from this packet on: refused, as openvpn's
+			// tls-crypt-v2-force-cookie (mudp.c do_pre_decrypt_check).
+			if uint32(rid>>32)&earlyNegMask != earlyNegStart {
+				s.drops.add(DropUnsupported)
+				return
+			}
+			tlv = earlyNegTLV
+		}
+		s.replyReset(src, &p, now, w, tlv)
+		return
+	}
+	if s.cfg.TLSCryptV2 != nil && rawOp != opControlWKCV1 {
+		s.drops.add(DropNoSession) // only a WKC_V1 can complete a tls-crypt-v2 handshake
 		return
 	}
 	if (op != opControlV1 && op != opAckV1) || p.keyID != 0 || !p.hasAck(0) {
@@ -294,13 +382,14 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		s.drops.add(DropBadCookie)
 		return
 	}
-	sess = s.newSession(src, &p, rid, now, sess)
+	sess = s.newSession(src, &p, rid, now, sess, w)
 	if sess != nil {
 		sess.handle(&p, rid, now)
 	}
 }
 
-// cookieFor is the stateless server session id (openvpn.md §3.6):
+// cookieFor is the stateless server session id (ssl_pkt.c
+// calculate_session_id_hmac, mudp.c do_pre_decrypt_check):
 // HMAC-SHA256(secret, quantised time ‖ client address ‖ client sid)[:8].
 func (s *Server) cookieFor(src netip.AddrPort, clientSID [sessionIDLen]byte, bucket int64) [sessionIDLen]byte {
 	m := hmac.New(sha256.New, s.cookie[:])
@@ -331,7 +420,45 @@ func (s *Server) checkCookie(src netip.AddrPort, clientSID, got [sessionIDLen]by
 
 // replyReset answers a client hard reset without keeping state: our
 // session id is the cookie, we ack msg 0 and send our own msg 0.
-func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
+// v2Wrapper picks the tls-crypt-v2 wrapping for a packet: for a V3 reset
+// or WKC_V1 the client key unwrapped (and authenticated) from the WKc it
+// carries, which it strips from *pkt; for anything else the session's.
+// nil means dropped (and counted).
+func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) *wrapper {
+	switch op {
+	case opControlHardResetClient3, opControlWKCV1:
+		inner, wkc, ok := splitWKc(*pkt)
+		if !ok {
+			s.drops.add(DropMalformed)
+			return nil
+		}
+		kc, _, err := s.cfg.TLSCryptV2.unwrapClientKey(wkc)
+		if err != nil {
+			s.drops.add(DropWrapAuth)
+			return nil
+		}
+		w, err := newWrapper(WrapTLSCrypt, &kc, 0, 0, true)
+		if err != nil {
+			s.drops.add(DropWrapAuth)
+			return nil
+		}
+		*pkt = inner
+		return w
+	case opControlHardResetClient2:
+		s.drops.add(DropUnsupported) // a tls-crypt v1 client
+		return nil
+	}
+	s.mu.Lock()
+	sess := s.sessions[src]
+	s.mu.Unlock()
+	if sess == nil {
+		s.drops.add(DropNoSession)
+		return nil
+	}
+	return sess.wrap
+}
+
+func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wrapper, payload []byte) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -349,17 +476,17 @@ func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time) {
 	s.tokens--
 	s.mu.Unlock()
 	sid := s.cookieFor(src, p.sid, now.Unix()/int64(cookieQuantum/time.Second))
-	reply := packet{op: opControlHardResetServer2, nAcks: 1, peerSID: p.sid}
+	reply := packet{op: opControlHardResetServer2, nAcks: 1, peerSID: p.sid, payload: payload}
 	reply.acks[0] = 0
 	rs := replaySender{}
 	rid := rs.nextID(now)
-	out := s.wrap.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
+	out := w.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
 	s.send(src, out)
 }
 
 // newSession creates the session for a completed three-way handshake,
 // replacing old (the same address's previous session) if any.
-func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session) *session {
+func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session, w *wrapper) *session {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -371,12 +498,9 @@ func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.
 		s.drops.add(DropHalfOpen)
 		return nil
 	}
-	if old == nil && len(s.sessions) >= t.MaxPeers {
-		s.mu.Unlock()
-		s.drops.add(DropMaxPeers)
-		return nil
-	}
-	sess := newSession(s, src, p.peerSID, p.sid, now)
+	// Sessions are at most MaxHalfOpen plus the admitted peers, which
+	// admit bounds by MaxPeers where the client can be told (AUTH_FAILED).
+	sess := newSession(s, src, p.peerSID, p.sid, now, w)
 	sess.set = t
 	s.sessions[src] = sess
 	s.halfOpen++
@@ -434,50 +558,187 @@ func (s *Server) release(id uint32, v4, v6 netip.Addr) {
 	defer s.mu.Unlock()
 	delete(s.byPeer, id)
 	s.peerIDs.release(id)
-	if v4.IsValid() {
-		s.pool4.Free(v4)
+	if v4.IsValid() && !s.pool4.Free(v4) {
+		delete(s.fixedInUse, v4)
 	}
-	if v6.IsValid() {
-		s.pool6.Free(v6)
+	if v6.IsValid() && !s.pool6.Free(v6) {
+		delete(s.fixedInUse, v6)
 	}
 }
 
-// admit gives an authenticated session a peer id and tunnel addresses and
-// moves it out of the half-open count.
-func (s *Server) admit(sess *session) (id uint32, v4, v6 netip.Addr, err error) {
+// reserve keeps the fixed addresses of t's clients out of dynamic
+// allocation. Called with mu held.
+func (s *Server) reserve(t *Tunables) {
+	var as4, as6 []netip.Addr
+	for _, p := range t.Clients {
+		if p.IPv4.IsValid() {
+			as4 = append(as4, p.IPv4)
+		}
+		if p.IPv6.IsValid() {
+			as6 = append(as6, p.IPv6)
+		}
+	}
+	if s.pool4 != nil {
+		s.pool4.SetReserved(as4)
+	}
+	if s.pool6 != nil {
+		s.pool6.SetReserved(as6)
+	}
+}
+
+// address picks a client's address from pool: its fixed one, else the
+// one it had last (PoolPersist), else any free one. A fixed address held
+// by another session of the same name (duplicate_cn) falls back to the
+// pool. Called with mu held.
+func (s *Server) address(pool *Pool, fixed, last netip.Addr) (a netip.Addr, remembered bool, err error) {
+	if pool == nil {
+		return a, false, nil
+	}
+	if fixed.IsValid() {
+		// Inside the dynamic range the pool accounts for it; outside it
+		// (e.g. below the IPv6 pool's ::1000) the server does.
+		if pool.InRange(fixed) {
+			if pool.Take(fixed) {
+				return fixed, false, nil
+			}
+		} else if !s.fixedInUse[fixed] {
+			s.fixedInUse[fixed] = true
+			return fixed, false, nil
+		}
+	}
+	if !fixed.IsValid() && last.IsValid() && !pool.Reserved(last) && pool.Take(last) {
+		return last, true, nil
+	}
+	a, err = pool.Allocate()
+	return a, !fixed.IsValid(), err
+}
+
+// admit gives an authenticated session with common name cn a peer id and
+// tunnel addresses and moves it out of the half-open count.
+func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uint32, v4, v6 netip.Addr, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess.removed {
 		return 0, v4, v6, errors.New("session closed")
 	}
-	id, ok := s.peerIDs.alloc()
+	t := s.live.Load()
+	var ok bool
+	if len(s.byPeer) < t.MaxPeers {
+		id, ok = s.peerIDs.alloc()
+	}
 	if !ok {
-		return 0, v4, v6, errors.New("max peers reached")
+		s.drops.add(DropMaxPeers)
+		return 0, v4, v6, errors.New("server full (max_peers reached)")
 	}
-	if s.pool4 != nil {
-		if v4, err = s.pool4.Allocate(); err != nil {
-			s.peerIDs.release(id)
-			return 0, v4, v6, err
+	pol, last := t.Clients[cn], s.leases[cn]
+	v4, keep4, err := s.address(s.pool4, pol.IPv4, last.v4)
+	if err == nil {
+		var keep6 bool
+		v6, keep6, err = s.address(s.pool6, pol.IPv6, last.v6)
+		if err != nil && v4.IsValid() && !s.pool4.Free(v4) {
+			delete(s.fixedInUse, v4)
 		}
-	}
-	if s.pool6 != nil {
-		if v6, err = s.pool6.Allocate(); err != nil {
-			s.peerIDs.release(id)
-			if v4.IsValid() {
-				s.pool4.Free(v4)
+		if err == nil && s.cfg.PoolPersist != "" && cn != "" && (keep4 || keep6) {
+			nl := lease{}
+			if keep4 {
+				nl.v4 = v4
 			}
-			return 0, netip.Addr{}, v6, err
+			if keep6 {
+				nl.v6 = v6
+			}
+			if nl != last {
+				s.leases[cn], s.dirty = nl, true
+			}
 		}
+	}
+	if err != nil {
+		s.peerIDs.release(id)
+		return 0, netip.Addr{}, netip.Addr{}, err
 	}
 	sess.admitted = true
 	s.halfOpen--
 	s.byPeer[id] = sess
+	sess.mu.Lock()
+	sess.commonName, sess.cert = cn, cert
+	sess.mu.Unlock()
 	return id, v4, v6, nil
 }
 
+// sameName lists the admitted sessions with common name cn other than
+// except. Called with mu held.
+func (s *Server) sameName(cn string, except *session) []*session {
+	var out []*session
+	for _, o := range s.byPeer {
+		if o != except && o.commonName == cn {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// saveLeases writes the pool_persist file if it changed.
+func (s *Server) saveLeases() {
+	s.mu.Lock()
+	if !s.dirty || s.cfg.PoolPersist == "" {
+		s.mu.Unlock()
+		return
+	}
+	data := formatLeases(s.leases)
+	s.dirty = false
+	s.mu.Unlock()
+	if err := writeFileAtomic(s.cfg.PoolPersist, data); err != nil {
+		s.logf("control: pool_persist: %v", err)
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+	}
+}
+
+// closeWith tells sess msg (RESTART, HALT, AUTH_FAILED), waits up to a
+// second for the client's ack, and removes the session. Its data-plane
+// peer goes first, so no packet passes once closeWith starts.
+func (s *Server) closeWith(sess *session, msg string) {
+	sess.mu.Lock()
+	if sess.peerAdded {
+		_ = s.dp.RemovePeer(sess.peerID)
+		sess.peerAdded = false
+	}
+	sess.mu.Unlock()
+	sess.sendText(msg)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && sess.unacked() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.teardown(sess)
+}
+
+// Kill disconnects the admitted sessions whose common name, real address
+// (ip or ip:port) or tunnel address is target, telling each client msg
+// first (RESTART: reconnect; HALT: exit), like openvpn's management kill.
+// It returns how many it found.
+func (s *Server) Kill(target, msg string) int {
+	s.mu.Lock()
+	var hit []*session
+	for _, sess := range s.byPeer {
+		sess.mu.Lock()
+		match := sess.commonName == target || sess.addr.String() == target || sess.addr.Addr().String() == target ||
+			sess.vpn4.IsValid() && sess.vpn4.String() == target || sess.vpn6.IsValid() && sess.vpn6.String() == target
+		sess.mu.Unlock()
+		if match {
+			hit = append(hit, sess)
+		}
+	}
+	s.mu.Unlock()
+	for _, sess := range hit {
+		s.logf("control: %s: killed by the operator (%s)", sess.remote(), msg)
+		go s.closeWith(sess, msg)
+	}
+	return len(hit)
+}
+
 // PeerFloated tells the control plane that the data plane moved peerID to
-// a new address after an authenticated data packet from it (openvpn.md
-// §8.5): control packets are then expected from there too. It reports
+// a new address after an authenticated data packet from it (multi.c
+// multi_process_float): control packets are then expected from there too. It reports
 // false if no session has that peer id or another session owns addr.
 func (s *Server) PeerFloated(peerID uint32, addr netip.AddrPort) bool {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
@@ -577,6 +838,7 @@ func (s *Server) Close() error {
 	}
 	close(s.done)
 	s.wg.Wait()
+	s.saveLeases()
 	if conn != nil {
 		return conn.Close()
 	}
@@ -592,6 +854,7 @@ func (s *Server) timerLoop() {
 		case <-s.done:
 			return
 		case now := <-t.C:
+			s.saveLeases()
 			s.mu.Lock()
 			all := make([]*session, 0, len(s.sessions))
 			for _, sess := range s.sessions {

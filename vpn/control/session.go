@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"math/big"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +18,7 @@ import (
 )
 
 // keyState is one key_id's negotiation: its reliability layer and the TLS
-// session that runs over it (openvpn.md §3.5, §9.2).
+// session that runs over it (ssl.c struct key_state, key_state_soft_reset).
 type keyState struct {
 	id          uint8
 	first       bool // key_id 0 of the session: also carries push/auth
@@ -34,6 +36,7 @@ type keyState struct {
 // server lock.
 type session struct {
 	srv       *Server
+	wrap      *wrapper       // the server's, or the client's own key under tls-crypt-v2
 	addr      netip.AddrPort // written under Server.mu and mu (float); read under either
 	localSID  [sessionIDLen]byte
 	remoteSID [sessionIDLen]byte
@@ -58,7 +61,8 @@ type session struct {
 	cipher        vpn.Cipher
 	compression   vpn.Comp
 	info          PeerInfo
-	commonName    string
+	commonName    string            // written under Server.mu and mu (admit); read under either
+	cert          *x509.Certificate // the client's certificate; as commonName
 	useEKM        bool
 	renegAt       time.Time
 	lameExpire    time.Time
@@ -67,8 +71,8 @@ type session struct {
 	maxPayload    int
 }
 
-func newSession(srv *Server, src netip.AddrPort, local, remote [sessionIDLen]byte, now time.Time) *session {
-	s := &session{srv: srv, addr: src, localSID: local, remoteSID: remote, created: now, lastRecv: now}
+func newSession(srv *Server, src netip.AddrPort, local, remote [sessionIDLen]byte, now time.Time, w *wrapper) *session {
+	s := &session{srv: srv, wrap: w, addr: src, localSID: local, remoteSID: remote, created: now, lastRecv: now}
 	// The stateless reset reply used replay id 1 and msg-id 0; both sides'
 	// msg 0 are acked by the packet that completed the handshake.
 	s.replayOut = replaySender{time: uint32(now.Unix()), next: 2}
@@ -126,7 +130,7 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 	if s.dead {
 		return
 	}
-	if s.srv.wrap.mode != WrapNone && !s.replayIn.check(rid, now) {
+	if s.wrap.mode != WrapNone && !s.replayIn.check(rid, now) {
 		drops.add(DropReplay)
 		return
 	}
@@ -171,7 +175,8 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 }
 
 // beginRenegotiation makes a new primary key with id, retiring the lame
-// duck and demoting the current key (openvpn.md §9.2). Called with mu held.
+// duck and demoting the current key (ssl.c key_state_soft_reset). Called
+// with mu held.
 func (s *session) beginRenegotiation(id uint8, now time.Time) *keyState {
 	s.retireLame()
 	s.lame = s.primary
@@ -232,7 +237,7 @@ func (s *session) flush(now time.Time) {
 
 func (s *session) sendPacket(p *packet, now time.Time) {
 	body := p.appendBody(make([]byte, 0, 64+len(p.payload)))
-	out := s.srv.wrap.wrap(make([]byte, 0, len(body)+tlsCryptHeaderLen+64), p.op<<opShift|p.keyID, &s.localSID, s.replayOut.nextID(now), body)
+	out := s.wrap.wrap(make([]byte, 0, len(body)+tlsCryptHeaderLen+64), p.op<<opShift|p.keyID, &s.localSID, s.replayOut.nextID(now), body)
 	s.srv.send(s.addr, out)
 }
 
@@ -304,7 +309,7 @@ func (s *session) tick(now time.Time) string {
 		}
 		// Move transmission to a renegotiated key once the client has
 		// acknowledged everything we sent on it, i.e. our key method 2
-		// message, so it holds the key too (openvpn.md §9.2).
+		// message, so it holds the key too (ssl.c tls_select_encryption_key).
 		if s.primary.established && !s.primary.promoted && !s.primary.rel.pending() {
 			if s.srv.dp.SetPrimary(s.peerID, s.primary.id) == nil {
 				s.primary.promoted = true
@@ -349,17 +354,23 @@ func (s *session) runKey(ks *keyState) {
 		s.fail(ks, err.Error())
 		return
 	}
+	var refused string
 	if ks.first {
-		if reason := s.authorize(&ckm, &cs); reason != "" {
-			s.authFailed(ks, reason)
-			return
-		}
+		refused = s.authorize(&ckm, &cs)
 	}
+	// Our key method 2 goes first even for a refused client: a 2.6 client
+	// reads the first record after TLS as key method 2 (ssl.c
+	// key_method_2_read), and takes AUTH_FAILED only as a control message
+	// after it (push.c send_auth_failed, receive_auth_failed).
 	skm := keyMethod2{options: serverOptionsString}
 	_, _ = rand.Read(skm.random1[:])
 	_, _ = rand.Read(skm.random2[:])
 	if _, err := ks.tls.Write(skm.marshal(false)); err != nil {
 		s.fail(ks, "writing key method 2: "+err.Error())
+		return
+	}
+	if refused != "" {
+		s.authFailed(ks, refused, buf)
 		return
 	}
 	s.mu.Lock()
@@ -399,7 +410,8 @@ func (s *session) runKey(ks *keyState) {
 		s.lameExpire = now.Add(tranWindow)
 		s.renegAt = time.Time{}
 		if reneg := srv.live.Load().RenegSec; reneg > 0 {
-			// Servers jitter reneg-sec into [90 %, 100 %] (openvpn.md §9.1).
+			// Servers jitter reneg-sec into [90 %, 100 %] (init.c
+			// do_init_crypto_tls, options.c reneg-sec).
 			j, _ := rand.Int(rand.Reader, big.NewInt(int64(reneg/10)+1))
 			s.renegAt = now.Add(reneg - time.Duration(j.Int64()))
 		}
@@ -454,7 +466,7 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	// openvpn 2.6 "compress migrate": a client whose OCC string says
 	// comp-lzo is moved to stub-v2 framing, or kept on "comp-lzo no" when it
-	// cannot do stub-v2 (openvpn.md §7.1, §8.6).
+	// cannot do stub-v2 (multi.c multi_client_set_protocol_options, comp.h).
 	comp := vpn.CompNone
 	if strings.Contains(ckm.options+",", ",comp-lzo,") {
 		comp = vpn.CompLZO
@@ -463,32 +475,117 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 		}
 	}
 	cn := ""
+	var cert *x509.Certificate
 	if len(cs.PeerCertificates) > 0 {
-		cn = cs.PeerCertificates[0].Subject.CommonName
+		cert = cs.PeerCertificates[0]
+		cn = cert.Subject.CommonName
 	}
-	id, v4, v6, err := s.srv.admit(s)
+	srv := s.srv
+	t := srv.live.Load()
+	if t.Auth != nil {
+		user, reason := s.checkUserPass(t, ckm, cn)
+		if reason != "" {
+			return reason
+		}
+		if t.UsernameAsCN {
+			cn = user
+		}
+	} else if cert == nil {
+		return "client certificate required"
+	}
+	if reason := t.refusal(cn, cert); reason != "" {
+		if reason == "certificate revoked" {
+			srv.logf("control: %s: certificate of %q (serial %s) is revoked (crl)", s.remote(), cn, cert.SerialNumber)
+		}
+		return reason
+	}
+	// Without duplicate_cn a name has one session: the newest, as in
+	// openvpn (multi.c multi_delete_dup), so a reconnecting laptop is never
+	// locked out by its own stale session.
+	if !t.DuplicateCN && cn != "" {
+		srv.mu.Lock()
+		old := srv.sameName(cn, s)
+		srv.mu.Unlock()
+		for _, o := range old {
+			srv.logf("control: %s: %q connected again from %s; dropping its previous session", o.remote(), cn, s.remote())
+			srv.teardown(o)
+		}
+	}
+	id, v4, v6, err := srv.admit(s, cn, cert)
 	if err != nil {
 		return err.Error()
 	}
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
-		s.srv.release(id, v4, v6)
+		srv.release(id, v4, v6)
 		return "session closed"
 	}
 	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
-	s.info, s.cipher, s.compression, s.commonName = info, cipher, comp, cn
+	s.info, s.cipher, s.compression = info, cipher, comp
 	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
 	s.mu.Unlock()
 	return ""
 }
 
-func (s *session) authFailed(ks *keyState, reason string) {
+// authFailed refuses the client: AUTH_FAILED,reason now and again for
+// each PUSH_REQUEST, and the session ends 5 s later (openvpn's
+// scheduled exit, so the reliable layer can deliver the message). No peer,
+// key or address is ever installed for it.
+// maxUsername bounds a username (openvpn's USER_PASS_LEN is 128 in most
+// builds); longer ones are refused before any command runs.
+const maxUsername = 128
+
+// checkUserPass runs t.Auth for the client's key method 2 credentials;
+// a non-empty reason refuses it. The password never reaches a log.
+func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, reason string) {
+	srv, src, now := s.srv, s.remote(), time.Now()
+	user = ckm.username
+	if srv.fails.blocked(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
+		srv.logf("control: %s: too many failed logins; refused without checking", src)
+		return user, "too many failed logins, try again later"
+	}
+	switch {
+	case user == "" || ckm.password == "":
+		reason = "username and password required"
+	case len(user) > maxUsername || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ',' }):
+		reason = "bad username"
+	}
+	if reason == "" {
+		start := time.Now()
+		err := t.Auth.Verify(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
+		if err == nil {
+			srv.logf("control: %s: user %q authenticated (%v)", src, user, time.Since(start).Round(time.Millisecond))
+			return user, ""
+		}
+		reason = err.Error()
+	}
+	srv.fails.failed(src.Addr(), t.AuthFailWindow, now)
+	srv.logf("control: %s: user %q: %s", src, user, reason)
+	return user, reason
+}
+
+func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
 	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
-	_, _ = ks.tls.Write(append([]byte(msgAuthFailed+","+reason), 0))
+	s.srv.drops.add(DropAuthFailed)
+	msg := append([]byte(msgAuthFailed+","+reason), 0)
 	s.mu.Lock()
-	s.exitAt = time.Now().Add(5 * time.Second) // let the reliable layer deliver it
+	s.exitAt = time.Now().Add(5 * time.Second)
 	s.mu.Unlock()
+	if _, err := ks.tls.Write(msg); err != nil {
+		return
+	}
+	for {
+		n, err := ks.tls.Read(buf)
+		if err != nil {
+			return
+		}
+		if bytes.Contains(buf[:n], []byte(msgPushRequest)) {
+			if _, err := ks.tls.Write(msg); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // fail abandons a key; for the first key (or a failed renegotiation) the
@@ -505,8 +602,12 @@ func (s *session) fail(ks *keyState, why string) {
 func (s *session) sendPush(ks *keyState) {
 	s.mu.Lock()
 	srv := s.srv
+	routes := s.set.Routes
+	if extra := srv.live.Load().Clients[s.commonName].Routes; len(extra) > 0 {
+		routes = append(slices.Clone(routes), extra...)
+	}
 	p := pushParams{
-		vpn4: s.vpn4, vpn6: s.vpn6, routes: s.set.Routes,
+		vpn4: s.vpn4, vpn6: s.vpn6, routes: routes, extraOptions: s.set.Push,
 		ping: s.set.Ping, pingRestart: s.set.PingRestart,
 		peerID: s.peerID, cipher: s.cipher.String(), ivProto: s.info.Proto,
 		compression: s.compression,

@@ -2,7 +2,7 @@ package control
 
 import "time"
 
-// Opcodes (openvpn.md §1.1, ssl_pkt.h). The first byte of every packet is
+// Opcodes (ssl_pkt.h). The first byte of every packet is
 // opcode<<3 | key_id.
 const (
 	opControlSoftResetV1      = 3 // P_CONTROL_SOFT_RESET_V1
@@ -19,7 +19,7 @@ const (
 	keyIDMask = 0x07
 )
 
-// Reliability layer (openvpn.md §3.1).
+// Reliability layer (reliable.h, ssl_pkt.h, ssl.h, common.h).
 const (
 	reliableSendWindow  = 6  // TLS_RELIABLE_N_SEND_BUFFERS
 	reliableRecvWindow  = 12 // TLS_RELIABLE_N_REC_BUFFERS
@@ -40,20 +40,21 @@ const (
 	replayBacktrackTime = 15 * time.Second // replay-window … 15
 )
 
-// tls-crypt v1 (openvpn.md §2.3).
+// tls-crypt v1 (tls_crypt.h).
 const (
 	tlsCryptTagLen    = 32
 	tlsCryptHeaderLen = 1 + sessionIDLen + replayIDLen + tlsCryptTagLen // 49
 )
 
-// Static key file (openvpn.md §2.5).
+// Static key file (crypto.c read_key_file).
 const (
 	staticKeyBegin = "-----BEGIN OpenVPN Static key V1-----"
 	staticKeyEnd   = "-----END OpenVPN Static key V1-----"
 	staticKeyLen   = 256
 )
 
-// Key method 2 and key derivation (openvpn.md §4.3–4.4, §5).
+// Key method 2 and key derivation (ssl.c key_method_2_write,
+// generate_key_expansion; ssl_backend.h EXPORT_KEY_DATA_LABEL).
 const (
 	keyMethodV2       = 2
 	km2PreMasterLen   = 48
@@ -67,7 +68,7 @@ const (
 	prfMasterLen      = 48
 )
 
-// IV_PROTO bits (openvpn.md §5.2).
+// IV_PROTO bits (ssl.h IV_PROTO_*).
 const (
 	ivProtoDataV2      = 1 << 1
 	ivProtoRequestPush = 1 << 2
@@ -75,7 +76,7 @@ const (
 	ivProtoCCExit      = 1 << 7
 )
 
-// Control text messages (openvpn.md §7).
+// Control text messages (push.c, forward.c send_control_channel_string).
 const (
 	msgPushRequest = "PUSH_REQUEST"
 	msgPushReply   = "PUSH_REPLY"
@@ -85,16 +86,18 @@ const (
 	pushBundleSize = 1024 // PUSH_BUNDLE_SIZE
 )
 
-// serverOptionsString is the OCC string a 2.6.14 server sends (openvpn.md §6).
+// serverOptionsString is the OCC string a 2.6.14 server sends (options.c
+// options_string).
 const serverOptionsString = "V4,dev-type tun,link-mtu 1541,tun-mtu 1500,proto UDPv4,auth SHA1,keysize 128,key-method 2,tls-server"
 
-// Stateless handshake cookie (openvpn.md §3.6): time quantum (hand-window+1)/2.
+// Stateless handshake cookie (ssl_pkt.c calculate_session_id_hmac): time
+// quantum (hand-window+1)/2.
 const cookieQuantum = 30 * time.Second
 
 // Peer ids are 24 bits; 0xFFFFFF means "undefined".
 const maxPeerID = 0xFFFFFE
 
-// Renegotiation (openvpn.md §9).
+// Renegotiation (ssl.c tls_process; options.c defaults).
 const (
 	renegSecDefault = 3600 * time.Second
 	tranWindow      = 3600 * time.Second

@@ -9,7 +9,8 @@ import (
 
 // streamConn is the net.Conn crypto/tls runs over: Read returns the
 // in-order payload bytes of received P_CONTROL_V1 packets of one key,
-// Write hands TLS bytes to the reliability layer (openvpn.md §4.2). TLS
+// Write hands TLS bytes to the reliability layer (ssl.c
+// write_outgoing_tls_ciphertext). TLS
 // records cross packet boundaries freely; the control channel is a byte
 // stream.
 type streamConn struct {

@@ -18,7 +18,7 @@ import (
 
 // StaticKey is the 256-byte content of an "OpenVPN Static key V1" file:
 // key[0] ‖ key[1], each a 64-byte cipher part ‖ 64-byte HMAC part
-// (openvpn.md §2.5).
+// (crypto.c read_key_file).
 type StaticKey [staticKeyLen]byte
 
 // ParseStaticKey reads the text format written by `openvpn --genkey`.
@@ -69,7 +69,8 @@ func (k StaticKey) MarshalText() ([]byte, error) {
 func (k *StaticKey) cipherPart(i int) []byte { return k[128*i : 128*i+64] }
 func (k *StaticKey) hmacPart(i int) []byte   { return k[128*i+64 : 128*i+128] }
 
-// WrapMode selects the control-channel wrapping (openvpn.md §2).
+// WrapMode selects the control-channel wrapping (ssl_pkt.c
+// tls_wrap_control).
 type WrapMode uint8
 
 const (
@@ -123,7 +124,8 @@ type wrapper struct {
 }
 
 // newWrapper builds the wrapping for one role. For tls-crypt the server
-// sends with key[0] and receives with key[1] (openvpn.md §2.3).
+// sends with key[0] and receives with key[1] (tls_crypt.c
+// tls_crypt_init_key).
 func newWrapper(mode WrapMode, key *StaticKey, digest Digest, dir KeyDirection, server bool) (*wrapper, error) {
 	w := &wrapper{mode: mode}
 	switch mode {
@@ -183,7 +185,7 @@ func (w *wrapper) wrap(dst []byte, opKey byte, sid *[sessionIDLen]byte, replayID
 		dst = append(dst, sid[:]...)
 		return append(dst, body...)
 	case WrapTLSAuth:
-		// HMAC over pid ‖ time ‖ op ‖ sid ‖ body (openvpn.md §2.2).
+		// HMAC over pid ‖ time ‖ op ‖ sid ‖ body (ssl_pkt.c swap_hmac).
 		m := hmac.New(w.newHash, w.sendHMAC)
 		m.Write(rid[:])
 		m.Write([]byte{opKey})
@@ -196,7 +198,7 @@ func (w *wrapper) wrap(dst []byte, opKey byte, sid *[sessionIDLen]byte, replayID
 		return append(dst, body...)
 	}
 	// tls-crypt: tag = HMAC-SHA256(op ‖ sid ‖ pid ‖ time ‖ plaintext),
-	// ciphertext = AES-256-CTR(IV = tag[:16]) (openvpn.md §2.3).
+	// ciphertext = AES-256-CTR(IV = tag[:16]) (tls_crypt.c tls_crypt_wrap).
 	start := len(dst)
 	dst = append(dst, opKey)
 	dst = append(dst, sid[:]...)

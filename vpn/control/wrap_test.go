@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func testStaticKey() *StaticKey {
@@ -22,7 +23,7 @@ func testStaticKey() *StaticKey {
 	return &k
 }
 
-// The tls-crypt layout of openvpn.md §2.3, built here straight from the
+// The tls-crypt layout of tls_crypt.c tls_crypt_wrap, built here straight from the
 // spec with the file offsets verified on the wire: server→client Ke =
 // file[0:32], Ka = file[64:96].
 func TestTLSCryptVector(t *testing.T) {
@@ -66,7 +67,7 @@ func TestTLSCryptVector(t *testing.T) {
 	}
 }
 
-// tls-auth per openvpn.md §2.2: HMAC over pid ‖ time ‖ op ‖ sid ‖ body,
+// tls-auth per ssl_pkt.c swap_hmac / crypto.c openvpn_encrypt_v1: HMAC over pid ‖ time ‖ op ‖ sid ‖ body,
 // placed between sid and pid. Direction 0 sends with key[0]'s HMAC half
 // (file bytes 64..), direction 1 with key[1]'s (file bytes 192..).
 func TestTLSAuthVector(t *testing.T) {
@@ -149,8 +150,16 @@ func TestStaticKeyText(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
-	// A key written by openvpn itself parses.
+}
+
+// TestStaticKeyFromOpenVPN: a key written by openvpn itself parses. Under
+// `make test` (OVFWD_REQUIRE_PRIV=1, which installs openvpn) a missing
+// openvpn fails the test instead of skipping it unnoticed.
+func TestStaticKeyFromOpenVPN(t *testing.T) {
 	if _, err := exec.LookPath("openvpn"); err != nil {
+		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
+			t.Fatal("openvpn not installed (make deps installs it)")
+		}
 		t.Skip("openvpn not installed")
 	}
 	path := filepath.Join(t.TempDir(), "k")
@@ -166,35 +175,69 @@ func TestStaticKeyText(t *testing.T) {
 func TestReplayState(t *testing.T) {
 	var r replayState
 	now := testTime
-	const t0 = uint64(1000) << 32
+	const t0 = 1000
 	steps := []struct {
 		rid  uint64
 		ok   bool
 		what string
 	}{
-		{t0 | 0, false, "id 0"},
-		{t0 | 1, true, "first"},
-		{t0 | 1, false, "duplicate"},
-		{t0 | 5, true, "jump"},
-		{t0 | 3, true, "late in window"},
-		{t0 | 3, false, "late duplicate"},
-		{t0 | 100, true, "far jump"},
-		{t0 | 30, false, "older than window"},
-		{uint64(999)<<32 | 500, false, "time went back"},
-		{uint64(1001)<<32 | 1, true, "time moved on"},
+		{replayID(0, t0), false, "id 0"},
+		{replayID(1, t0), true, "first"},
+		{replayID(1, t0), false, "duplicate"},
+		{replayID(5, t0), true, "jump"},
+		{replayID(3, t0), true, "late in window"},
+		{replayID(3, t0), false, "late duplicate"},
+		{replayID(100, t0), true, "far jump"},
+		{replayID(30, t0), false, "older than window"},
+		{replayID(500, t0-1), false, "time went back"},
+		{replayID(1, t0+1), true, "time moved on"},
 	}
 	for _, s := range steps {
 		if got := r.check(s.rid, now); got != s.ok {
 			t.Errorf("%s: check = %v, want %v", s.what, got, s.ok)
 		}
 	}
-	r.check(uint64(1001)<<32|10, now)
-	if r.check(uint64(1001)<<32|9, now.Add(replayBacktrackTime+1)) {
+	r.check(replayID(10, t0+1), now)
+	if r.check(replayID(9, t0+1), now.Add(replayBacktrackTime+1)) {
 		t.Error("late packet accepted after the backtrack time")
 	}
 	var s replaySender
 	a, b := s.nextID(now), s.nextID(now)
-	if uint32(a) != 1 || uint32(b) != 2 || a>>32 != uint64(now.Unix()) {
+	if a != replayID(1, uint32(now.Unix())) || b != replayID(2, uint32(now.Unix())) {
 		t.Errorf("sender ids %x %x", a, b)
+	}
+}
+
+// TestReplayIDWireOrder: the long-form packet-id goes on the wire as
+// openvpn writes and reads it (packet_id.c packet_id_write/packet_id_read):
+// the 32-bit counter, then the 32-bit time. With the two swapped, openvpn
+// saw every packet as a new "time" and dropped reordered ones as going
+// back in time; here a reordered openvpn packet must be accepted.
+func TestReplayIDWireOrder(t *testing.T) {
+	k := testStaticKey()
+	srv, _ := newWrapper(WrapTLSAuth, k, 0, KeyDir0, true)
+	var s replaySender
+	now := time.Unix(0x61000000, 0)
+	sid := [8]byte{1}
+	pkt := srv.wrap(nil, opAckV1<<opShift, &sid, s.nextID(now), nil)
+	pid := pkt[1+8+20 : 1+8+20+8] // op, sid, SHA1 HMAC, then the packet-id
+	if want := []byte{0, 0, 0, 1, 0x61, 0, 0, 0}; !bytes.Equal(pid, want) {
+		t.Fatalf("packet-id on the wire % x, want % x (counter, then time)", pid, want)
+	}
+	// What openvpn sends: counter 1, 3, 2 (reordered) at one time.
+	var r replayState
+	wire := func(id uint32) uint64 {
+		var b [8]byte
+		binary.BigEndian.PutUint32(b[:], id)
+		binary.BigEndian.PutUint32(b[4:], 0x61000000)
+		return binary.BigEndian.Uint64(b[:])
+	}
+	for _, id := range []uint32{1, 3, 2} {
+		if !r.check(wire(id), now) {
+			t.Errorf("openvpn packet-id %d refused after a reordering", id)
+		}
+	}
+	if r.check(wire(2), now) {
+		t.Error("a replayed packet-id was accepted")
 	}
 }

@@ -1,7 +1,8 @@
 // Package pki makes what an ovfwd VPN server and its clients need: a CA, a
 // server certificate, a tls-crypt key, and per-client certificates with a
 // ready-to-use inline .ovpn profile that stock openvpn 2.6 accepts
-// (openvpn.md §10). All keys are ECDSA P-256. Functions are safe to call
+// (with remote-cert-tls server: openvpn doc/man-sections/tls-options.rst).
+// All keys are ECDSA P-256. Functions are safe to call
 // from one goroutine at a time per directory.
 package pki
 

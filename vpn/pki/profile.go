@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto/ecdsa"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -23,7 +24,17 @@ type Profile struct {
 	// AES-256-GCM:AES-128-GCM:CHACHA20-POLY1305.
 	Ciphers string
 	Extra   []string // extra config lines, e.g. "verb 4"
+	// NoCert leaves out the client certificate and key, for a server with
+	// verify_client_cert = "none" (username/password only).
+	NoCert bool
+	// TLSCryptV2 is the client's own tls-crypt-v2 key (PEM, from
+	// control.TLSCryptV2ServerKey.NewTLSCryptV2ClientKey); when set it
+	// replaces the shared tls-crypt key in the profile.
+	TLSCryptV2 []byte
 }
+
+// TLSCryptV2File is the tls-crypt-v2 server key's name in a PKI directory.
+const TLSCryptV2File = "tls-crypt-v2.key"
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
@@ -53,9 +64,12 @@ func ClientProfile(dir string, p Profile) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pki: %v (run pki init first)", err)
 	}
-	key, der, err := leaf(ca, caKey, p.Name, x509.ExtKeyUsageClientAuth)
-	if err != nil {
-		return "", err
+	var key *ecdsa.PrivateKey
+	var der []byte
+	if !p.NoCert {
+		if key, der, err = leaf(ca, caKey, p.Name, x509.ExtKeyUsageClientAuth); err != nil {
+			return "", err
+		}
 	}
 	tc, err := os.ReadFile(filepath.Join(dir, TLSCryptFile))
 	if err != nil {
@@ -88,8 +102,13 @@ func ClientProfile(dir string, p Profile) (string, error) {
 		fmt.Fprintf(&b, "<%s>\n%s</%s>\n", tag, strings.TrimRight(string(body), "\n")+"\n", tag)
 	}
 	inline("ca", caPEM)
-	inline("cert", certPEM(der))
-	inline("key", keyPEM(key))
+	if !p.NoCert {
+		inline("cert", certPEM(der))
+		inline("key", keyPEM(key))
+	}
+	if len(p.TLSCryptV2) > 0 {
+		wrapTag, tc = "tls-crypt-v2", p.TLSCryptV2
+	}
 	inline(wrapTag, tc)
 
 	out := filepath.Join(dir, ClientsDir)

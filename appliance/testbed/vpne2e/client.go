@@ -68,6 +68,9 @@ func (c *Client) Start() error {
 // the server, as when a laptop drops off the network).
 func (c *Client) Kill() { c.p.stop(syscall.SIGKILL, 2*time.Second) }
 
+// Exited reports whether the client process has ended by itself.
+func (c *Client) Exited() bool { return c.p.Exited() }
+
 // Stop ends the client politely (SIGTERM).
 func (c *Client) Stop() { c.p.stop(syscall.SIGTERM, 3*time.Second) }
 

@@ -1,6 +1,7 @@
 package vpne2e
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
@@ -28,6 +29,14 @@ type ServerOptions struct {
 	// XDPMode sets both ports' [port.afxdp] xdp_mode ("": its default,
 	// native then generic).
 	XDPMode string
+	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
+	// after it (e.g. [[vpn.ccd]]).
+	VPN, Tail string
+	// MaxPeers is ovfwd's max_peers (0: 64).
+	MaxPeers int
+	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
+	// tls-crypt); clients need pki.Profile.TLSCryptV2.
+	TLSCryptV2 string
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -40,6 +49,7 @@ func (o ServerOptions) ciphers() []string {
 // Server is a running VPN server in the appliance namespace.
 type Server struct {
 	Name    string // "ovfwd" or "openvpn"
+	Config  string // its config file
 	Log     string // its log file
 	Status  string // ovfwd's status socket; "" for openvpn
 	p       *proc
@@ -88,7 +98,9 @@ push_routes = ["%s", "%s"]
 ciphers = [%s]
 keepalive_interval = "5s"
 keepalive_timeout = "30s"
-max_peers = 64
+max_peers = %d
+%s
+%s
 
 [metrics]
 listen = ""
@@ -107,6 +119,9 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	if o.TLSAuth {
 		wrap = fmt.Sprintf("tls_auth = %q\nkey_direction = 0", filepath.Join(l.PKI, pki.TLSCryptFile))
 	}
+	if o.TLSCryptV2 != "" {
+		wrap = fmt.Sprintf("tls_crypt_v2 = %q", o.TLSCryptV2)
+	}
 	var quoted []string
 	for _, c := range o.ciphers() {
 		quoted = append(quoted, fmt.Sprintf("%q", c))
@@ -118,7 +133,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
-		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), sock)
+		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
 	}
@@ -129,7 +144,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	if err := l.SetKernelForwarding(false); err != nil {
 		return nil, err
 	}
-	s := &Server{Name: "ovfwd", Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
+	s := &Server{Name: "ovfwd", Config: cfgPath, Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
 	var err error
 	if s.p, err = start(l.App, s.Log, bin, "run", "-c", cfgPath); err != nil {
 		return nil, err
@@ -192,6 +207,9 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Signal sends sig to the server process (SIGHUP: reload).
+func (s *Server) Signal(sig syscall.Signal) error { return s.p.cmd.Process.Signal(sig) }
 
 // waitLog waits until the log holds want, failing early if p exits.
 func waitLog(p *proc, log, want string, d time.Duration) error {

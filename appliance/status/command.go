@@ -1,0 +1,174 @@
+package status
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The status socket's protocol: the client writes one line, the server
+// answers with one JSON value and closes. An empty line (or none: a
+// client that only half-closes) asks for the Snapshot.
+//
+//	status                  → Snapshot
+//	kill TARGET [restart|halt] → Reply (write operation)
+//
+// TARGET is a client's certificate common name, real address (ip or
+// ip:port) or tunnel address, as openvpn's management "kill". RESTART (the
+// default) makes the client reconnect at once; HALT makes it exit.
+const (
+	OpStatus = "status"
+	OpKill   = "kill"
+)
+
+// maxRequest bounds a request line.
+const maxRequest = 512
+
+// Request is one parsed request line.
+type Request struct {
+	Op     string
+	Target string // kill
+	Halt   bool   // kill: HALT instead of RESTART
+}
+
+// Reply answers a write operation.
+type Reply struct {
+	Killed int    `json:"killed,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// ParseRequest parses one request line (without its newline).
+func ParseRequest(line string) (Request, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] == OpStatus && len(f) == 1 {
+		return Request{Op: OpStatus}, nil
+	}
+	if f[0] == OpKill && (len(f) == 2 || len(f) == 3) {
+		r := Request{Op: OpKill, Target: f[1]}
+		if len(f) == 3 {
+			switch f[2] {
+			case "restart":
+			case "halt":
+				r.Halt = true
+			default:
+				return r, fmt.Errorf("kill: %q is neither restart nor halt", f[2])
+			}
+		}
+		return r, nil
+	}
+	return Request{}, fmt.Errorf("unknown request %q (status, or kill TARGET [restart|halt])", line)
+}
+
+func readRequest(c net.Conn) (Request, error) {
+	br := bufio.NewReaderSize(io.LimitReader(c, maxRequest), maxRequest)
+	line, err := br.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && line == "" {
+			return Request{Op: OpStatus}, nil // a client that only reads
+		}
+		return Request{}, err
+	}
+	if err != nil && len(line) >= maxRequest {
+		return Request{}, errors.New("request line too long")
+	}
+	return ParseRequest(strings.TrimSpace(line))
+}
+
+// Authorized allows write operations to root, to the daemon's own user and
+// to members of the daemon's group (`ovfwd` under the packaged unit), from
+// the connecting process's credentials (SO_PEERCRED and, for
+// supplementary groups, /proc/PID/status).
+func Authorized(c net.Conn) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return errors.New("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if allowed(cred, os.Geteuid(), os.Getegid(), procGroups) {
+		return nil
+	}
+	return fmt.Errorf("permission denied: uid %d is not root, the daemon's user or in its group (gid %d)", cred.Uid, os.Getegid())
+}
+
+func allowed(cred *unix.Ucred, uid, gid int, groups func(pid int32) []int) bool {
+	if cred.Uid == 0 || int(cred.Uid) == uid || int(cred.Gid) == gid {
+		return true
+	}
+	for _, g := range groups(cred.Pid) {
+		if g == gid {
+			return true
+		}
+	}
+	return false
+}
+
+// procGroups reads a process's supplementary groups.
+func procGroups(pid int32) []int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return nil
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Groups:"); ok {
+			var gs []int
+			for _, f := range strings.Fields(rest) {
+				if g, err := strconv.Atoi(f); err == nil {
+					gs = append(gs, g)
+				}
+			}
+			return gs
+		}
+	}
+	return nil
+}
+
+// Kill asks the appliance on path to disconnect target (see OpKill).
+func Kill(path, target string, halt bool, timeout time.Duration) (int, error) {
+	c, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		return 0, fmt.Errorf("status: is ovfwd running? %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	how := "restart"
+	if halt {
+		how = "halt"
+	}
+	if strings.ContainsAny(target, " \t\n") || target == "" {
+		return 0, fmt.Errorf("status: bad target %q", target)
+	}
+	if _, err := fmt.Fprintf(c, "%s %s %s\n", OpKill, target, how); err != nil {
+		return 0, err
+	}
+	var r Reply
+	if err := json.NewDecoder(c).Decode(&r); err != nil {
+		return 0, fmt.Errorf("status: %s: %w", path, err)
+	}
+	if r.Error != "" {
+		return r.Killed, errors.New(r.Error)
+	}
+	return r.Killed, nil
+}
