@@ -15,6 +15,7 @@ type Config struct {
 	Routes     []Route
 	VPN        VPN
 	Netlink    Netlink
+	Export     Export
 	Metrics    Metrics
 	Status     Status
 	Log        Log
@@ -265,6 +266,24 @@ type Netlink struct {
 	Neighbours bool // mirror kernel neighbours; default false
 }
 
+// Export is [export]: what the appliance owns (its VPN pools, the iroutes of
+// connected clients), installed into a kernel routing table for a routing
+// daemon to announce while the appliance is ready.
+type Export struct {
+	Enabled  bool   // default false
+	Device   string // TUN device the routes lead to, default "ovfwd-export"
+	Table    int    // kernel routing table, default 200; not [netlink] table
+	Protocol int    // rtm_protocol of the routes, 5..255, default 201
+	Metric   int    // route priority, default 0
+	// Routes are announced with the pools while ready, e.g. an anycast
+	// prefix several appliances serve (the upstream spreads it by ECMP).
+	Routes []netip.Prefix
+	// WorkerStall is how long a data-plane worker may go without
+	// completing a poll before the appliance counts as failed and
+	// withdraws its routes; default 3 s.
+	WorkerStall time.Duration
+}
+
 // Metrics is [metrics]: the Prometheus endpoint.
 type Metrics struct {
 	// Listen is the HTTP address; invalid (zero) when the file sets "" (off).
@@ -321,6 +340,7 @@ func Default() *Config {
 			VerifyClientCert:  VerifyRequire,
 		},
 		Netlink:    Netlink{Table: 254},
+		Export:     Export{Device: "ovfwd-export", Table: 200, Protocol: 201, WorkerStall: 3 * time.Second},
 		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
 		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock"},
 		Log:        Log{Level: "info", Format: "text"},

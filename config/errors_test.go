@@ -395,6 +395,33 @@ compress_stub = "yes" #<`},
 [vpn]
 listen = ["0.0.0.0",
    6] #<`},
+		{"export into the main table", "export.table", "table 254 is one of the kernel's own", twoPorts + vpnOn + `
+[export]
+enabled = true
+table = 254 #<`},
+		{"export with a routing daemon's protocol", "export.protocol", "protocol 186 belongs to a routing daemon", twoPorts + vpnOn + `
+[export]
+enabled = true
+protocol = 186 #<`},
+		{"export protocol of the kernel's own", "export.protocol", "4 is out of range", twoPorts + vpnOn + `
+[export]
+protocol = 4 #<`},
+		{"export into the mirrored table", "export.table", "table 100 is the one [netlink] mirrors", twoPorts + vpnOn + `
+[netlink]
+routes = true
+table = 100
+[export]
+enabled = true
+table = 100 #<`},
+		{"export without the VPN server", "export.enabled", "nothing to export", twoPorts + `
+[export]
+enabled = true #<`},
+		{"export device name too long", "export.device", `bad device name "ovfwd-export-device0"`, twoPorts + vpnOn + `
+[export]
+device = "ovfwd-export-device0" #<`},
+		{"worker stall too short", "export.worker_stall", "out of range", twoPorts + `
+[export]
+worker_stall = "10ms" #<`},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {

@@ -27,6 +27,11 @@ func TestExampleConfig(t *testing.T) {
 	if !reflect.DeepEqual(c.Appliance, def.Appliance) {
 		t.Errorf("[appliance] differs from Default:\n got %+v\nwant %+v", c.Appliance, def.Appliance)
 	}
+	if ce, de := c.Export, def.Export; len(ce.Routes) != 0 || len(de.Routes) != 0 {
+		t.Errorf("[export] routes: %v, want none", ce.Routes)
+	} else if ce.Routes, de.Routes = nil, nil; !reflect.DeepEqual(ce, de) {
+		t.Errorf("[export] differs from Default: %+v, want %+v", ce, de)
+	}
 	if !reflect.DeepEqual(c.Netlink, def.Netlink) || c.Metrics != def.Metrics || c.Status != def.Status || c.Log != def.Log {
 		t.Errorf("[netlink]/[metrics]/[status]/[log] differ from Default: %+v %+v %+v %+v", c.Netlink, c.Metrics, c.Status, c.Log)
 	}
@@ -85,6 +90,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"vpn.iroute":  func(t *table) { d.vpnIRoute(t, &VPNIRoute{}) },
 		"vpn.ccd":     func(t *table) { d.vpnCCD(t, &VPNCCD{}) },
 		"netlink":     func(t *table) { d.netlink(t, &Netlink{}) },
+		"export":      func(t *table) { d.export(t, &Export{}) },
 		"metrics":     func(t *table) { d.metrics(t, &Metrics{}) },
 		"status":      func(t *table) { d.status(t, &Status{}) },
 		"log":         func(t *table) { d.log(t, &Log{}) },

@@ -25,6 +25,7 @@ func (d *decoder) decodeRoot(root *table, c *Config) {
 	}
 	d.vpn(root.sub("vpn"), &c.VPN)
 	d.netlink(root.sub("netlink"), &c.Netlink)
+	d.export(root.sub("export"), &c.Export)
 	d.metrics(root.sub("metrics"), &c.Metrics)
 	d.status(root.sub("status"), &c.Status)
 	d.log(root.sub("log"), &c.Log)
@@ -487,6 +488,42 @@ func (d *decoder) netlink(t *table, n *Netlink) {
 	t.boolean("routes", &n.Routes)
 	t.integer("table", &n.Table, 1, 1<<31-1)
 	t.boolean("neighbours", &n.Neighbours)
+	t.done()
+}
+
+// Kernel routing table ids a route export must not use
+// (include/uapi/linux/rtnetlink.h enum rt_class_t).
+const (
+	rtTableDefault = 253
+	rtTableMain    = 254
+	rtTableLocal   = 255
+)
+
+func (d *decoder) export(t *table, e *Export) {
+	t.boolean("enabled", &e.Enabled)
+	if t.str("device", &e.Device) && !validIfName(e.Device) {
+		d.errorf(t.key("device"), `use an interface name of 1 to 15 characters, e.g. "ovfwd-export"`, "bad device name %q", e.Device)
+	}
+	if t.integer("table", &e.Table, 1, 1<<31-1) {
+		switch e.Table {
+		case rtTableDefault, rtTableMain, rtTableLocal:
+			d.errorf(t.key("table"), "use a table of its own, e.g. 200, and let the routing daemon read it (BIRD: kernel table 200; learn)",
+				"table %d is one of the kernel's own (253 default, 254 main, 255 local)", e.Table)
+		}
+	}
+	// 0-4 are the kernel's own (RTPROT_UNSPEC, _REDIRECT, _KERNEL, _BOOT,
+	// _STATIC): a route of another origin could be taken for ovfwd's
+	// and removed as stale at start.
+	if t.integer("protocol", &e.Protocol, 5, 255) {
+		switch e.Protocol {
+		case 12, 186, 187, 188, 189, 192: // /etc/iproute2/rt_protos: bird, bgp, isis, ospf, rip, eigrp
+			d.errorf(t.key("protocol"), "use a number no routing daemon uses, e.g. 201",
+				"protocol %d belongs to a routing daemon (/etc/iproute2/rt_protos); ovfwd removes routes of its protocol at start", e.Protocol)
+		}
+	}
+	t.integer("metric", &e.Metric, 0, 1<<32-1)
+	t.prefixes("routes", &e.Routes, false)
+	t.duration("worker_stall", &e.WorkerStall, 100*time.Millisecond, time.Minute)
 	t.done()
 }
 

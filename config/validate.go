@@ -14,6 +14,28 @@ func (d *decoder) validate(c *Config) {
 	d.validateRoutes(c)
 	d.validateVPN(c)
 	d.validateNAT(c)
+	d.validateExport(c)
+}
+
+func (d *decoder) validateExport(c *Config) {
+	e := &c.Export
+	if !e.Enabled {
+		return
+	}
+	if c.Netlink.Routes && e.Table == c.Netlink.Table && !d.bad["export.table"] {
+		key := "export.table"
+		if !d.lines.has(key) {
+			key = "export"
+		}
+		d.errorf(key, "give [export] a table of its own, e.g. 200", "table %d is the one [netlink] mirrors: ovfwd would route by its own exports", e.Table)
+	}
+	if !c.VPN.Enabled {
+		key := "export.enabled"
+		if !d.lines.has(key) {
+			key = "export"
+		}
+		d.errorf(key, "set enabled = true in [vpn], or leave [export] off", "nothing to export: the appliance owns routes only as a VPN server (pools, iroutes)")
+	}
 }
 
 func portKey(i int, k string) string { return joinPath(indexPath("port", i), k) }

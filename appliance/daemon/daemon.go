@@ -61,6 +61,7 @@ type daemon struct {
 	neigh   *neighbours
 	mirror  *afxdp.NeighMirror
 	nl      *nlsync.Sync
+	kq      *kernelQueue // kernel routes from nl, applied in batches
 	status  *status.Server
 	metrics []*metrics.Server // TCP and/or unix socket
 	vpn     *vpnServer        // nil unless [vpn] enabled
@@ -72,6 +73,8 @@ type daemon struct {
 	wake      *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
 	taps      exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
 	cpus      []int        // cpus[q]: worker q's CPU, -1 when not pinned
+	beats     []heartbeat  // beats[q]: worker q's loop counter
+	so        *scaleOut    // readiness, drain and route export
 
 	stop    chan struct{}
 	workers sync.WaitGroup
@@ -124,6 +127,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 
 func (d *daemon) start(cfg *config.Config) error {
 	d.cfg, d.started0 = cfg, cfg
+	d.so = newScaleOut(cfg.Export)
 	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
 	if err != nil {
 		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
@@ -217,10 +221,16 @@ func (d *daemon) start(cfg *config.Config) error {
 	}
 	d.control.Add(1)
 	go d.controlLoop()
+	d.kq = newKernelQueue()
+	d.control.Add(1)
+	go func() { defer d.control.Done(); d.kq.run(d.fib, d.stop) }()
 	if err := d.startNetlink(cfg.Netlink); err != nil {
 		return err
 	}
-	return d.startServers(cfg)
+	if err := d.startServers(cfg); err != nil {
+		return err
+	}
+	return d.startScaleOut()
 }
 
 // configurePort gives the engine a port's addresses (router mode) or VLANs (bridge mode).
@@ -382,7 +392,7 @@ func (d *daemon) startNetlink(c config.Netlink) error {
 type nlSink struct{ d *daemon }
 
 func (s *nlSink) KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool) {
-	s.d.fib.set(srcKernel, p, route{nh: nh}, ok)
+	s.d.kq.put(p, nh, ok)
 }
 
 func (s *nlSink) KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) {
@@ -471,6 +481,8 @@ func (d *daemon) startServers(cfg *config.Config) error {
 // neighbours ovfwd added removed.
 func (d *daemon) shutdown() error {
 	var errs []error
+	// The routing daemon withdraws the pools before the tunnels go.
+	errs = append(errs, d.stopScaleOut())
 	if d.status != nil {
 		errs = append(errs, d.status.Close())
 	}

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -76,7 +75,7 @@ func (d *daemon) reload() {
 			d.nl = nil
 		}
 		// The new subscription replays the table it mirrors.
-		d.fib.replace(srcKernel, map[netip.Prefix]route{})
+		d.kq.reset(d.fib)
 		if err := d.startNetlink(nc.Netlink); err != nil {
 			d.log.Error("netlink sync not restarted", "err", err)
 		}
@@ -140,6 +139,9 @@ func restartOnly(old, nc *config.Config) map[string]any {
 	}
 	if nc.NATOptions.MaxSessions > old.NATOptions.MaxSessions && len(old.NAT) > 0 {
 		out["[nat_options] max_sessions above the start value"] = nc.NATOptions.MaxSessions
+	}
+	if !reflect.DeepEqual(old.Export, nc.Export) {
+		out["[export]"] = nc.Export
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -58,6 +59,7 @@ type installedRoute struct {
 type fibWriter interface {
 	AddRoute(p netip.Prefix, nh fwd.NextHop) error
 	DeleteRoute(p netip.Prefix) error
+	UpdateRoutes(add []fwd.Route, del []netip.Prefix) error
 }
 
 func newRouteTable(eng fibWriter, portNames []string, log *slog.Logger) *routeTable {
@@ -116,19 +118,22 @@ func (t *routeTable) setLink(port int, up bool) {
 	}
 }
 
-// sync recomputes p's winner and tells the engine if it changed. Caller
-// holds t.mu.
-func (t *routeTable) sync(p netip.Prefix) {
-	var best installedRoute
-	found := false
+// winner is the route p should have now. Caller holds t.mu.
+func (t *routeTable) winner(p netip.Prefix) (installedRoute, bool) {
 	for src := range numSources {
 		r, ok := t.want[src][p]
 		if !ok || t.egressDown(r.nh) {
 			continue
 		}
-		best, found = installedRoute{r, src}, true
-		break
+		return installedRoute{r, src}, true
 	}
+	return installedRoute{}, false
+}
+
+// sync recomputes p's winner and tells the engine if it changed. Caller
+// holds t.mu.
+func (t *routeTable) sync(p netip.Prefix) {
+	best, found := t.winner(p)
 	cur, had := t.installed[p]
 	switch {
 	case found && (!had || cur != best):
@@ -137,7 +142,9 @@ func (t *routeTable) sync(p netip.Prefix) {
 			return
 		}
 		t.installed[p] = best
-		t.log.Debug("route installed", "prefix", p, "source", sourceNames[best.src], "nexthop", t.describe(best.nh))
+		if t.log.Enabled(context.Background(), slog.LevelDebug) {
+			t.log.Debug("route installed", "prefix", p, "source", sourceNames[best.src], "nexthop", t.describe(best.nh))
+		}
 	case !found && had:
 		if err := t.eng.DeleteRoute(p); err != nil {
 			t.log.Error("route not removed", "prefix", p, "err", err)
@@ -145,6 +152,50 @@ func (t *routeTable) sync(p netip.Prefix) {
 		delete(t.installed, p)
 		t.log.Debug("route removed", "prefix", p)
 	}
+}
+
+// setMany applies many changes of src at once (a nil route withdraws),
+// with one engine update for the lot: a burst of kernel routes (a BGP
+// feed) costs one or a few table swaps instead of one per route.
+func (t *routeTable) setMany(src source, changes map[netip.Prefix]*route) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var add []fwd.Route
+	var del []netip.Prefix
+	for p, r := range changes {
+		if r != nil {
+			t.want[src][p] = *r
+		} else {
+			delete(t.want[src], p)
+		}
+		best, found := t.winner(p)
+		cur, had := t.installed[p]
+		switch {
+		case found && (!had || cur != best):
+			add = append(add, fwd.Route{Prefix: p, NextHop: best.nh})
+		case !found && had:
+			del = append(del, p)
+		}
+	}
+	if len(add)+len(del) == 0 {
+		return
+	}
+	if err := t.eng.UpdateRoutes(add, del); err != nil {
+		// One bad route refuses the batch: find it one by one.
+		t.log.Error("routes not installed as a batch; installing one by one", "routes", len(add)+len(del), "err", err)
+		for p := range changes {
+			t.sync(p)
+		}
+		return
+	}
+	for _, r := range add {
+		best, _ := t.winner(r.Prefix)
+		t.installed[r.Prefix] = best
+	}
+	for _, p := range del {
+		delete(t.installed, p)
+	}
+	t.log.Debug("routes updated", "source", sourceNames[src], "installed", len(add), "removed", len(del))
 }
 
 func (t *routeTable) egressDown(nh fwd.NextHop) bool {
@@ -171,13 +222,28 @@ func (t *routeTable) describe(nh fwd.NextHop) string {
 	return "dev " + t.portNames[nh.Port]
 }
 
-// counts reports installed routes by source and one line per route.
+// maxListed bounds the routes status lists one by one: a full BGP table
+// would make every status call format, sort and send 100 k lines.
+const maxListed = 1000
+
+// counts reports installed routes by source, one line for each of the
+// first maxListed routes in prefix order, and every installed prefix.
 func (t *routeTable) counts() (bySource [numSources]int, lines []string, prefixes []netip.Prefix) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	prefixes = make([]netip.Prefix, 0, len(t.installed))
 	for p, r := range t.installed {
 		bySource[r.src]++
 		prefixes = append(prefixes, p)
+	}
+	sort.Slice(prefixes, func(i, j int) bool {
+		if c := prefixes[i].Addr().Compare(prefixes[j].Addr()); c != 0 {
+			return c < 0
+		}
+		return prefixes[i].Bits() < prefixes[j].Bits()
+	})
+	for _, p := range prefixes[:min(len(prefixes), maxListed)] {
+		r := t.installed[p]
 		lines = append(lines, fmt.Sprintf("%v %s (%s)", p, t.describe(r.nh), sourceNames[r.src]))
 	}
 	sort.Strings(lines)

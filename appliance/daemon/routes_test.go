@@ -35,6 +35,20 @@ func (f *fakeFIB) DeleteRoute(p netip.Prefix) error {
 	return nil
 }
 
+func (f *fakeFIB) UpdateRoutes(add []fwd.Route, del []netip.Prefix) error {
+	f.calls++
+	if f.fail {
+		return errors.New("engine refused")
+	}
+	for _, p := range del {
+		delete(f.routes, p)
+	}
+	for _, r := range add {
+		f.routes[r.Prefix] = r.NextHop
+	}
+	return nil
+}
+
 func newTestTable() (*routeTable, *fakeFIB) {
 	f := &fakeFIB{routes: map[netip.Prefix]fwd.NextHop{}}
 	return newRouteTable(f, []string{"p0", "p1"}, slog.New(slog.DiscardHandler)), f
@@ -132,5 +146,49 @@ func TestRouteTableEngineRefuses(t *testing.T) {
 	rt.set(srcStatic, pfx, route{nh: viaP0}, true)
 	if nh, ok := rt.lookup(pfx); !ok || nh != viaP0 || f.routes[pfx] != viaP0 {
 		t.Fatal("retry after a refusal did not install the route")
+	}
+}
+
+// TestRouteTableSetMany: a batch of kernel changes reaches the engine in
+// one call, honours precedence and down links like single changes do,
+// and withdrawals in the batch remove what was installed.
+func TestRouteTableSetMany(t *testing.T) {
+	rt, f := newTestTable()
+	rt.set(srcStatic, pfx, route{nh: viaP0}, true)
+	rt.setLink(1, false)
+	other := netip.MustParsePrefix("198.18.61.0/24")
+	down := netip.MustParsePrefix("198.18.62.0/24")
+	changes := map[netip.Prefix]*route{pfx: {nh: viaP1}, other: {nh: viaP0}, down: {nh: viaP1}}
+	for i := 0; i < 1000; i++ {
+		changes[netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 32)] = &route{nh: viaP0}
+	}
+	calls := f.calls
+	rt.setMany(srcKernel, changes)
+	if f.calls != calls+1 {
+		t.Errorf("a batch of %d took %d engine calls", len(changes), f.calls-calls)
+	}
+	if f.routes[pfx] != viaP0 || f.routes[other] != viaP0 || len(f.routes) != 1002 {
+		t.Errorf("after the batch: %v (want static over kernel, nothing out of the down port)", len(f.routes))
+	}
+	if _, ok := f.routes[down]; ok {
+		t.Error("route out of a down port installed")
+	}
+	rt.setLink(1, true)
+	if f.routes[down] != viaP1 {
+		t.Error("route out of port 1 not installed when it came up")
+	}
+	rt.setMany(srcKernel, map[netip.Prefix]*route{other: nil, down: nil, pfx: nil})
+	if _, ok := f.routes[other]; ok || f.routes[pfx] != viaP0 {
+		t.Errorf("withdrawal batch: other %v pfx %v", f.routes[other], f.routes[pfx])
+	}
+	if _, ok := f.routes[down]; ok {
+		t.Error("withdrawn route still installed")
+	}
+	by, lines, prefixes := rt.counts()
+	if by[srcKernel] != 1000 || by[srcStatic] != 1 || len(prefixes) != 1001 {
+		t.Errorf("counts %v, %d prefixes", by, len(prefixes))
+	}
+	if len(lines) != maxListed || lines[0] != "198.18.60.0/24 via 198.18.50.1 dev p0 (static)" {
+		t.Errorf("%d lines listed, first %q", len(lines), lines[0])
 	}
 }

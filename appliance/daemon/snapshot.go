@@ -88,6 +88,7 @@ func (d *daemon) snapshot() status.Snapshot {
 	by, lines, installed := d.fib.counts()
 	s.Routes = status.Routes{
 		Static: by[srcStatic], Kernel: by[srcKernel], Tunnel: by[srcTunnel], Uplink: by[srcUplink], Prefixes: lines,
+		Unlisted: len(installed) - len(lines),
 	}
 	distinct := map[netip.Prefix]bool{}
 	if cfg.Appliance.Mode != config.ModeBridge {
@@ -108,5 +109,6 @@ func (d *daemon) snapshot() status.Snapshot {
 		distinct[p] = true
 	}
 	s.Routes.Total = len(distinct)
+	d.scaleOutSnapshot(&s)
 	return s
 }

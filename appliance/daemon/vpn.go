@@ -437,6 +437,7 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	}
 	v.peers[p.PeerID] = p
 	v.mu.Unlock()
+	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
 		"iroutes", iroutes)
 	return nil
@@ -469,9 +470,39 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	}
 	v.mu.Unlock()
 	if ok {
+		v.d.so.poke()
+	}
+	if ok {
 		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
 	}
 	return v.tun.RemovePeer(id)
+}
+
+// peerHostRoutes are the connected clients' tunnel addresses as host
+// routes.
+func (v *vpnServer) peerHostRoutes() []netip.Prefix {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []netip.Prefix
+	for _, p := range v.peers {
+		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
+			if a.IsValid() {
+				out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			}
+		}
+	}
+	return out
+}
+
+// ownedIRoutes are the iroutes of the clients connected now.
+func (v *vpnServer) ownedIRoutes() []netip.Prefix {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]netip.Prefix, 0, len(v.irouteOwner))
+	for p := range v.irouteOwner {
+		out = append(out, p)
+	}
+	return out
 }
 
 func (v *vpnServer) LastActivity(id uint32) (rx, tx time.Time) { return v.tun.LastActivity(id) }
@@ -532,6 +563,8 @@ func (d *daemon) command(r status.Request) status.Reply {
 			return status.Reply{Error: fmt.Sprintf("no connected client named or addressed %q", r.Target)}
 		}
 		return status.Reply{Killed: n}
+	case status.OpDrain:
+		return d.drainCommand(r)
 	}
 	return status.Reply{Error: "unknown operation " + r.Op}
 }

@@ -39,12 +39,15 @@ var (
 	uplinkUp      = desc("uplink_up", "1 while a [[vpn.client]] uplink is connected.", "uplink")
 	uplinkCounter = desc("uplink_total", "An uplink's counters (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, rx_spoofed, rx_link_local, attempts).", "uplink", "counter")
 
-	natSessions = desc("nat_sessions", "Live NAT sessions, by protocol.", "protocol")
-	natCounter  = desc("nat_total", "NAT events (translated, untranslated, hairpinned, sessions_created, sessions_expired, blocks_allocated, blocks_released, …).", "event")
-	natGauge    = desc("nat_state", "NAT table occupancy (mappings, clients, blocks).", "kind")
-	natDrops    = desc("nat_drops_total", "Packets NAT refused, by reason (no_port, table_full, no_session, frag_no_state, unsupported, malformed).", "reason")
-	natRate     = desc("nat_translations_per_second", "Packets translated per second (both directions), over the last second or so.")
-	natClient   = desc("nat_client_ports", "Outside ports in the port blocks a NAT client holds.", "client", "outside")
+	natSessions    = desc("nat_sessions", "Live NAT sessions, by protocol.", "protocol")
+	natCounter     = desc("nat_total", "NAT events (translated, untranslated, hairpinned, sessions_created, sessions_expired, blocks_allocated, blocks_released, …).", "event")
+	natGauge       = desc("nat_state", "NAT table occupancy (mappings, clients, blocks).", "kind")
+	natDrops       = desc("nat_drops_total", "Packets NAT refused, by reason (no_port, table_full, no_session, frag_no_state, unsupported, malformed).", "reason")
+	natRate        = desc("nat_translations_per_second", "Packets translated per second (both directions), over the last second or so.")
+	natClient      = desc("nat_client_ports", "Outside ports in the port blocks a NAT client holds.", "client", "outside")
+	ready          = desc("ready", "1 while the appliance is ready: serving, not draining, workers running, links up (its exported routes are announced only then).")
+	draining       = desc("draining", "1 while an ovfwd drain is in progress.")
+	exportedRoutes = desc("exported_routes", "Routes installed in the [export] kernel table for a routing daemon.")
 
 	startTime = desc("start_time_seconds", "Unix time the appliance started.")
 	buildInfo = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")
@@ -60,6 +63,7 @@ var allDescs = []*prometheus.Desc{
 	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops,
 	uplinkUp, uplinkCounter,
 	natSessions, natCounter, natGauge, natDrops, natRate, natClient,
+	ready, draining, exportedRoutes,
 	startTime, buildInfo,
 }
 
@@ -146,6 +150,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, c := range n.Clients {
 			e.gauge(natClient, float64(c.Ports), c.Inside, c.Outside)
 		}
+	}
+	e.gauge(ready, boolValue(s.Ready))
+	e.gauge(draining, boolValue(s.Drain != nil))
+	if s.Export != nil {
+		e.gauge(exportedRoutes, float64(len(s.Export.Routes)))
 	}
 	e.gauge(startTime, float64(s.Started.Unix()))
 	e.gauge(buildInfo, 1, s.Version, runtime.Version(), s.Mode, s.Poll)

@@ -54,6 +54,8 @@ func sample() status.Snapshot {
 			TranslationsPerSec: 12.5,
 			Clients:            []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
 		},
+		Ready:  true,
+		Export: &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
 	}
 }
 
@@ -173,6 +175,9 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 		check(float64(v), "ovfwd_vpn_drops_total", "reason", k)
 	}
 	check(float64(s.Started.Unix()), "ovfwd_start_time_seconds")
+	check(1, "ovfwd_ready")
+	check(0, "ovfwd_draining")
+	check(2, "ovfwd_exported_routes")
 	if f := fams["ovfwd_build_info"]; f == nil || len(f.Metric) != 1 {
 		t.Fatalf("build info: %v", f)
 	}

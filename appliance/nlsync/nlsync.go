@@ -53,8 +53,9 @@ type Sync struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	routes map[netip.Prefix]map[int]fwd.NextHop // prefix → kernel metric → next hop
+	routes map[netip.Prefix]metrics // prefix → its kernel routes by metric
 	best   map[netip.Prefix]fwd.NextHop
+	stale  map[netip.Prefix]bool // mirrored before a lost subscription, not yet confirmed
 }
 
 // Start subscribes and replays the current state (existing routes,
@@ -65,7 +66,7 @@ func Start(o Options, sink Sink) (*Sync, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sync{o: o, sink: sink, ns: vnetns.None(), done: make(chan struct{}),
-		routes: map[netip.Prefix]map[int]fwd.NextHop{}, best: map[netip.Prefix]fwd.NextHop{}}
+		routes: map[netip.Prefix]metrics{}, best: map[netip.Prefix]fwd.NextHop{}}
 	// Every subscription, first or renewed from another thread, is made
 	// in the namespace Start was called in. The handle is only passed to
 	// netlink (which then calls setns, needing CAP_SYS_ADMIN) when the
@@ -87,13 +88,17 @@ func Start(o Options, sink Sink) (*Sync, error) {
 	}
 	if err == nil && o.Routes {
 		err = follow(s, "routes", func(ch chan<- netlink.RouteUpdate, done <-chan struct{}, onErr func(error)) error {
-			return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
+			err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
 				Namespace: s.foreign(), ListExisting: true, ErrorCallback: onErr,
 				// A full table arrives in one burst; a small buffer
 				// overflows (ENOBUFS) and costs a resubscription.
 				ReceiveBufferSize: routeRcvBuf, ReceiveBufferForceSize: true,
 			})
-		}, s.route, s.forgetRoutes)
+			if err == nil {
+				s.sweepStale()
+			}
+			return err
+		}, s.route, s.markStale)
 	}
 	if err == nil && o.Neighbours {
 		err = follow(s, "neighbours", func(ch chan<- netlink.NeighUpdate, done <-chan struct{}, onErr func(error)) error {
@@ -129,8 +134,11 @@ const (
 )
 
 // routeRcvBuf is the route subscription's socket buffer (a variable so a
-// test can make it overflow).
-var routeRcvBuf = 8 << 20
+// test can make it overflow). A BGP daemon installs a 100 k-route feed at
+// tens of thousands of routes a second, each notification ~1 KiB of
+// buffer: 32 MiB rides out a reader stalled for about a second on a busy
+// machine, where 8 MiB overflowed (appliance/testbed/scaleout).
+var routeRcvBuf = 32 << 20
 
 // follow subscribes and hands every update to handle, on one goroutine,
 // until Close. netlink closes the channel when the socket fails (ENOBUFS
@@ -184,16 +192,90 @@ func lockedSubscribe[T any](subscribe func(chan<- T, <-chan struct{}, func(error
 	return subscribe(ch, done, onErr)
 }
 
-// forgetRoutes withdraws every mirrored route before a re-dump: a route
-// deleted while the subscription was down would otherwise stay.
-func (s *Sync) forgetRoutes() {
+// markStale prepares a re-dump after a lost subscription: what is
+// mirrored stays in the FIB (withdrawing it all made a full table's
+// prefixes, the default route among them, unreachable for as long as the
+// re-dump took), and only what the kernel no longer has once the new
+// subscription is live is withdrawn (sweepStale).
+func (s *Sync) markStale() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stale = make(map[netip.Prefix]bool, len(s.best))
 	for p := range s.best {
-		s.sink.KernelRoute(p, fwd.NextHop{}, false)
+		s.stale[p] = true
 	}
-	clear(s.best)
-	clear(s.routes)
+	clear(s.routes) // the replay rebuilds the per-metric view
+}
+
+// sweepStale runs once a renewed subscription is live: a dump of the
+// table says which marked prefixes the kernel still has; the others were
+// deleted while nobody listened and are withdrawn. Deletions after the
+// dump arrive on the subscription.
+func (s *Sync) sweepStale() {
+	s.mu.Lock()
+	n := len(s.stale)
+	s.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	present, err := s.dumpTable()
+	if err != nil {
+		s.o.Logger.Warn("netlink route dump failed; withdrawing routes not replayed yet", "err", err)
+	}
+	s.sweep(present)
+}
+
+// sweep withdraws the stale prefixes not in present (nil: every stale
+// prefix the replay has not confirmed yet).
+func (s *Sync) sweep(present map[netip.Prefix]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.stale {
+		if present[p] || len(s.routes[p]) > 0 {
+			continue
+		}
+		if _, had := s.best[p]; had {
+			delete(s.best, p)
+			s.sink.KernelRoute(p, fwd.NextHop{}, false)
+		}
+	}
+	s.stale = nil
+}
+
+// dumpTable lists the prefixes of the mirrored table the kernel has now.
+func (s *Sync) dumpTable() (map[netip.Prefix]bool, error) {
+	h, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	rs, err := h.RouteListFiltered(unix.AF_UNSPEC, &netlink.Route{Table: s.o.Table}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, err
+	}
+	present := make(map[netip.Prefix]bool, len(rs))
+	for i := range rs {
+		if p, _, err := s.translate(&rs[i]); err == nil {
+			present[p] = true
+		}
+	}
+	return present, nil
+}
+
+// handle opens a route socket in the mirrored namespace: right here when
+// this thread is in it (no setns, which needs CAP_SYS_ADMIN), else by
+// entering it (tests that run Start elsewhere).
+func (s *Sync) handle() (*netlink.Handle, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cur, err := vnetns.Get(); err == nil {
+		same := cur.Equal(s.ns)
+		cur.Close()
+		if same {
+			return netlink.NewHandle(unix.NETLINK_ROUTE)
+		}
+	}
+	return netlink.NewHandleAt(s.ns, unix.NETLINK_ROUTE)
 }
 
 // Close stops following. It does not withdraw what was mirrored.
@@ -258,24 +340,20 @@ func (s *Sync) route(u netlink.RouteUpdate) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byMetric := s.routes[p]
 	switch u.Type {
 	case unix.RTM_NEWROUTE:
-		if byMetric == nil {
-			byMetric = map[int]fwd.NextHop{}
-			s.routes[p] = byMetric
-		}
-		byMetric[u.Priority] = nh
+		s.routes[p] = s.routes[p].set(u.Priority, nh)
 	case unix.RTM_DELROUTE:
-		delete(byMetric, u.Priority)
-		if len(byMetric) == 0 {
+		if m := s.routes[p].del(u.Priority); len(m) > 0 {
+			s.routes[p] = m
+		} else {
 			delete(s.routes, p)
 		}
 	default:
 		return
 	}
 	old, had := s.best[p]
-	nb, has := bestOf(s.routes[p])
+	nb, has := s.routes[p].best()
 	switch {
 	case has && (!had || old != nb):
 		s.best[p] = nb
@@ -286,15 +364,47 @@ func (s *Sync) route(u netlink.RouteUpdate) {
 	}
 }
 
-// bestOf is the next hop of the lowest metric.
-func bestOf(m map[int]fwd.NextHop) (fwd.NextHop, bool) {
-	best, found := 0, false
-	for metric := range m {
-		if !found || metric < best {
-			best, found = metric, true
+// metrics are one prefix's kernel routes, one per metric; almost always
+// just one, so a slice rather than a map per prefix (a full BGP table
+// made those maps the mirror's largest cost, ~0.5 KiB a prefix).
+type metrics []metricRoute
+
+type metricRoute struct {
+	metric int
+	nh     fwd.NextHop
+}
+
+func (m metrics) set(metric int, nh fwd.NextHop) metrics {
+	for i := range m {
+		if m[i].metric == metric {
+			m[i].nh = nh
+			return m
 		}
 	}
-	return m[best], found
+	return append(m, metricRoute{metric, nh})
+}
+
+func (m metrics) del(metric int) metrics {
+	for i := range m {
+		if m[i].metric == metric {
+			return append(m[:i], m[i+1:]...)
+		}
+	}
+	return m
+}
+
+// best is the next hop of the lowest metric.
+func (m metrics) best() (fwd.NextHop, bool) {
+	if len(m) == 0 {
+		return fwd.NextHop{}, false
+	}
+	b := m[0]
+	for _, r := range m[1:] {
+		if r.metric < b.metric {
+			b = r
+		}
+	}
+	return b.nh, true
 }
 
 // translate maps a kernel route onto the engine's prefix and next hop.

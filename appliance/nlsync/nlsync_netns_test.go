@@ -19,9 +19,10 @@ import (
 
 // countSink counts what is mirrored; safe for Sync's goroutines.
 type countSink struct {
-	mu     sync.Mutex
-	routes map[netip.Prefix]fwd.NextHop
-	stall  atomic.Bool // the next KernelRoute blocks the reader a while
+	mu        sync.Mutex
+	routes    map[netip.Prefix]fwd.NextHop
+	withdrawn map[netip.Prefix]int
+	stall     atomic.Bool // the next KernelRoute blocks the reader a while
 }
 
 func (c *countSink) KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool) {
@@ -34,6 +35,9 @@ func (c *countSink) KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool) {
 		c.routes[p] = nh
 	} else {
 		delete(c.routes, p)
+		if c.withdrawn != nil {
+			c.withdrawn[p]++
+		}
 	}
 }
 func (c *countSink) KernelNeighbour(int, netip.Addr, net.HardwareAddr) {}
@@ -48,7 +52,9 @@ func (c *countSink) count() int {
 
 // A route burst that overflows the subscription's socket (ENOBUFS) costs
 // a resubscription, and the FIB still ends up with exactly the kernel's
-// routes; the renewed subscription lives in the right namespace.
+// routes, without withdrawing meanwhile the routes the kernel kept (the
+// connected subnet here; a default route in production); the renewed
+// subscription lives in the right namespace.
 func TestRouteBurstOverflowRecovers(t *testing.T) {
 	ns := netns.New(t, "nls")
 	peer := netns.New(t, "nls")
@@ -65,7 +71,7 @@ func TestRouteBurstOverflowRecovers(t *testing.T) {
 		defer logMu.Unlock()
 		return logs.Write(p)
 	}), nil))
-	sink := &countSink{routes: map[netip.Prefix]fwd.NextHop{}}
+	sink := &countSink{routes: map[netip.Prefix]fwd.NextHop{}, withdrawn: map[netip.Prefix]int{}}
 	var s *Sync
 	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName("p0")
@@ -107,6 +113,11 @@ func TestRouteBurstOverflowRecovers(t *testing.T) {
 	if !lost {
 		t.Error("the burst did not overflow the socket; the recovery path was not exercised")
 	}
+	sink.mu.Lock()
+	if n := sink.withdrawn[netip.MustParsePrefix("198.18.57.0/24")]; n != 0 {
+		t.Errorf("the connected route, present throughout, was withdrawn %d times during the resubscription", n)
+	}
+	sink.mu.Unlock()
 	// The renewed subscription still follows the namespace's changes.
 	netns.Run(t, ns, "ip", "route", "del", "198.19.0.1/32")
 	deadline = time.Now().Add(5 * time.Second)

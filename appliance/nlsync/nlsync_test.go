@@ -40,7 +40,7 @@ func (r *recordSink) Address(port int, p netip.Prefix, added bool) {}
 func newTestSync() (*Sync, *recordSink) {
 	sink := &recordSink{routes: map[netip.Prefix]fwd.NextHop{}, neigh: map[netip.Addr]net.HardwareAddr{}}
 	s := &Sync{o: Options{Table: 254, Ports: map[int]int{7: 0, 9: 1}}, sink: sink,
-		routes: map[netip.Prefix]map[int]fwd.NextHop{}, best: map[netip.Prefix]fwd.NextHop{}}
+		routes: map[netip.Prefix]metrics{}, best: map[netip.Prefix]fwd.NextHop{}}
 	return s, sink
 }
 
@@ -163,17 +163,36 @@ func TestMirroredNeighbourNeverPinned(t *testing.T) {
 	}
 }
 
-func TestForgetRoutes(t *testing.T) {
+// TestResyncKeepsRoutes: after a lost subscription the mirrored routes
+// stay installed while the table is dumped again; only those the kernel
+// no longer has are withdrawn, and a replayed route that did not change
+// does not touch the sink.
+func TestResyncKeepsRoutes(t *testing.T) {
 	s, sink := newTestSync()
-	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: ipnet("198.18.70.0/24"), LinkIndex: 9}))
-	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: ipnet("198.18.71.0/24"), LinkIndex: 7}))
-	s.forgetRoutes()
-	if len(sink.routes) != 0 || s.Routes() != 0 {
-		t.Fatalf("after forgetRoutes: sink %v, mirrored %d", sink.routes, s.Routes())
+	kept, gone := ipnet("198.18.70.0/24"), ipnet("198.18.71.0/24")
+	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: kept, LinkIndex: 9}))
+	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: gone, LinkIndex: 7}))
+	calls := sink.calls
+	s.markStale()
+	if len(sink.routes) != 2 || s.Routes() != 2 || sink.calls != calls {
+		t.Fatalf("marking withdrew routes: sink %v, mirrored %d", sink.routes, s.Routes())
 	}
-	// The re-dump installs them again.
-	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: ipnet("198.18.70.0/24"), LinkIndex: 9}))
-	if len(sink.routes) != 1 {
-		t.Fatalf("re-dump: %v", sink.routes)
+	// The kernel has only kept now; the replay confirms it unchanged.
+	s.sweep(map[netip.Prefix]bool{netip.MustParsePrefix("198.18.70.0/24"): true})
+	s.route(update(unix.RTM_NEWROUTE, netlink.Route{Dst: kept, LinkIndex: 9}))
+	if len(sink.routes) != 1 || s.Routes() != 1 {
+		t.Fatalf("after the sweep: sink %v, mirrored %d", sink.routes, s.Routes())
+	}
+	if _, ok := sink.routes[netip.MustParsePrefix("198.18.70.0/24")]; !ok {
+		t.Error("the route the kernel still has was withdrawn")
+	}
+	if sink.calls != calls+1 {
+		t.Errorf("%d sink calls for one withdrawal and an unchanged replay", sink.calls-calls)
+	}
+	// A dump that failed (nil) withdraws what the replay has not confirmed.
+	s.markStale()
+	s.sweep(nil)
+	if len(sink.routes) != 0 {
+		t.Errorf("after a failed dump: %v", sink.routes)
 	}
 }

@@ -44,6 +44,7 @@ type Request struct {
 type Reply struct {
 	Killed int    `json:"killed,omitempty"`
 	Error  string `json:"error,omitempty"`
+	Drain  *Drain `json:"drain,omitempty"` // drain: the drain now
 }
 
 // ParseRequest parses one request line (without its newline).
@@ -65,7 +66,10 @@ func ParseRequest(line string) (Request, error) {
 		}
 		return r, nil
 	}
-	return Request{}, fmt.Errorf("unknown request %q (status, or kill TARGET [restart|halt])", line)
+	if f[0] == OpDrain {
+		return parseDrain(f[1:])
+	}
+	return Request{}, fmt.Errorf("unknown request %q (status, kill TARGET [restart|halt], or drain [DEADLINE|cancel])", line)
 }
 
 func readRequest(c net.Conn) (Request, error) {

@@ -21,6 +21,27 @@ type Snapshot struct {
 	Uplinks    []Uplink  `json:"uplinks,omitempty"`
 	NAT        *NAT      `json:"nat,omitempty"`
 	Reload     Reload    `json:"reload"`
+	// Ready: serving, not draining, every worker running and every port's
+	// link up; the exported routes are announced only while it holds.
+	Ready    bool    `json:"ready"`
+	NotReady string  `json:"not_ready,omitempty"` // why not: starting, draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
+	Drain    *Drain  `json:"drain,omitempty"`
+	Export   *Export `json:"export,omitempty"`
+}
+
+// Drain is an `ovfwd drain` in progress.
+type Drain struct {
+	Since    time.Time `json:"since"`
+	Deadline time.Time `json:"deadline,omitempty"` // zero: none; clients left then are told to reconnect elsewhere
+	Peers    int       `json:"peers"`              // clients still connected
+}
+
+// Export is [export]: the routes installed for a routing daemon.
+type Export struct {
+	Table    int      `json:"table"`
+	Protocol int      `json:"protocol"`
+	Routes   []string `json:"routes"`
+	Error    string   `json:"error,omitempty"` // the last failure to install or withdraw
 }
 
 // Counters are named counters; names are Prometheus-friendly (snake_case).
@@ -67,9 +88,10 @@ type Routes struct {
 	Tunnel    int `json:"tunnel"`    // VPN peers' addresses and iroutes
 	Uplink    int `json:"uplink"`    // [[vpn.client]] routes
 	Total     int `json:"total"`     // distinct prefixes in the FIB
-	// Prefixes lists every route the control plane installed, as
+	// Prefixes lists the first 1,000 routes the control plane installed, as
 	// "prefix via nexthop dev port (source)".
 	Prefixes []string `json:"prefixes,omitempty"`
+	Unlisted int      `json:"unlisted,omitempty"` // installed routes beyond the first 1,000, not listed
 }
 
 // VPN is the OpenVPN server's state.

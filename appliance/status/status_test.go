@@ -22,7 +22,9 @@ func sample() Snapshot {
 			Addrs: []string{"198.19.0.2"}, Rx: Traffic{5, 500}, LastSeen: time.Unix(1059, 0)}}},
 		Uplinks: []Uplink{{Name: "site-b", Remote: "198.18.51.9:1194", State: "connected", Addrs: []string{"198.19.9.2/24"},
 			Routes: []string{"198.18.64.0/20"}, MTU: 1420, Counters: Counters{"tx_packets": 7, "tx_down": 0}}},
-		Reload: Reload{Count: 1, Failed: 1, LastError: "x.toml:3: appliance.mode: unknown mode"},
+		Reload:   Reload{Count: 1, Failed: 1, LastError: "x.toml:3: appliance.mode: unknown mode"},
+		NotReady: "draining", Drain: &Drain{Since: time.Unix(1050, 0).UTC(), Peers: 1},
+		Export: &Export{Table: 200, Protocol: 201},
 	}
 }
 
@@ -74,6 +76,7 @@ func TestWriteText(t *testing.T) {
 		"rx 10 packets 1000 bytes", "backend: tx_full=2\n", "drops: no_route=3\n", "routes: 2 (connected 1, static 1",
 		"198.18.60.0/24 via 198.18.51.1 dev p1 (static)", "alice from 198.18.50.1:40000, 198.19.0.2: rx 500 B",
 		"reloads: 1 ok, 1 rejected; last rejected: x.toml:3",
+		"not ready: draining\ndraining since 1970-01-01T00:17:30Z, 1 clients left\nexport: table 200 protocol 201: none\n",
 		"site-b to 198.18.51.9:1194: connected as 198.19.9.2/24, routes 198.18.64.0/20, mtu 1420\n    tx_packets=7\n",
 	} {
 		if !strings.Contains(out, want) {

@@ -12,6 +12,24 @@ import (
 func WriteText(w io.Writer, s *Snapshot) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "ovfwd %s, pid %d, up %s, config %s\n", s.Version, s.PID, s.Taken.Sub(s.Started).Round(time.Second), s.Config)
+	ready := "ready"
+	if !s.Ready {
+		ready = "not ready: " + s.NotReady
+	}
+	fmt.Fprintf(b, "%s\n", ready)
+	if dr := s.Drain; dr != nil {
+		fmt.Fprintf(b, "draining since %s, %d clients left", dr.Since.Format(time.RFC3339), dr.Peers)
+		if !dr.Deadline.IsZero() {
+			fmt.Fprintf(b, ", deadline %s", dr.Deadline.Format(time.RFC3339))
+		}
+		b.WriteString("\n")
+	}
+	if e := s.Export; e != nil {
+		fmt.Fprintf(b, "export: table %d protocol %d: %s\n", e.Table, e.Protocol, orNone(strings.Join(e.Routes, " ")))
+		if e.Error != "" {
+			fmt.Fprintf(b, "  last error: %s\n", e.Error)
+		}
+	}
 	fmt.Fprintf(b, "mode %s, %d workers (%s polling)", s.Mode, len(s.Workers), s.Poll)
 	for _, wk := range s.Workers {
 		if wk.CPU >= 0 {
@@ -40,6 +58,9 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		r.Total, r.Connected, r.Static, r.Kernel, r.Tunnel, r.Uplink, s.Neighbours)
 	for _, p := range r.Prefixes {
 		fmt.Fprintf(b, "  %s\n", p)
+	}
+	if r.Unlisted > 0 {
+		fmt.Fprintf(b, "  … and %d more\n", r.Unlisted)
 	}
 	if v := s.VPN; v != nil {
 		fmt.Fprintf(b, "\nvpn on %s: %d peers\n", strings.Join(v.Listen, ", "), len(v.Peers))

@@ -40,6 +40,7 @@ commands:
   pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME | pki revoke DIR NAME
   bench    measure                                    ovfwd bench fwd|vpn|mlx5
   probe    list ConnectX functions and their VFIO state  ovfwd probe [-pci ADDR]
+  drain    move clients to other appliances          ovfwd drain [-s SOCKET | -c FILE] [-deadline D] [-cancel]
   version  print the version
 
 Run "ovfwd <command> -h" for a command's flags.
@@ -63,6 +64,7 @@ var commands = map[string]func(args []string) error{
 	"pki":     pkiCmd,
 	"bench":   benchCmd,
 	"probe":   probeCmd,
+	"drain":   drainCmd,
 	"version": versionCmd,
 }
 
@@ -506,5 +508,41 @@ func versionCmd(args []string) error {
 		return err
 	}
 	fmt.Println("ovfwd", version.Version)
+	return nil
+}
+
+// drainCmd starts or ends a drain through the status socket (root and
+// the daemon's group only; see status.Authorized).
+func drainCmd(args []string) error {
+	fs := newFlags("drain", "[-s SOCKET | -c FILE] [-deadline D] [-cancel]")
+	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
+	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	deadline := fs.Duration("deadline", 0, "tell the clients still connected after this long to reconnect elsewhere (0: wait until they leave)")
+	cancel := fs.Bool("cancel", false, "end the drain: announce the routes and admit clients again")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *cfgFile != "" {
+		c, err := config.Load(*cfgFile)
+		if err != nil {
+			return err
+		}
+		if c.Status.Socket == "" {
+			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
+		}
+		*sock = c.Status.Socket
+	}
+	dr, err := status.StartDrain(*sock, *deadline, *cancel, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *cancel:
+		fmt.Println("drain ended: routes announced again, new clients admitted")
+	case dr != nil && !dr.Deadline.IsZero():
+		fmt.Printf("draining: routes withdrawn, new clients sent elsewhere; clients left at %s are told to reconnect elsewhere\n", dr.Deadline.Format(time.RFC3339))
+	default:
+		fmt.Println("draining: routes withdrawn, new clients sent elsewhere; connected clients stay until they leave")
+	}
 	return nil
 }

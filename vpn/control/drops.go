@@ -22,13 +22,14 @@ const (
 	DropRecvWindow
 	DropDataNoHandler
 	DropAuthFailed // a client refused with AUTH_FAILED (any reason)
+	DropDraining   // a new client told to reconnect elsewhere (SetDraining)
 	dropReasons
 )
 
 var dropNames = [dropReasons]string{
 	"short", "opcode", "unsupported", "wrap_auth", "malformed", "replay",
 	"no_session", "bad_cookie", "rate_limit", "half_open", "max_peers",
-	"bad_session_id", "key_id", "recv_window", "data_no_handler", "auth_failed",
+	"bad_session_id", "key_id", "recv_window", "data_no_handler", "auth_failed", "draining",
 }
 
 func (r DropReason) String() string {

@@ -115,6 +115,8 @@ type Server struct {
 	fails      failLimiter // failed logins by source (Tunables.AuthFailLimit)
 	dirty      bool        // leases changed since last written
 
+	draining atomic.Bool // see SetDraining
+
 	rto   time.Duration // tests shorten the retransmit timeout
 	drops dropCounters
 	done  chan struct{}

@@ -354,6 +354,10 @@ func (s *session) runKey(ks *keyState) {
 		s.fail(ks, err.Error())
 		return
 	}
+	if ks.first && srv.draining.Load() {
+		s.refuseDraining(ks)
+		return
+	}
 	var refused string
 	if ks.first {
 		refused = s.authorize(&ckm, &cs)
