@@ -142,17 +142,10 @@ func (e *Exporter) Set(want []netip.Prefix) error {
 	for _, p := range want {
 		keep[p.Masked()] = true
 	}
+	// Make before break: what is wanted goes in before what is not goes
+	// out, so a drain that swaps a pool for its clients' host routes never
+	// leaves them unannounced in between.
 	var errs []error
-	for p := range e.installed {
-		if keep[p] {
-			continue
-		}
-		if err := e.h.RouteDel(e.route(p)); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("export: withdrawing %v: %w", p, err))
-			continue
-		}
-		delete(e.installed, p)
-	}
 	for p := range keep {
 		if e.installed[p] {
 			continue
@@ -164,6 +157,16 @@ func (e *Exporter) Set(want []netip.Prefix) error {
 			continue
 		}
 		e.installed[p] = true
+	}
+	for p := range e.installed {
+		if keep[p] {
+			continue
+		}
+		if err := e.h.RouteDel(e.route(p)); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("export: withdrawing %v: %w", p, err))
+			continue
+		}
+		delete(e.installed, p)
 	}
 	return errors.Join(errs...)
 }
