@@ -77,7 +77,7 @@ func TestScaleOutRouteBurst(t *testing.T) {
 	out := pinger.Tail(2000)
 	recv, lost := pingGaps(pinger.Log)
 	resub := strings.Count(a.OvfwdLog(), "netlink subscription lost")
-	birdTook := "not seen (birdc busy)"
+	birdTook := "? (birdc busy)"
 	if inBird > 0 {
 		birdTook = inBird.Round(time.Millisecond).String()
 	}
