@@ -17,7 +17,8 @@ type Options struct {
 	Attach     AttachMode // 0: native, then generic
 	NoZeroCopy bool       // skip the zero-copy attempt
 	VPNPort    uint16     // UDP port of the VPN data channel on this port (0: none)
-	Pool       uint16     // fwd.PortInfo.Pool: unique per port (AF_XDP ports share no memory)
+	Pool       uint16     // fwd.PortInfo.Pool when the port shares no memory: unique per port
+	Share      *Share     // share the UMEM of each queue with the other ports of Share (nil: own UMEMs)
 	Index      uint16     // the port's index in the engine, stamped on received packets as InPort
 	Logf       func(format string, args ...any)
 }
@@ -57,8 +58,22 @@ var _ fwd.Port = (*Port)(nil)
 
 // Open binds one AF_XDP socket per queue of ifname and attaches the
 // steering program. Traffic to the interface's own addresses keeps
-// reaching the kernel (see Steering).
-func Open(ifname string, o Options) (p *Port, err error) {
+// reaching the kernel (see Steering). With o.Share, a port whose sockets
+// cannot join the shared UMEMs (a copy-mode device after a zero-copy one)
+// gets its own, as pool o.Pool, and the log says why.
+func Open(ifname string, o Options) (*Port, error) {
+	p, err := open(ifname, o)
+	if err != nil && o.Share != nil && errors.Is(err, errJoin) {
+		if o.Logf != nil {
+			o.Logf("afxdp: %s: %v; using its own UMEM (pool %d): forwarded frames are copied", ifname, err, o.Pool)
+		}
+		o.Share = nil
+		return open(ifname, o)
+	}
+	return p, err
+}
+
+func open(ifname string, o Options) (p *Port, err error) {
 	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -102,12 +117,22 @@ func Open(ifname string, o Options) (p *Port, err error) {
 	if nativeErr != nil {
 		attachWhy = fmt.Sprintf("native XDP: %v", nativeErr)
 	}
+	if o.Share != nil {
+		p.info.Pool = o.Share.pool
+	}
 	for q := 0; q < n; q++ {
-		qu, bm, e := openSocket(ifi.Index, q, rc, !o.NoZeroCopy)
+		var qu *queue
+		var bm bindMode
+		var e error
+		if o.Share != nil {
+			qu, bm, e = o.Share.open(ifi.Index, q, rc, !o.NoZeroCopy)
+		} else {
+			qu, bm, e = openSocket(ifi.Index, q, rc, !o.NoZeroCopy)
+		}
 		if e != nil {
 			return p, fmt.Errorf("afxdp: %s: %w", ifname, e)
 		}
-		qu.pool, qu.inPort = o.Pool, o.Index
+		qu.pool, qu.inPort = p.info.Pool, o.Index
 		p.queues = append(p.queues, qu)
 		if err = p.steer.Register(q, qu.fd); err != nil {
 			return p, fmt.Errorf("afxdp: %s queue %d: register socket: %w", ifname, q, err)

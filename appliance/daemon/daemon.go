@@ -133,11 +133,14 @@ func (d *daemon) start(cfg *config.Config) error {
 		vpnPort = uint16(cfg.VPN.Port)
 	}
 	fports := make([]fwd.Port, 0, len(cfg.Ports))
+	// AF_XDP ports share one UMEM per queue index, so the engine forwards
+	// between them without a copy; its pool id is past every port's own.
+	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
 	for i := range cfg.Ports {
 		pc := &cfg.Ports[i]
 		c := choose(pc, fns)
 		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
-		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, d.log)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, d.log)
 		if err != nil {
 			return err
 		}

@@ -34,10 +34,12 @@ const daemonWorkerNice = -5
 func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions, res *FwdResult) (Run, error) {
 	var pa, pb *afxdp.Port
 	err := t.app.Do(func() (err error) {
-		if pa, err = afxdp.Open("bnA1", afxdp.Options{Pool: 1, Index: 0, Attach: o.Attach}); err != nil {
+		// One UMEM per queue for both ports, as the daemon opens them.
+		sh := afxdp.NewShare(3, 2)
+		if pa, err = afxdp.Open("bnA1", afxdp.Options{Pool: 1, Index: 0, Attach: o.Attach, Share: sh}); err != nil {
 			return err
 		}
-		pb, err = afxdp.Open("bnB1", afxdp.Options{Pool: 2, Index: 1, Attach: o.Attach})
+		pb, err = afxdp.Open("bnB1", afxdp.Options{Pool: 2, Index: 1, Attach: o.Attach, Share: sh})
 		return err
 	})
 	defer func() {
@@ -144,8 +146,8 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 			drops += fmt.Sprintf(" %s=%d", fwd.DropReason(reason), n)
 		}
 	}
-	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine drops:%s]",
-		ps.KernelRxRingFull, ps.KernelFillEmpty, ps.KernelRxDropped, drops)
+	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine copies=%d drops:%s]",
+		ps.KernelRxRingFull, ps.KernelFillEmpty, ps.KernelRxDropped, st.Copies, drops)
 	if o.NAT {
 		r.Note += fmt.Sprintf(" [nat translated=%d]", e.NATStats().Translated)
 	}
