@@ -59,8 +59,8 @@ func SharePorts(pool uint16, ports ...*Port) error {
 		return nil
 	}
 	n := len(ports[0].queues)
-	if len(ports) > 1<<8 {
-		return errors.New("dp: SharePorts: more than 256 ports")
+	if len(ports) > 1<<packMemberBits {
+		return fmt.Errorf("dp: SharePorts: more than %d ports", 1<<packMemberBits)
 	}
 	for _, p := range ports {
 		if len(p.queues) != n {
@@ -69,6 +69,9 @@ func SharePorts(pool uint16, ports ...*Port) error {
 		for _, q := range p.queues {
 			if q.RX.pool.strideSize != ports[0].queues[0].RX.pool.strideSize || len(q.RX.pool.group) != 1 {
 				return fmt.Errorf("dp: SharePorts: %s: stride size differs or already shared", p.info.Name)
+			}
+			if q.RX.pool.handles() > packIndexMask {
+				return fmt.Errorf("dp: SharePorts: %s: %d buffers per queue, at most %d can be shared", p.info.Name, q.RX.pool.handles(), packIndexMask)
 			}
 		}
 	}

@@ -72,7 +72,7 @@ type TxQueue struct {
 	cq   cqRing
 	pool *Pool
 	info []txInfo
-	fifo []uint64 // handles of posted packets, in WQE order
+	fifo []uint32 // handles of posted packets, in WQE order (Pool.pack)
 	fh   uint32   // fifo head (next to complete), free running
 	ft   uint32   // fifo tail
 
@@ -142,7 +142,7 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 		compEvery: uint32(o.CompletionEvery), stopRoom: stop, maxFrame: pool.strideSize,
 		cq: c, pool: pool, info: make([]txInfo, size),
 		// At most 4 packets per WQEBB (one data segment each, header DSes excluded).
-		fifo:   make([]uint64, 4*size),
+		fifo:   make([]uint32, 4*size),
 		lastPI: -1,
 	}
 	return q, nil
@@ -251,7 +251,7 @@ func (q *TxQueue) putData(d []byte, p *fwd.Packet) {
 	binary.BigEndian.PutUint32(d[DataOffByteCount:], uint32(p.Len))
 	binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
 	binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off))
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = p.Handle
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
 	q.ft++
 }
 
@@ -312,7 +312,7 @@ func (q *TxQueue) postSend(p *fwd.Packet) {
 		binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
 		binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off)+uint64(inl))
 	}
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = p.Handle
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
 	q.ft++
 	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: 1}
 	q.finishWQE(pi)
@@ -386,7 +386,7 @@ func (q *TxQueue) Reap() {
 			inf := q.info[q.cc&q.mask]
 			last := q.cc&WQEIndexMask == counter
 			for k := uint8(0); k < inf.pkts; k++ {
-				q.pool.release(q.fifo[q.fh&uint32(len(q.fifo)-1)])
+				q.pool.release(q.pool.unpack(q.fifo[q.fh&uint32(len(q.fifo)-1)]))
 				q.fh++
 			}
 			q.cc += uint32(inf.wqebbs)
