@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
 
@@ -515,4 +516,101 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.StoreMem(r0, 0, r2, DW),
 		asm.Ja.Label("ovfwd"),
 	)
+}
+
+// FastSync writes engine views (fwd.Engine.FastView4) into a FastPath,
+// changing only what changed: next hops first, then routes, then the next
+// hops no route names any more. The control plane calls Apply where it
+// publishes the engine's tables (and on a short tick for neighbour ageing).
+type FastSync struct {
+	fp      *FastPath
+	ifindex []int // engine port -> egress ifindex; 0: not a fast-path egress
+	routes  map[netip.Prefix]uint32
+	nhs     map[fastNHKey]uint32
+	free    []uint32
+	next    uint32
+}
+
+type fastNHKey struct {
+	ifindex, mtu int
+	dst, src     [6]byte
+}
+
+// NewFastSync mirrors into fp; ifindex[i] is engine port i's device (0
+// for a port the fast path must not send to: not AF_XDP, NAT'd, …).
+func NewFastSync(fp *FastPath, ifindex []int) (*FastSync, error) {
+	s := &FastSync{fp: fp, ifindex: append([]int(nil), ifindex...), routes: map[netip.Prefix]uint32{},
+		nhs: map[fastNHKey]uint32{}, next: 1}
+	return s, fp.SetNextHop(0, FastNextHop{})
+}
+
+// Apply makes the fast path forward exactly what v says it may.
+func (s *FastSync) Apply(v fwd.FastView) error {
+	want := make(map[netip.Prefix]fastNHKey, len(v.Routes))
+	for _, r := range v.Routes {
+		var k fastNHKey
+		if !r.Punt && r.Port < len(s.ifindex) && s.ifindex[r.Port] != 0 && r.Port < len(v.Ports) &&
+			!v.Ports[r.Port].Tagged && len(r.MAC) == 6 && len(v.Ports[r.Port].MAC) == 6 {
+			k = fastNHKey{ifindex: s.ifindex[r.Port], mtu: v.Ports[r.Port].MTU,
+				dst: [6]byte(r.MAC), src: [6]byte(v.Ports[r.Port].MAC)}
+		}
+		want[r.Prefix] = k
+	}
+	var errs []error
+	used := map[uint32]bool{0: true}
+	ids := make(map[netip.Prefix]uint32, len(want))
+	for p, k := range want {
+		if k == (fastNHKey{}) {
+			ids[p] = 0
+			continue
+		}
+		id, ok := s.nhs[k]
+		if !ok {
+			if n := len(s.free); n > 0 {
+				id, s.free = s.free[n-1], s.free[:n-1]
+			} else if s.next < maxFastNextHops {
+				id = s.next
+				s.next++
+			} else {
+				ids[p] = 0 // out of next hops: the engine forwards it
+				continue
+			}
+			if err := s.fp.SetNextHop(id, FastNextHop{Ifindex: k.ifindex, MTU: k.mtu, Dst: k.dst[:], Src: k.src[:]}); err != nil {
+				errs = append(errs, err)
+				s.free = append(s.free, id)
+				ids[p] = 0
+				continue
+			}
+			s.nhs[k] = id
+		}
+		used[id] = true
+		ids[p] = id
+	}
+	for p, id := range ids {
+		if old, ok := s.routes[p]; ok && old == id {
+			continue
+		}
+		if err := s.fp.SetRoute4(p, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.routes[p] = id
+	}
+	for p := range s.routes {
+		if _, ok := ids[p]; !ok {
+			if err := s.fp.DeleteRoute4(p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.routes, p)
+		}
+	}
+	for k, id := range s.nhs {
+		if !used[id] {
+			errs = append(errs, s.fp.SetNextHop(id, FastNextHop{}))
+			delete(s.nhs, k)
+			s.free = append(s.free, id)
+		}
+	}
+	return errors.Join(errs...)
 }

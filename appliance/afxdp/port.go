@@ -19,6 +19,7 @@ type Options struct {
 	VPNPort    uint16     // UDP port of the VPN data channel on this port (0: none)
 	Pool       uint16     // fwd.PortInfo.Pool when the port shares no memory: unique per port
 	Share      *Share     // share the UMEM of each queue with the other ports of Share (nil: own UMEMs)
+	FastPath   *FastPath  // build the steering program with the fast path (off until SetFast) and make the port a redirect target
 	Index      uint16     // the port's index in the engine, stamped on received packets as InPort
 	Logf       func(format string, args ...any)
 }
@@ -52,6 +53,7 @@ type Port struct {
 	queues []*queue
 	modes  []QueueMode
 	steer  *Steering
+	fast   *FastPath
 }
 
 var _ fwd.Port = (*Port)(nil)
@@ -103,8 +105,14 @@ func open(ifname string, o Options) (p *Port, err error) {
 			p = nil
 		}
 	}()
-	if p.steer, err = NewSteering(n, o.VPNPort); err != nil {
+	if p.steer, err = newSteering(n, o.VPNPort, o.FastPath); err != nil {
 		return
+	}
+	if o.FastPath != nil {
+		if err = o.FastPath.AddDevice(ifi.Index); err != nil {
+			return p, fmt.Errorf("afxdp: %s: fast path redirect target: %w", ifname, err)
+		}
+		p.fast = o.FastPath
 	}
 	if err = p.RefreshLocal(); err != nil {
 		return
@@ -207,10 +215,22 @@ func (p *Port) Free(q int, b *fwd.Batch) { p.queues[q].freeBatch(b) }
 
 func (p *Port) Alloc(q int, b *fwd.Batch, n int) int { return p.queues[q].alloc(b, n) }
 
+// SetFast turns the XDP fast path on or off on this port's ingress;
+// puntSYN sends TCP SYNs to the engine (MSS clamping). The port must have
+// been opened with Options.FastPath.
+func (p *Port) SetFast(on, puntSYN bool) error { return p.steer.SetFast(on, p.info.MAC, puntSYN) }
+
+// FastStats reads the port's fast-path counters (ingress side).
+func (p *Port) FastStats() ([NumFastStats]uint64, error) { return p.steer.FastStats() }
+
 // Close detaches the program and closes every socket. The workers must
 // have stopped.
 func (p *Port) Close() error {
 	var errs []error
+	if p.fast != nil {
+		errs = append(errs, p.fast.RemoveDevice(p.ifidx))
+		p.fast = nil
+	}
 	if p.steer != nil {
 		errs = append(errs, p.steer.Close())
 	}

@@ -1,0 +1,94 @@
+package fwd
+
+import (
+	"net"
+	"net/netip"
+)
+
+// FastView is what an in-kernel fast path (appliance/afxdp.FastPath) may
+// mirror of the engine's IPv4 forwarding state: the published FIB as
+// prefixes with the port and neighbour each forwards to, and nothing the
+// engine must see itself. The control plane reads it where it publishes
+// tables and writes the fast path's maps from it, so the engine stays the
+// one source of truth.
+type FastView struct {
+	Routes   []FastRoute4
+	Ports    []FastPortView
+	MSSClamp uint16
+}
+
+// FastRoute4 is one entry: frames to Prefix leave Port towards MAC, or go
+// to the engine (Punt: our addresses, tunnel, uplink, blackhole, a
+// neighbour not resolved or due for its refresh probe, a tagged egress).
+type FastRoute4 struct {
+	Prefix netip.Prefix
+	Punt   bool
+	Port   int
+	MAC    net.HardwareAddr
+}
+
+// FastPortView is a port as the fast path needs it.
+type FastPortView struct {
+	MAC    net.HardwareAddr
+	MTU    int
+	Tagged bool // router tag set: frames in and out carry 802.1Q
+}
+
+// FastView4 snapshots the IPv4 FIB. A connected subnet punts (its hosts
+// are resolved by the engine), and each resolved neighbour the FIB sends to
+// that subnet gets its own /32, unless a longer route covers it. A
+// neighbour within NeighProbeBefore of expiry punts, so the engine sees the
+// traffic that makes it send the refresh probe.
+func (e *Engine) FastView4() FastView {
+	t := e.tables.Load()
+	now := e.cfg.Now()
+	probe := int64(e.limits.Load().NeighProbeBefore)
+	nt := e.neigh.Load()
+	var v FastView
+	v.MSSClamp = e.limits.Load().MSSClamp
+	for _, pc := range t.ports {
+		v.Ports = append(v.Ports, FastPortView{MAC: append(net.HardwareAddr(nil), pc.mac[:]...), MTU: pc.mtu, Tagged: pc.routerTag != 0})
+	}
+	resolved := func(port uint16, key *[16]byte) (net.HardwareAddr, bool) {
+		n := nt.lookup(port, key)
+		if n == nil {
+			return nil, false
+		}
+		mac, exp := n.mac.Load(), n.expires.Load()
+		if mac&neighValid == 0 || exp-now <= probe {
+			return nil, false
+		}
+		m := make(net.HardwareAddr, 6)
+		unpackMAC(mac, m)
+		return m, true
+	}
+	t.v4.Walk(func(p netip.Prefix, ai uint32) bool {
+		a := &t.adj[ai]
+		r := FastRoute4{Prefix: p, Punt: true, Port: int(a.port)}
+		if a.kind == adjVia && !t.ports[a.port].isTagged() {
+			mac, ok := resolved(a.port, &a.via)
+			r.MAC, r.Punt = mac, !ok
+		}
+		v.Routes = append(v.Routes, r)
+		return true
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, n := range e.neighs {
+		if !n.is4 || t.ports[k.port].isTagged() {
+			continue
+		}
+		addr := [4]byte(k.addr[12:16])
+		ai, ok := t.v4.Lookup(addr)
+		if !ok || t.adj[ai].kind != adjGlean || t.adj[ai].port != k.port {
+			continue
+		}
+		key := k.addr
+		if mac, ok := resolved(k.port, &key); ok {
+			v.Routes = append(v.Routes, FastRoute4{Prefix: netip.PrefixFrom(netip.AddrFrom4(addr), 32), Port: int(k.port), MAC: mac})
+		}
+	}
+	return v
+}
+
+func (pc *portConf) isTagged() bool { return pc.routerTag != 0 }

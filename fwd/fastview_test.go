@@ -1,0 +1,57 @@
+package fwd_test
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// FastView4 offers the fast path exactly the IPv4 forwarding it may do: a
+// route via a resolved gateway, a /32 per resolved host of a connected
+// subnet (not where a longer route takes the host), and punts for the
+// rest, including a neighbour in its refresh-probe window.
+func TestFastView4(t *testing.T) {
+	r := newRig(t, rigOpt{mode: fwd.ModeRouter, nports: 3, cfg: fwd.Config{NeighReachable: 30 * time.Second, NeighProbeBefore: 5 * time.Second}})
+	gw := netip.MustParseAddr("198.18.1.254")
+	must(t, r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: gw}))
+	must(t, r.e.AddRoute(netip.MustParsePrefix("198.18.96.0/19"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.1.253")}))
+	must(t, r.e.AddRoute(netip.MustParsePrefix("198.18.1.128/25"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("198.18.1.250")}))
+	must(t, r.e.AddRoute(netip.MustParsePrefix("198.18.160.0/20"), fwd.NextHop{Blackhole: true}))
+	must(t, r.e.SetNeighbour(1, gw, macA))
+	must(t, r.e.SetNeighbour(1, bV4, macB))                                 // 198.18.1.20: a connected host
+	must(t, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.1.200"), macC)) // inside the longer /25
+	v := r.e.FastView4()
+	got := map[netip.Prefix]fwd.FastRoute4{}
+	for _, x := range v.Routes {
+		got[x.Prefix] = x
+	}
+	want := map[string]struct {
+		punt bool
+		port int
+		mac  []byte
+	}{
+		"198.18.64.0/18":  {false, 1, macA},
+		"198.18.96.0/19":  {true, 1, nil}, // gateway unresolved
+		"198.18.1.128/25": {true, 2, nil},
+		"198.18.160.0/20": {true, 0, nil},
+		"198.18.1.0/24":   {true, 1, nil},
+		"198.18.0.0/24":   {true, 0, nil},
+		"198.18.1.1/32":   {true, 1, nil}, // ours
+		"198.18.1.20/32":  {false, 1, macB},
+	}
+	for p, w := range want {
+		x, ok := got[netip.MustParsePrefix(p)]
+		if !ok || x.Punt != w.punt || (!w.punt && (x.Port != w.port || !bytes.Equal(x.MAC, w.mac))) {
+			t.Errorf("%s: %+v (present %v), want %+v", p, x, ok, w)
+		}
+	}
+	if _, ok := got[netip.MustParsePrefix("198.18.1.200/32")]; ok {
+		t.Error("a host under a longer static route got its own /32")
+	}
+	if len(v.Ports) != 3 || !bytes.Equal(v.Ports[1].MAC, macR1) || v.Ports[1].MTU != 1500 {
+		t.Errorf("ports %+v", v.Ports)
+	}
+}
