@@ -26,7 +26,9 @@ import (
 //   - not IPv4, a VLAN tag, not to the port's MAC, options (IHL ≠ 5),
 //     fragments, TTL ≤ 1, a frame longer or shorter than the datagram
 //     (Ethernet padding, truncation), a bad header checksum, protocols other
-//     than TCP and UDP or a malformed TCP/UDP header, TCP SYN while MSS
+//     than TCP and UDP or a malformed TCP/UDP header, a TCP/UDP checksum
+//     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
+//     with offloads, which the engine finishes), TCP SYN while MSS
 //     clamping is on;
 //   - no route, a next hop without an egress device (punt entries: the
 //     box's own addresses, unresolved neighbours, tunnel, uplink, NAT'd or
@@ -200,11 +202,12 @@ const (
 	FastPuntNoRoute
 	FastPuntNeighbour
 	FastPuntMTU
+	FastPuntPartial // TCP/UDP checksum left for the device to finish (the engine finishes it)
 	NumFastStats
 )
 
 var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "punt_options", "punt_fragment", "punt_ttl",
-	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_neighbour", "punt_mtu"}
+	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_neighbour", "punt_mtu", "punt_csum_partial"}
 
 func (s FastStat) String() string {
 	if s >= 0 && s < NumFastStats {
@@ -295,6 +298,32 @@ func (p *fastPort) counts() ([NumFastStats]uint64, error) {
 	return out, nil
 }
 
+// partialCsum emits the engine's cheap CHECKSUM_PARTIAL test (fwd's
+// finishPartialCsum): the checksum field (field bytes into the L4 header)
+// equals the folded pseudo-header sum over the addresses, proto and the L4
+// length in r2 (host order). Such frames go to "fp_partial"; the engine
+// also checks that the segment does not verify already, a refinement the
+// fast path leaves to it (punting is always allowed). The sums run on
+// little-endian loads: a one's-complement sum of byte-swapped words is the
+// byte-swapped sum (RFC 1071 §2(B)), so the constants are swapped instead.
+func partialCsum(proto int32, field int16) asm.Instructions {
+	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
+	p := asm.Instructions{
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Add.Imm(r2, proto<<8),
+	}
+	for off := int16(12); off < 20; off += 2 {
+		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
+	}
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
+	}
+	return append(p,
+		asm.LoadMem(r3, r7, 20+field, asm.Half),
+		asm.JEq.Reg(r3, r2, "fp_partial"),
+	)
+}
+
 // fastPath4 emits the IPv4 fast path, entered at label "fp4" with r6 =
 // ctx, r7 = the IPv4 header (20 bytes of it known to be in the frame), r9 =
 // data_end. Whatever it does not forward goes to label "ovfwd". With
@@ -374,6 +403,9 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r3, r5),
 		asm.Add.Imm(r3, -20),
 		asm.JGT.Reg(r2, r3, "fp_l4"),
+	)
+	p = append(p, partialCsum(17, 6)...)
+	p = append(p,
 		asm.Ja.Label("fp_route"),
 		// TCP: 20 bytes, 20 ≤ data offset ≤ what follows; SYN to the
 		// engine when it clamps MSS.
@@ -387,6 +419,10 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r3, r5),
 		asm.Add.Imm(r3, -20),
 		asm.JGT.Reg(r2, r3, "fp_l4"),
+		asm.Mov.Reg(r2, r3),
+	)
+	p = append(p, partialCsum(6, 16)...)
+	p = append(p,
 		asm.LoadMem(r2, r8, 7, B),
 		asm.JEq.Imm(r2, 0, "fp_route"),
 		asm.LoadMem(r2, r7, 33, B),
@@ -498,7 +534,8 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		stat  FastStat
 	}{{"fp_options", FastPuntOptions}, {"fp_fragment", FastPuntFragment}, {"fp_ttl", FastPuntTTL},
 		{"fp_length", FastPuntLength}, {"fp_checksum", FastPuntChecksum}, {"fp_l4", FastPuntL4},
-		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNeighbour}, {"fp_mtu", FastPuntMTU}} {
+		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNeighbour}, {"fp_mtu", FastPuntMTU},
+		{"fp_partial", FastPuntPartial}} {
 		q := punt(c.stat)
 		q[0] = q[0].WithSymbol(c.label)
 		p = append(p, q...)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -58,7 +59,10 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 		fports = append(fports, p)
 	}
 	var err error
-	if r.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1}, fports); err != nil {
+	// A clock that stands still: no neighbour retransmission or expiry adds
+	// frames to a later check's output.
+	now := func() int64 { return int64(time.Hour) }
+	if r.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1, Now: now}, fports); err != nil {
 		tb.Fatal(err)
 	}
 	r.w = r.e.Workers()[0]
@@ -226,7 +230,33 @@ func fpSeeds() [][]byte {
 	out = append(out, f)
 	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 1, 64, 30) // ICMP
 	out = append(out, f)
+	// CHECKSUM_PARTIAL from a host with offloads: the field holds the
+	// pseudo-header sum; the engine finishes it, so the fast path punts.
+	for _, proto := range []uint8{6, 17} {
+		f = fpFrame(netip.MustParseAddr("198.18.64.1"), proto, 64, 40)
+		setPartial(f[14:])
+		out = append(out, f)
+	}
 	return out
+}
+
+// setPartial stores the folded pseudo-header sum in the TCP/UDP checksum
+// field of the IPv4 datagram ip, as Linux leaves it for the device.
+func setPartial(ip []byte) {
+	proto := ip[9]
+	l4 := ip[20:]
+	n, field := len(l4), 16
+	if proto == 17 {
+		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
+	}
+	s := uint32(proto) + uint32(n)
+	for i := 12; i < 20; i += 2 {
+		s += uint32(ip[i])<<8 | uint32(ip[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(l4[field:], uint16(s))
 }
 
 // Every seed: the fast path forwards what the engine forwards the same
@@ -247,7 +277,7 @@ func TestFastPathMatchesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []FastStat{FastForwarded, FastPuntTTL, FastPuntChecksum, FastPuntLength, FastPuntFragment,
-		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNeighbour, FastPuntMTU} {
+		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNeighbour, FastPuntMTU, FastPuntPartial} {
 		if s == FastPuntSYN {
 			continue // only with MSS clamping (TestFastPathPuntsSYNWhenClamping)
 		}
