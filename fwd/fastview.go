@@ -92,3 +92,14 @@ func (e *Engine) FastView4() FastView {
 }
 
 func (pc *portConf) isTagged() bool { return pc.routerTag != 0 }
+
+// FastGen identifies the published tables: it changes whenever routes,
+// addresses, ports or the set of neighbours change (learned neighbours'
+// ageing changes in place and does not move it).
+type FastGen struct {
+	t *tables
+	n *neighTable
+}
+
+// FastGen is the current generation, comparable with ==.
+func (e *Engine) FastGen() FastGen { return FastGen{e.tables.Load(), e.neigh.Load()} }

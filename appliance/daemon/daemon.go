@@ -60,6 +60,7 @@ type daemon struct {
 	fib     *routeTable
 	neigh   *neighbours
 	mirror  *afxdp.NeighMirror
+	fast    *fastState // nil without the XDP fast path
 	nl      *nlsync.Sync
 	status  *status.Server
 	metrics []*metrics.Server // TCP and/or unix socket
@@ -136,12 +137,19 @@ func (d *daemon) start(cfg *config.Config) error {
 	// AF_XDP ports share one UMEM per queue index, so the engine forwards
 	// between them without a copy; its pool id is past every port's own.
 	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
+	fast, err := newFastPath(cfg.Appliance)
+	if err != nil {
+		return err
+	}
 	for i := range cfg.Ports {
 		pc := &cfg.Ports[i]
 		c := choose(pc, fns)
 		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
-		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, d.log)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, fast, d.log)
 		if err != nil {
+			if fast != nil {
+				fast.Close()
+			}
 			return err
 		}
 		d.ports = append(d.ports, pt)
@@ -188,6 +196,11 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.neigh.purged = n
 		if n > 0 {
 			d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
+		}
+	}
+	if fast != nil {
+		if err := d.startFastPath(fast, cfg.Appliance); err != nil {
+			return err
 		}
 	}
 	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
@@ -348,6 +361,7 @@ func (d *daemon) controlLoop() {
 		case <-tk.C:
 		}
 		d.engine.Service()
+		d.syncFast()
 		evs = d.engine.Events(evs[:0])
 		for _, ev := range evs {
 			d.neigh.engineEvent(ev)
@@ -518,6 +532,9 @@ func (d *daemon) shutdown() error {
 	}
 	if d.mirror != nil {
 		errs = append(errs, d.mirror.Close())
+	}
+	if d.fast != nil {
+		errs = append(errs, d.fast.fp.Close())
 	}
 	err := errors.Join(errs...)
 	if err != nil {

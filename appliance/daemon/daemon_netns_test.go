@@ -185,6 +185,26 @@ func TestDaemonNetns(t *testing.T) {
 		t.Errorf("metrics p0 rx packets %d → %d after 3 pings", m0, m1)
 	}
 
+	// The XDP fast path (fast_path = "auto": both ports are in copy mode)
+	// forwards UDP from A to B in the kernel once B is resolved; status
+	// counts it on p0's ingress.
+	if err := a.Do(func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 300 {
+			c.Write([]byte("fast path"))
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fast := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 100 })
+	t.Logf("fast path on p0: %v", fast.Ports[0].Backend)
+
 	// SIGHUP with a changed config applies it.
 	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.53.1"); err == nil {
 		t.Fatal("198.18.53.1 answered before its route was configured")

@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// fastState is the XDP fast path of the AF_XDP ports ([appliance]
+// fast_path): the shared maps, the syncer that mirrors the engine's tables
+// into them from the control loop, and which ports have it on.
+type fastState struct {
+	fp     *afxdp.FastPath
+	sync   *afxdp.FastSync
+	on     []bool // by port index
+	gen    fwd.FastGen
+	at     time.Time
+	clamp  uint16
+	failed bool // last Apply failed (logged once until it succeeds)
+}
+
+// fastRefresh bounds how stale the fast path's neighbour ageing may be:
+// the view is rebuilt at least this often even when no table changed
+// (learned neighbours age in place).
+const fastRefresh = time.Second
+
+// newFastPath makes the maps when the config may use them; nil otherwise.
+func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
+	if a.Mode != config.ModeRouter || a.FastPath == config.FastPathOff {
+		return nil, nil
+	}
+	return afxdp.NewFastPath()
+}
+
+// startFastPath turns the fast path on per port and builds the syncer, once
+// the engine and the ports' addresses exist. Every AF_XDP port is a
+// redirect target; ingress is on for copy-mode ports (auto) or all (xdp).
+func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
+	ifs := make([]int, len(d.ports))
+	have := false
+	for i, pt := range d.ports {
+		if pt.xdp != nil {
+			ifs[i], have = pt.ifindex, true
+		}
+	}
+	if !have {
+		return fp.Close()
+	}
+	s, err := afxdp.NewFastSync(fp, ifs)
+	if err != nil {
+		return err
+	}
+	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp)}
+	for i, pt := range d.ports {
+		if pt.xdp == nil {
+			continue
+		}
+		on, why := true, "copy mode"
+		if a.FastPath == config.FastPathXDP {
+			why = "fast_path = xdp"
+		} else {
+			for _, m := range pt.xdp.Modes() {
+				if m.ZeroCopy {
+					on, why = false, "zero-copy port (fast_path = xdp turns it on)"
+				}
+			}
+		}
+		if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
+			return err
+		}
+		d.fast.on[i] = on
+		d.log.Info("xdp fast path", "port", pt.cfg.Name, "on", on, "why", why)
+	}
+	d.syncFast()
+	return nil
+}
+
+// syncFast mirrors the engine's tables into the fast path when they
+// changed (or fastRefresh passed), and the MSS clamp into the ports.
+func (d *daemon) syncFast() {
+	f := d.fast
+	if f == nil {
+		return
+	}
+	gen := d.engine.FastGen()
+	if gen == f.gen && time.Since(f.at) < fastRefresh {
+		return
+	}
+	v := d.engine.FastView4()
+	if v.MSSClamp != f.clamp {
+		for i, pt := range d.ports {
+			if f.on[i] {
+				if err := pt.xdp.SetFast(true, v.MSSClamp != 0); err != nil {
+					d.log.Error("xdp fast path: mss clamp", "port", pt.cfg.Name, "err", err)
+				}
+			}
+		}
+		f.clamp = v.MSSClamp
+	}
+	if err := f.sync.Apply(v); err != nil {
+		if !f.failed {
+			d.log.Error("xdp fast path: writing the tables", "err", err)
+		}
+		f.failed = true
+		return // retried next tick
+	}
+	f.failed = false
+	f.gen, f.at = gen, time.Now()
+}
