@@ -19,7 +19,8 @@ type FastView struct {
 
 // FastRoute4 is one entry: frames to Prefix leave Port towards MAC, or go
 // to the engine (Punt: our addresses, tunnel, uplink, blackhole, a
-// neighbour not resolved or due for its refresh probe, a tagged egress).
+// neighbour not resolved or due for its refresh probe, a tagged egress, an
+// egress port with a NAT rule).
 type FastRoute4 struct {
 	Prefix netip.Prefix
 	Punt   bool
@@ -32,6 +33,7 @@ type FastPortView struct {
 	MAC    net.HardwareAddr
 	MTU    int
 	Tagged bool // router tag set: frames in and out carry 802.1Q
+	NAT    bool // a NAT rule translates what leaves the port
 }
 
 // FastView4 snapshots the IPv4 FIB. A connected subnet punts (its hosts
@@ -46,8 +48,17 @@ func (e *Engine) FastView4() FastView {
 	nt := e.neigh.Load()
 	var v FastView
 	v.MSSClamp = e.limits.Load().MSSClamp
-	for _, pc := range t.ports {
-		v.Ports = append(v.Ports, FastPortView{MAC: append(net.HardwareAddr(nil), pc.mac[:]...), MTU: pc.mtu, Tagged: pc.routerTag != 0})
+	natted := make([]bool, len(t.ports)) // NAT translates what leaves these
+	if k := e.nat.Load(); k != nil {
+		for _, r := range k.Config().Rules {
+			if r.Port >= 0 && r.Port < len(natted) {
+				natted[r.Port] = true
+			}
+		}
+	}
+	for i, pc := range t.ports {
+		// A NAT'd egress is the engine's, like a tagged one.
+		v.Ports = append(v.Ports, FastPortView{MAC: append(net.HardwareAddr(nil), pc.mac[:]...), MTU: pc.mtu, Tagged: pc.routerTag != 0, NAT: natted[i]})
 	}
 	resolved := func(port uint16, key *[16]byte) (net.HardwareAddr, bool) {
 		n := nt.lookup(port, key)
@@ -65,7 +76,7 @@ func (e *Engine) FastView4() FastView {
 	t.v4.Walk(func(p netip.Prefix, ai uint32) bool {
 		a := &t.adj[ai]
 		r := FastRoute4{Prefix: p, Punt: true, Port: int(a.port)}
-		if a.kind == adjVia && !t.ports[a.port].isTagged() {
+		if a.kind == adjVia && !t.ports[a.port].isTagged() && !natted[a.port] {
 			mac, ok := resolved(a.port, &a.via)
 			r.MAC, r.Punt = mac, !ok
 		}
@@ -75,7 +86,7 @@ func (e *Engine) FastView4() FastView {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for k, n := range e.neighs {
-		if !n.is4 || t.ports[k.port].isTagged() {
+		if !n.is4 || t.ports[k.port].isTagged() || natted[k.port] {
 			continue
 		}
 		addr := [4]byte(k.addr[12:16])

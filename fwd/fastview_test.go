@@ -51,7 +51,19 @@ func TestFastView4(t *testing.T) {
 	if _, ok := got[netip.MustParsePrefix("198.18.1.200/32")]; ok {
 		t.Error("a host under a longer static route got its own /32")
 	}
-	if len(v.Ports) != 3 || !bytes.Equal(v.Ports[1].MAC, macR1) || v.Ports[1].MTU != 1500 {
+	if len(v.Ports) != 3 || !bytes.Equal(v.Ports[1].MAC, macR1) || v.Ports[1].MTU != 1500 || v.Ports[1].NAT {
 		t.Errorf("ports %+v", v.Ports)
+	}
+
+	// NAT on port 1's egress: everything leaving it is the engine's.
+	setNAT(t, r.e, natConfig(false))
+	v = r.e.FastView4()
+	for _, x := range v.Routes {
+		if x.Port == 1 && !x.Punt {
+			t.Errorf("%v leaves NAT'd port 1 through the fast path", x.Prefix)
+		}
+	}
+	if !v.Ports[1].NAT || v.Ports[0].NAT {
+		t.Errorf("NAT ports %+v", v.Ports)
 	}
 }

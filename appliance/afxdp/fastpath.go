@@ -587,7 +587,7 @@ func (s *FastSync) Apply(v fwd.FastView) error {
 	for _, r := range v.Routes {
 		var k fastNHKey
 		if !r.Punt && r.Port < len(s.ifindex) && s.ifindex[r.Port] != 0 && r.Port < len(v.Ports) &&
-			!v.Ports[r.Port].Tagged && len(r.MAC) == 6 && len(v.Ports[r.Port].MAC) == 6 {
+			!v.Ports[r.Port].Tagged && !v.Ports[r.Port].NAT && len(r.MAC) == 6 && len(v.Ports[r.Port].MAC) == 6 {
 			k = fastNHKey{ifindex: s.ifindex[r.Port], mtu: v.Ports[r.Port].MTU,
 				dst: [6]byte(r.MAC), src: [6]byte(v.Ports[r.Port].MAC)}
 		}
