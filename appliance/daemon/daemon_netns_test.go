@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ const baseConfig = `
 [appliance]
 mode = "router"
 poll = "adaptive"
+fast_path = "xdp" # the veths' peers run NAPI (GRO on b0)
 
 [[port]]
 name = "p0"
@@ -185,9 +187,29 @@ func TestDaemonNetns(t *testing.T) {
 		t.Errorf("metrics p0 rx packets %d → %d after 3 pings", m0, m1)
 	}
 
-	// The XDP fast path (fast_path = "auto": both ports are in copy mode)
-	// forwards UDP from A to B in the kernel once B is resolved; status
-	// counts it on p0's ingress.
+	// The XDP fast path forwards UDP from A to B in the kernel once B is
+	// resolved; status counts it on p0's ingress, and B's kernel takes the
+	// datagrams (TTL and checksums right). Out of a veth the redirect needs
+	// NAPI on its peer: GRO on b0.
+	netns.Run(t, b, "ethtool", "-K", "b0", "gro", "on")
+	var got atomic.Int64
+	var l *net.UDPConn
+	if err := b.Do(func() (err error) {
+		l, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := l.Read(buf); err != nil {
+				return
+			}
+			got.Add(1)
+		}
+	}()
 	if err := a.Do(func() error {
 		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
 		if err != nil {
@@ -204,6 +226,9 @@ func TestDaemonNetns(t *testing.T) {
 	}
 	fast := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 100 })
 	t.Logf("fast path on p0: %v", fast.Ports[0].Backend)
+	if n := got.Load(); n < 290 {
+		t.Errorf("host B received %d of 300 datagrams", n)
+	}
 
 	// SIGHUP with a changed config applies it.
 	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.53.1"); err == nil {

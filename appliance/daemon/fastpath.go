@@ -3,6 +3,8 @@ package daemon
 import (
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -41,9 +43,20 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 	ifs := make([]int, len(d.ports))
 	have := false
 	for i, pt := range d.ports {
-		if pt.xdp != nil {
-			ifs[i], have = pt.ifindex, true
+		if pt.xdp == nil {
+			continue
 		}
+		have = true
+		// A frame redirected out of a veth lands in its peer's receive
+		// queue only when the peer runs NAPI (an XDP program or GRO on the
+		// peer; drivers/net/veth.c veth_xdp_xmit drops it otherwise), which
+		// cannot be seen from this side. So a veth is a redirect target
+		// only when the operator says so (fast_path = "xdp").
+		if veth(pt) && a.FastPath != config.FastPathXDP {
+			d.log.Info("xdp fast path: not sending out of a veth (its peer may have no NAPI); fast_path = \"xdp\" does", "port", pt.cfg.Name)
+			continue
+		}
+		ifs[i] = pt.ifindex
 	}
 	if !have {
 		return fp.Close()
@@ -108,4 +121,10 @@ func (d *daemon) syncFast() {
 	}
 	f.failed = false
 	f.gen, f.at = gen, time.Now()
+}
+
+// veth reports whether the port's kernel interface is a veth.
+func veth(pt *port) bool {
+	l, err := netlink.LinkByIndex(pt.ifindex)
+	return err == nil && l.Type() == "veth"
 }
