@@ -200,14 +200,14 @@ const (
 	FastPuntL4
 	FastPuntSYN
 	FastPuntNoRoute
-	FastPuntNeighbour
+	FastPuntNextHop // the route's next hop is the engine's: ours, tunnel, unresolved, NAT'd, link down…
 	FastPuntMTU
 	FastPuntPartial // TCP/UDP checksum left for the device to finish (the engine finishes it)
 	NumFastStats
 )
 
 var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "punt_options", "punt_fragment", "punt_ttl",
-	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_neighbour", "punt_mtu", "punt_csum_partial"}
+	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial"}
 
 func (s FastStat) String() string {
 	if s >= 0 && s < NumFastStats {
@@ -534,7 +534,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		stat  FastStat
 	}{{"fp_options", FastPuntOptions}, {"fp_fragment", FastPuntFragment}, {"fp_ttl", FastPuntTTL},
 		{"fp_length", FastPuntLength}, {"fp_checksum", FastPuntChecksum}, {"fp_l4", FastPuntL4},
-		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNeighbour}, {"fp_mtu", FastPuntMTU},
+		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNextHop}, {"fp_mtu", FastPuntMTU},
 		{"fp_partial", FastPuntPartial}} {
 		q := punt(c.stat)
 		q[0] = q[0].WithSymbol(c.label)
@@ -574,11 +574,19 @@ type fastNHKey struct {
 }
 
 // NewFastSync mirrors into fp; ifindex[i] is engine port i's device (0
-// for a port the fast path must not send to: not AF_XDP, NAT'd, …).
+// for a port the fast path must not send to: not AF_XDP, a veth, …).
 func NewFastSync(fp *FastPath, ifindex []int) (*FastSync, error) {
 	s := &FastSync{fp: fp, ifindex: append([]int(nil), ifindex...), routes: map[netip.Prefix]uint32{},
 		nhs: map[fastNHKey]uint32{}, next: 1}
 	return s, fp.SetNextHop(0, FastNextHop{})
+}
+
+// SetTarget changes engine port i's redirect target (0: none, e.g. while
+// its link is down); the next Apply takes it into account.
+func (s *FastSync) SetTarget(i, ifindex int) {
+	if i >= 0 && i < len(s.ifindex) {
+		s.ifindex[i] = ifindex
+	}
 }
 
 // Apply makes the fast path forward exactly what v says it may.

@@ -277,7 +277,7 @@ func TestFastPathMatchesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []FastStat{FastForwarded, FastPuntTTL, FastPuntChecksum, FastPuntLength, FastPuntFragment,
-		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNeighbour, FastPuntMTU, FastPuntPartial} {
+		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial} {
 		if s == FastPuntSYN {
 			continue // only with MSS clamping (TestFastPathPuntsSYNWhenClamping)
 		}

@@ -210,25 +210,51 @@ func TestDaemonNetns(t *testing.T) {
 			got.Add(1)
 		}
 	}()
-	if err := a.Do(func() error {
-		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
-		if err != nil {
-			return err
+	sendUDP := func(n int) {
+		t.Helper()
+		if err := a.Do(func() error {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for range n {
+				c.Write([]byte("fast path"))
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		defer c.Close()
-		for range 300 {
-			c.Write([]byte("fast path"))
-			time.Sleep(time.Millisecond)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
+	sendUDP(300)
 	fast := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 100 })
 	t.Logf("fast path on p0: %v", fast.Ports[0].Backend)
 	if n := got.Load(); n < 290 {
 		t.Errorf("host B received %d of 300 datagrams", n)
 	}
+	// Link down on p1: within 100 ms of the daemon seeing it the fast path
+	// sends nothing out of p1 (the workers get the frames and count them
+	// as link_down); link up: it forwards again.
+	netns.Run(t, b, "ip", "link", "set", "b0", "down")
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[1].Link == "down" })
+	time.Sleep(100 * time.Millisecond)
+	d0 := waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true })
+	sendUDP(50)
+	d1 := waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Ports[0].Backend["fast_punt_next_hop"] >= d0.Ports[0].Backend["fast_punt_next_hop"]+50
+	})
+	if f0, f1 := d0.Ports[0].Backend["fast_forwarded"], d1.Ports[0].Backend["fast_forwarded"]; f1 != f0 {
+		t.Errorf("fast path forwarded %d frames out of a port whose link is down", f1-f0)
+	}
+	netns.Run(t, b, "ip", "link", "set", "b0", "up")
+	netns.Run(t, b, "ip", "route", "replace", "default", "via", "198.18.51.254") // the kernel dropped it with the link
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[1].Link == "up" })
+	time.Sleep(100 * time.Millisecond)
+	sendUDP(50)
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Ports[0].Backend["fast_forwarded"] >= d1.Ports[0].Backend["fast_forwarded"]+45
+	})
 
 	// SIGHUP with a changed config applies it.
 	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.53.1"); err == nil {

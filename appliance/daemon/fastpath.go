@@ -17,6 +17,8 @@ type fastState struct {
 	fp     *afxdp.FastPath
 	sync   *afxdp.FastSync
 	on     []bool // by port index
+	target []int  // by port index: the redirect target when its link is up (0: never)
+	down   []bool // by port index: link down as of the last sync
 	gen    fwd.FastGen
 	at     time.Time
 	clamp  uint16
@@ -63,9 +65,11 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 	}
 	s, err := afxdp.NewFastSync(fp, ifs)
 	if err != nil {
+		fp.Close()
 		return err
 	}
-	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp)}
+	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp),
+		target: ifs, down: make([]bool, len(d.ports))}
 	for i, pt := range d.ports {
 		if pt.xdp == nil {
 			continue
@@ -97,8 +101,24 @@ func (d *daemon) syncFast() {
 	if f == nil {
 		return
 	}
+	// A port whose link went down is no redirect target (its frames go to
+	// the workers, which count them as link_down) until it comes back.
+	moved := false
+	for i, pt := range d.ports {
+		if f.target[i] == 0 {
+			continue
+		}
+		if down := !pt.up.Load(); down != f.down[i] {
+			f.down[i], moved = down, true
+			if down {
+				f.sync.SetTarget(i, 0)
+			} else {
+				f.sync.SetTarget(i, f.target[i])
+			}
+		}
+	}
 	gen := d.engine.FastGen()
-	if gen == f.gen && time.Since(f.at) < fastRefresh {
+	if !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
 	}
 	v := d.engine.FastView4()
@@ -117,7 +137,8 @@ func (d *daemon) syncFast() {
 			d.log.Error("xdp fast path: writing the tables", "err", err)
 		}
 		f.failed = true
-		return // retried next tick
+		f.gen = fwd.FastGen{} // retried next tick
+		return
 	}
 	f.failed = false
 	f.gen, f.at = gen, time.Now()
