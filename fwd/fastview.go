@@ -6,22 +6,22 @@ import (
 )
 
 // FastView is what an in-kernel fast path (appliance/afxdp.FastPath) may
-// mirror of the engine's IPv4 forwarding state: the published FIB as
+// mirror of the engine's forwarding state: the published FIB as
 // prefixes with the port and neighbour each forwards to, and nothing the
 // engine must see itself. The control plane reads it where it publishes
 // tables and writes the fast path's maps from it, so the engine stays the
 // one source of truth.
 type FastView struct {
-	Routes   []FastRoute4
+	Routes   []FastRoute // IPv4 and IPv6
 	Ports    []FastPortView
 	MSSClamp uint16
 }
 
-// FastRoute4 is one entry: frames to Prefix leave Port towards MAC, or go
+// FastRoute is one entry: frames to Prefix leave Port towards MAC, or go
 // to the engine (Punt: our addresses, tunnel, uplink, blackhole, a
 // neighbour not resolved or due for its refresh probe, a tagged egress, an
 // egress port with a NAT rule).
-type FastRoute4 struct {
+type FastRoute struct {
 	Prefix netip.Prefix
 	Punt   bool
 	Port   int
@@ -36,12 +36,12 @@ type FastPortView struct {
 	NAT    bool // a NAT rule translates what leaves the port
 }
 
-// FastView4 snapshots the IPv4 FIB. A connected subnet punts (its hosts
-// are resolved by the engine), and each resolved neighbour the FIB sends to
-// that subnet gets its own /32, unless a longer route covers it. A
-// neighbour within NeighProbeBefore of expiry punts, so the engine sees the
-// traffic that makes it send the refresh probe.
-func (e *Engine) FastView4() FastView {
+// FastView snapshots the IPv4 and IPv6 FIBs. A connected subnet punts
+// (its hosts are resolved by the engine), and each resolved neighbour the
+// FIB sends to that subnet gets its own /32 or /128, unless a longer route
+// covers it. A neighbour within NeighProbeBefore of expiry punts, so the
+// engine sees the traffic that makes it send the refresh probe.
+func (e *Engine) FastView() FastView {
 	t := e.tables.Load()
 	now := e.cfg.Now()
 	probe := int64(e.limits.Load().NeighProbeBefore)
@@ -73,30 +73,41 @@ func (e *Engine) FastView4() FastView {
 		unpackMAC(mac, m)
 		return m, true
 	}
-	t.v4.Walk(func(p netip.Prefix, ai uint32) bool {
+	walk := func(p netip.Prefix, ai uint32) bool {
 		a := &t.adj[ai]
-		r := FastRoute4{Prefix: p, Punt: true, Port: int(a.port)}
+		r := FastRoute{Prefix: p, Punt: true, Port: int(a.port)}
 		if a.kind == adjVia && !t.ports[a.port].isTagged() && !natted[a.port] {
 			mac, ok := resolved(a.port, &a.via)
 			r.MAC, r.Punt = mac, !ok
 		}
 		v.Routes = append(v.Routes, r)
 		return true
-	})
+	}
+	t.v4.Walk(walk)
+	t.v6.Walk(walk)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for k, n := range e.neighs {
-		if !n.is4 || t.ports[k.port].isTagged() || natted[k.port] {
+		if t.ports[k.port].isTagged() || natted[k.port] {
 			continue
 		}
-		addr := [4]byte(k.addr[12:16])
-		ai, ok := t.v4.Lookup(addr)
+		var ai uint32
+		var ok bool
+		var host netip.Prefix
+		if n.is4 {
+			addr := [4]byte(k.addr[12:16])
+			ai, ok = t.v4.Lookup(addr)
+			host = netip.PrefixFrom(netip.AddrFrom4(addr), 32)
+		} else {
+			ai, ok = t.v6.Lookup(k.addr)
+			host = netip.PrefixFrom(netip.AddrFrom16(k.addr), 128)
+		}
 		if !ok || t.adj[ai].kind != adjGlean || t.adj[ai].port != k.port {
 			continue
 		}
 		key := k.addr
 		if mac, ok := resolved(k.port, &key); ok {
-			v.Routes = append(v.Routes, FastRoute4{Prefix: netip.PrefixFrom(netip.AddrFrom4(addr), 32), Port: int(k.port), MAC: mac})
+			v.Routes = append(v.Routes, FastRoute{Prefix: host, Port: int(k.port), MAC: mac})
 		}
 	}
 	return v

@@ -9,11 +9,11 @@ import (
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
-// FastView4 offers the fast path exactly the IPv4 forwarding it may do: a
-// route via a resolved gateway, a /32 per resolved host of a connected
+// FastView offers the fast path exactly the forwarding it may do: a
+// route via a resolved gateway, a /32 or /128 per resolved host of a connected
 // subnet (not where a longer route takes the host), and punts for the
 // rest, including a neighbour in its refresh-probe window.
-func TestFastView4(t *testing.T) {
+func TestFastView(t *testing.T) {
 	r := newRig(t, rigOpt{mode: fwd.ModeRouter, nports: 3, cfg: fwd.Config{NeighReachable: 30 * time.Second, NeighProbeBefore: 5 * time.Second}})
 	gw := netip.MustParseAddr("198.18.1.254")
 	must(t, r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: gw}))
@@ -23,8 +23,12 @@ func TestFastView4(t *testing.T) {
 	must(t, r.e.SetNeighbour(1, gw, macA))
 	must(t, r.e.SetNeighbour(1, bV4, macB))                                 // 198.18.1.20: a connected host
 	must(t, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.1.200"), macC)) // inside the longer /25
-	v := r.e.FastView4()
-	got := map[netip.Prefix]fwd.FastRoute4{}
+	gw6 := netip.MustParseAddr("2001:db8:1::fe")
+	must(t, r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: gw6}))
+	must(t, r.e.SetNeighbour(1, gw6, macA))
+	must(t, r.e.SetNeighbour(1, bV6, macB)) // 2001:db8:1::20: a connected host
+	v := r.e.FastView()
+	got := map[netip.Prefix]fwd.FastRoute{}
 	for _, x := range v.Routes {
 		got[x.Prefix] = x
 	}
@@ -33,14 +37,18 @@ func TestFastView4(t *testing.T) {
 		port int
 		mac  []byte
 	}{
-		"198.18.64.0/18":  {false, 1, macA},
-		"198.18.96.0/19":  {true, 1, nil}, // gateway unresolved
-		"198.18.1.128/25": {true, 2, nil},
-		"198.18.160.0/20": {true, 0, nil},
-		"198.18.1.0/24":   {true, 1, nil},
-		"198.18.0.0/24":   {true, 0, nil},
-		"198.18.1.1/32":   {true, 1, nil}, // ours
-		"198.18.1.20/32":  {false, 1, macB},
+		"198.18.64.0/18":     {false, 1, macA},
+		"198.18.96.0/19":     {true, 1, nil}, // gateway unresolved
+		"198.18.1.128/25":    {true, 2, nil},
+		"198.18.160.0/20":    {true, 0, nil},
+		"198.18.1.0/24":      {true, 1, nil},
+		"198.18.0.0/24":      {true, 0, nil},
+		"198.18.1.1/32":      {true, 1, nil}, // ours
+		"198.18.1.20/32":     {false, 1, macB},
+		"2001:db8:40::/48":   {false, 1, macA},
+		"2001:db8:1::/64":    {true, 1, nil},
+		"2001:db8:1::20/128": {false, 1, macB},
+		"2001:db8:1::1/128":  {true, 1, nil},
 	}
 	for p, w := range want {
 		x, ok := got[netip.MustParsePrefix(p)]
@@ -57,7 +65,7 @@ func TestFastView4(t *testing.T) {
 
 	// NAT on port 1's egress: everything leaving it is the engine's.
 	setNAT(t, r.e, natConfig(false))
-	v = r.e.FastView4()
+	v = r.e.FastView()
 	for _, x := range v.Routes {
 		if x.Port == 1 && !x.Punt {
 			t.Errorf("%v leaves NAT'd port 1 through the fast path", x.Prefix)

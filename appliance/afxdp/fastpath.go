@@ -15,16 +15,16 @@ import (
 )
 
 // FastPath is the XDP fast path's tables, shared by the steering programs
-// of every port that has it: routed IPv4 whose next hop is resolved on an
-// AF_XDP port is forwarded in the kernel (TTL and header checksum updated,
-// MACs rewritten, bpf_redirect_map to the egress device) and never reaches
-// the engine. The engine stays the one source of truth: the control plane
+// of every port that has it: routed IPv4 and IPv6 whose next hop is
+// resolved on an AF_XDP port is forwarded in the kernel (TTL and header
+// checksum or hop limit updated, MACs rewritten, bpf_redirect_map to the
+// egress device) and never reaches the engine. The engine stays the one source of truth: the control plane
 // writes these maps from the tables it publishes (an LPM entry per route and
 // per resolved host, a next hop per adjacency), and anything the tables do
 // not say outright goes to the engine as before:
 //
-//   - not IPv4, a VLAN tag, not to the port's MAC, options (IHL ≠ 5),
-//     fragments, TTL ≤ 1, a frame longer or shorter than the datagram
+//   - a VLAN tag, not to the port's MAC, IPv4 options (IHL ≠ 5) or IPv6
+//     extension headers, fragments, TTL or hop limit ≤ 1, a frame longer or shorter than the datagram
 //     (Ethernet padding, truncation), a bad header checksum, protocols other
 //     than TCP and UDP or a malformed TCP/UDP header, a TCP/UDP checksum
 //     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
@@ -38,6 +38,7 @@ import (
 type FastPath struct {
 	mu     sync.Mutex
 	route4 *ebpf.Map // LPM trie: {prefixlen u32, addr [4]byte} -> next hop id
+	route6 *ebpf.Map // LPM trie: {prefixlen u32, addr [16]byte} -> next hop id
 	nh     *ebpf.Map // array: id -> fastNH
 	devs   *ebpf.Map // devmap hash: ifindex -> ifindex (redirect targets)
 }
@@ -45,6 +46,7 @@ type FastPath struct {
 // Map names, which are also the program's map symbols.
 const (
 	mapFPRoute4 = "ovfwd_fp_rt4"
+	mapFPRoute6 = "ovfwd_fp_rt6"
 	mapFPNH     = "ovfwd_fp_nh"
 	mapFPDevs   = "ovfwd_fp_devs"
 	mapFPConf   = "ovfwd_fp_conf"
@@ -89,6 +91,10 @@ func NewFastPath() (*FastPath, error) {
 		MaxEntries: maxFastRoutes, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
 		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPRoute4, err))
 	}
+	if f.route6, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPRoute6, Type: ebpf.LPMTrie, KeySize: 20, ValueSize: 4,
+		MaxEntries: maxFastRoutes, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPRoute6, err))
+	}
 	if f.nh, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPNH, Type: ebpf.Array, KeySize: 4, ValueSize: fastNHSize,
 		MaxEntries: maxFastNextHops}); err != nil {
 		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPNH, err))
@@ -105,36 +111,52 @@ func (f *FastPath) fail(err error) error {
 	return err
 }
 
-func lpmKey4(p netip.Prefix) ([]byte, error) {
-	if !p.Addr().Is4() || !p.IsValid() {
-		return nil, fmt.Errorf("afxdp: fast path: %v is not an IPv4 prefix", p)
+// lpmKey is p as an LPM trie key: prefix length, then the address.
+func lpmKey(p netip.Prefix) ([]byte, error) {
+	if !p.IsValid() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return nil, fmt.Errorf("afxdp: fast path: bad prefix %v", p)
 	}
-	k := make([]byte, 8)
+	a := p.Masked().Addr().AsSlice()
+	k := make([]byte, 4+len(a))
 	binary.NativeEndian.PutUint32(k, uint32(p.Bits()))
-	a := p.Masked().Addr().As4()
-	copy(k[4:], a[:])
+	copy(k[4:], a)
 	return k, nil
 }
 
-// SetRoute4 points prefix p at next hop id.
-func (f *FastPath) SetRoute4(p netip.Prefix, id uint32) error {
-	k, err := lpmKey4(p)
+// lpmKey4 is lpmKey for an IPv4 prefix only.
+func lpmKey4(p netip.Prefix) ([]byte, error) {
+	if !p.Addr().Is4() {
+		return nil, fmt.Errorf("afxdp: fast path: %v is not an IPv4 prefix", p)
+	}
+	return lpmKey(p)
+}
+
+func (f *FastPath) routes(p netip.Prefix) *ebpf.Map {
+	if p.Addr().Is4() {
+		return f.route4
+	}
+	return f.route6
+}
+
+// SetRoute points prefix p (IPv4 or IPv6) at next hop id.
+func (f *FastPath) SetRoute(p netip.Prefix, id uint32) error {
+	k, err := lpmKey(p)
 	if err != nil {
 		return err
 	}
 	if id >= maxFastNextHops {
 		return fmt.Errorf("afxdp: fast path: next hop %d out of range", id)
 	}
-	return f.route4.Put(k, id)
+	return f.routes(p).Put(k, id)
 }
 
-// DeleteRoute4 removes prefix p (absent is not an error).
-func (f *FastPath) DeleteRoute4(p netip.Prefix) error {
-	k, err := lpmKey4(p)
+// DeleteRoute removes prefix p (absent is not an error).
+func (f *FastPath) DeleteRoute(p netip.Prefix) error {
+	k, err := lpmKey(p)
 	if err != nil {
 		return err
 	}
-	if err := f.route4.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := f.routes(p).Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return err
 	}
 	return nil
@@ -177,12 +199,12 @@ func (f *FastPath) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
-	for _, m := range []*ebpf.Map{f.route4, f.nh, f.devs} {
+	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	f.route4, f.nh, f.devs = nil, nil, nil
+	f.route4, f.route6, f.nh, f.devs = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -263,7 +285,7 @@ func (p *fastPort) close() error {
 }
 
 func (p *fastPort) maps() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{mapFPRoute4: p.fp.route4, mapFPNH: p.fp.nh, mapFPDevs: p.fp.devs,
+	return map[string]*ebpf.Map{mapFPRoute4: p.fp.route4, mapFPRoute6: p.fp.route6, mapFPNH: p.fp.nh, mapFPDevs: p.fp.devs,
 		mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
 }
 
@@ -324,25 +346,18 @@ func partialCsum(proto int32, field int16) asm.Instructions {
 	)
 }
 
-// fastPath4 emits the IPv4 fast path, entered at label "fp4" with r6 =
-// ctx, r7 = the IPv4 header (20 bytes of it known to be in the frame), r9 =
-// data_end. Whatever it does not forward goes to label "ovfwd". With
-// verdictOnly (the BPF_PROG_TEST_RUN shape) it records the egress ifindex
-// in the test map and returns XDP_REDIRECT instead of redirecting.
-func fastPath4(verdictOnly bool) asm.Instructions {
+// fastPrologue emits what both families check first, at label entry:
+// untagged (r7 right after the Ethernet header), the port's fast path on,
+// the frame to the port's MAC. It leaves r8 = the port's fastConf.
+func fastPrologue(entry string) asm.Instructions {
 	const (
-		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
-		W, H, B, DW                                 = asm.Word, asm.Half, asm.Byte, asm.DWord
+		r0, r1, r2, r3, r4, r6, r7, r8, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R10
+		W, H, B                             = asm.Word, asm.Half, asm.Byte
 	)
-	punt := func(s FastStat) asm.Instructions {
-		return asm.Instructions{asm.Mov.Imm(r3, int32(s)), asm.Ja.Label("fp_punt")}
-	}
-	p := asm.Instructions{
-		// Untagged only: the header right after the Ethernet header.
-		asm.LoadMem(r2, r6, xdpMDData, W).WithSymbol("fp4"),
+	return asm.Instructions{
+		asm.LoadMem(r2, r6, xdpMDData, W).WithSymbol(entry),
 		asm.Add.Imm(r2, ethHeaderLen),
 		asm.JNE.Reg(r2, r7, "ovfwd"),
-		// The port's settings: on, its MAC.
 		asm.StoreImm(r10, -4, 0, W),
 		asm.LoadMapPtr(r1, 0).WithReference(mapFPConf),
 		asm.Mov.Reg(r2, r10),
@@ -360,6 +375,134 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.LoadMem(r2, r4, 4, H),
 		asm.LoadMem(r3, r8, 4, H),
 		asm.JNE.Reg(r2, r3, "ovfwd"),
+	}
+}
+
+// partialCsum6 is partialCsum for IPv6: the pseudo-header sums both
+// 16-byte addresses (RFC 8200 §8.1), the L4 length in r2 and proto.
+func partialCsum6(proto int32, field int16) asm.Instructions {
+	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
+	p := asm.Instructions{
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Add.Imm(r2, proto<<8),
+	}
+	for off := int16(8); off < 40; off += 2 {
+		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
+	}
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
+	}
+	return append(p,
+		asm.LoadMem(r3, r7, ipv6HeaderLen+field, asm.Half),
+		asm.JEq.Reg(r3, r2, "fp_partial"),
+	)
+}
+
+// fastPath6 emits the IPv6 fast path, entered at "fp6" like fastPath4 at
+// "fp4" (r7 = the IPv6 header, 40 bytes of it in the frame): no extension
+// header, hop limit > 1, TCP or UDP as for IPv4; the hop limit is
+// decremented (no header checksum) and it joins the IPv4 path at "fp_l2".
+func fastPath6() asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B                                 = asm.Word, asm.Half, asm.Byte
+	)
+	p := fastPrologue("fp6")
+	p = append(p,
+		asm.LoadMem(r2, r7, 0, B),
+		asm.RSh.Imm(r2, 4),
+		asm.JNE.Imm(r2, 6, "fp_options"),
+		asm.LoadMem(r2, r7, 7, B),
+		asm.JLE.Imm(r2, 1, "fp_ttl"),
+		// r5 = payload length; the frame ends where it does.
+		asm.LoadMem(r5, r7, 4, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, ipv6HeaderLen),
+		asm.Add.Reg(r4, r5),
+		asm.JGT.Reg(r4, r9, "fp_length"),
+		asm.JLT.Reg(r4, r9, "fp_length"),
+		asm.LoadMem(r2, r7, 6, B),
+		asm.JEq.Imm(r2, 6, "fp6_tcp"),
+		asm.JNE.Imm(r2, 17, "fp_l4"), // extension headers, ICMPv6, the rest
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, ipv6HeaderLen+8),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+4, H),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.JLT.Imm(r2, 8, "fp_l4"),
+		asm.JGT.Reg(r2, r5, "fp_l4"),
+	)
+	p = append(p, partialCsum6(17, 6)...)
+	p = append(p,
+		asm.Ja.Label("fp6_route"),
+		asm.Mov.Reg(r4, r7).WithSymbol("fp6_tcp"),
+		asm.Add.Imm(r4, ipv6HeaderLen+20),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+12, B),
+		asm.RSh.Imm(r2, 4),
+		asm.LSh.Imm(r2, 2),
+		asm.JLT.Imm(r2, 20, "fp_l4"),
+		asm.JGT.Reg(r2, r5, "fp_l4"),
+		asm.Mov.Reg(r2, r5),
+	)
+	p = append(p, partialCsum6(6, 16)...)
+	p = append(p,
+		asm.LoadMem(r2, r8, 7, B),
+		asm.JEq.Imm(r2, 0, "fp6_route"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+13, B),
+		asm.And.Imm(r2, 0x02),
+		asm.JNE.Imm(r2, 0, "fp_syn"),
+
+		asm.StoreImm(r10, -24, 128, W).WithSymbol("fp6_route"),
+	)
+	for off := int16(0); off < 16; off += 4 {
+		p = append(p, asm.LoadMem(r2, r7, 24+off, W), asm.StoreMem(r10, -20+off, r2, W))
+	}
+	p = append(p,
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPRoute6),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -24),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.LoadMem(r2, r0, 0, W),
+		asm.StoreMem(r10, -4, r2, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPNH),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 0, W),
+		asm.JEq.Imm(r2, 0, "fp_neigh"),
+		asm.LoadMem(r5, r7, 4, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.Add.Imm(r5, ipv6HeaderLen),
+		asm.LoadMem(r2, r8, 4, W),
+		asm.JGT.Reg(r5, r2, "fp_mtu"),
+		asm.LoadMem(r3, r7, 7, B),
+		asm.Add.Imm(r3, -1),
+		asm.StoreMem(r7, 7, r3, B),
+		asm.Ja.Label("fp_l2"),
+	)
+	return p
+}
+
+// fastPath4 emits the IPv4 fast path, entered at label "fp4" with r6 =
+// ctx, r7 = the IPv4 header (20 bytes of it known to be in the frame), r9 =
+// data_end. Whatever it does not forward goes to label "ovfwd". With
+// verdictOnly (the BPF_PROG_TEST_RUN shape) it records the egress ifindex
+// in the test map and returns XDP_REDIRECT instead of redirecting.
+func fastPath4(verdictOnly bool) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B, DW                                 = asm.Word, asm.Half, asm.Byte, asm.DWord
+	)
+	punt := func(s FastStat) asm.Instructions {
+		return asm.Instructions{asm.Mov.Imm(r3, int32(s)), asm.Ja.Label("fp_punt")}
+	}
+	p := fastPrologue("fp4")
+	p = append(p,
 		// Version 4, no options.
 		asm.LoadMem(r2, r7, 0, B),
 		asm.JNE.Imm(r2, 0x45, "fp_options"),
@@ -376,7 +519,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Add.Reg(r4, r5),
 		asm.JGT.Reg(r4, r9, "fp_length"),
 		asm.JLT.Reg(r4, r9, "fp_length"),
-	}
+	)
 	// Header checksum: the one's-complement sum of the 10 words is 0xffff
 	// (byte order does not matter for it).
 	p = append(p, asm.LoadMem(r3, r7, 0, H))
@@ -470,8 +613,8 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.LoadMem(r3, r7, 8, B),
 		asm.Add.Imm(r3, -1),
 		asm.StoreMem(r7, 8, r3, B),
-		// MACs from the next hop.
-		asm.Mov.Reg(r4, r7),
+		// MACs from the next hop (both families; r5 = the datagram's length).
+		asm.Mov.Reg(r4, r7).WithSymbol("fp_l2"),
 		asm.Add.Imm(r4, -ethHeaderLen),
 		asm.LoadMem(r3, r8, 8, W),
 		asm.StoreMem(r4, 0, r3, W),
@@ -555,7 +698,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 	)
 }
 
-// FastSync writes engine views (fwd.Engine.FastView4) into a FastPath,
+// FastSync writes engine views (fwd.Engine.FastView) into a FastPath,
 // changing only what changed: next hops first, then routes, then the next
 // hops no route names any more. The control plane calls Apply where it
 // publishes the engine's tables (and on a short tick for neighbour ageing).
@@ -635,7 +778,7 @@ func (s *FastSync) Apply(v fwd.FastView) error {
 		if old, ok := s.routes[p]; ok && old == id {
 			continue
 		}
-		if err := s.fp.SetRoute4(p, id); err != nil {
+		if err := s.fp.SetRoute(p, id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -643,7 +786,7 @@ func (s *FastSync) Apply(v fwd.FastView) error {
 	}
 	for p := range s.routes {
 		if _, ok := ids[p]; !ok {
-			if err := s.fp.DeleteRoute4(p); err != nil {
+			if err := s.fp.DeleteRoute(p); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -93,7 +93,7 @@ func newFPNet(t *testing.T) *fpNet {
 				return
 			case <-tk.C:
 				n.e.Service()
-				if err := fs.Apply(n.e.FastView4()); err != nil {
+				if err := fs.Apply(n.e.FastView()); err != nil {
 					t.Errorf("fast path sync: %v", err)
 					return
 				}
@@ -178,7 +178,7 @@ func TestFastPathFollowsTables(t *testing.T) {
 	n.send(t, "198.18.50.7")
 	if d, ok := n.waitMoving(t, 50, 5*time.Second); !ok {
 		st, _ := n.pa.FastStats()
-		t.Fatalf("the fast path did not take the flow within %v: %v, engine %+v, view %+v, neigh %+v", d, st, n.e.Stats(), n.e.FastView4(), n.e.Neighbours())
+		t.Fatalf("the fast path did not take the flow within %v: %v, engine %+v, view %+v, neigh %+v", d, st, n.e.Stats(), n.e.FastView(), n.e.Neighbours())
 	}
 	sunk, _, _ := n.sink.Count()
 	if sunk < 50 {

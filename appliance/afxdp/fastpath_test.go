@@ -82,24 +82,29 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	must(r.e.SetNeighbour(2, netip.MustParseAddr("198.18.3.2"), fpGW2))
 	must(r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.7"), fpHost))
 
+	for i, a := range []string{"2001:db8:1::1/64", "2001:db8:2::1/64", "2001:db8:3::1/64"} {
+		must(r.e.AddAddress(i, netip.MustParsePrefix(a)))
+	}
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("2001:db8:2::2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:80::/48"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("2001:db8:3::2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:a0::/48"), fwd.NextHop{Blackhole: true}))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::2"), fpGW1))
+	must(r.e.SetNeighbour(2, netip.MustParseAddr("2001:db8:3::2"), fpGW2))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
+
+	// The maps as the daemon's control loop writes them: the engine's view
+	// through FastSync (port i is ifindex 100+i).
 	fp, err := NewFastPath()
 	must(err)
 	tb.Cleanup(func() { fp.Close() })
-	must(fp.SetNextHop(0, FastNextHop{}))
-	must(fp.SetNextHop(1, FastNextHop{Ifindex: 101, MTU: fpMTUs[1], Dst: fpGW1, Src: fpMACs[1]}))
-	must(fp.SetNextHop(2, FastNextHop{Ifindex: 102, MTU: fpMTUs[2], Dst: fpGW2, Src: fpMACs[2]}))
-	must(fp.SetNextHop(3, FastNextHop{Ifindex: 101, MTU: fpMTUs[1], Dst: fpHost, Src: fpMACs[1]}))
-	for pfx, nh := range map[string]uint32{
-		"198.18.64.0/18": 1, "198.18.128.0/17": 2, "198.18.2.7/32": 3,
-		"198.18.1.0/24": 0, "198.18.2.0/24": 0, "198.18.3.0/24": 0, "198.18.160.0/20": 0,
-	} {
-		must(fp.SetRoute4(netip.MustParsePrefix(pfx), nh))
-	}
+	fs, err := NewFastSync(fp, []int{100, 101, 102})
+	must(err)
+	must(fs.Apply(r.e.FastView()))
 	if r.s, err = newSteering(1, 0, fp); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { r.s.Close() })
-	must(r.s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1")}))
+	must(r.s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}))
 	must(r.s.SetFast(true, fpMACs[0], mssClamp != 0))
 	if r.prog, err = r.s.load("ovfwd_fp_t", true); err != nil {
 		tb.Fatal(err)
@@ -203,6 +208,38 @@ func fixIPSum(ip []byte) {
 	binary.BigEndian.PutUint16(ip[10:], ^uint16(s))
 }
 
+// fpFrame6 builds an Ethernet/IPv6 frame to port 0.
+func fpFrame6(dst netip.Addr, proto uint8, hop uint8, payload int) []byte {
+	l4 := 8
+	if proto == 6 {
+		l4 = 20
+	}
+	f := make([]byte, 14+40+l4+payload)
+	copy(f[0:6], fpMACs[0])
+	copy(f[6:12], []byte{2, 0, 0, 0, 0, 0xee})
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	ip := f[14:]
+	ip[0], ip[6], ip[7] = 0x60, proto, hop
+	binary.BigEndian.PutUint16(ip[4:], uint16(l4+payload))
+	src := netip.MustParseAddr("2001:db8:1::9").As16()
+	copy(ip[8:24], src[:])
+	d := dst.As16()
+	copy(ip[24:40], d[:])
+	t := ip[40:]
+	binary.BigEndian.PutUint16(t[0:], 4000)
+	binary.BigEndian.PutUint16(t[2:], 5000)
+	if proto == 6 {
+		t[12] = 5 << 4
+		t[13] = 0x10
+	} else {
+		binary.BigEndian.PutUint16(t[4:], uint16(len(t)))
+	}
+	return f
+}
+
+var fpDsts6 = []string{"2001:db8:40::1", "2001:db8:40:ffff::9", "2001:db8:80::5", "2001:db8:2::7", "2001:db8:2::9",
+	"2001:db8:3::2", "2001:db8:1::1", "2001:db8:2::1", "2001:db8:a0::1", "2001:db8:ff::1", "fe80::1"}
+
 var fpDsts = []string{"198.18.64.1", "198.18.100.200", "198.18.127.255", "198.18.128.0", "198.18.200.3",
 	"198.18.2.7", "198.18.2.9", "198.18.3.2", "198.18.1.1", "198.18.2.1", "198.18.161.1", "198.19.0.1", "10.1.2.3"}
 
@@ -236,8 +273,40 @@ func fpSeeds() [][]byte {
 		f = fpFrame(netip.MustParseAddr("198.18.64.1"), proto, 64, 40)
 		setPartial(f[14:])
 		out = append(out, f)
+		f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), proto, 64, 40)
+		setPartial6(f[14:])
+		out = append(out, f)
 	}
+	for _, d := range fpDsts6 {
+		a := netip.MustParseAddr(d)
+		out = append(out, fpFrame6(a, 17, 64, 18), fpFrame6(a, 6, 64, 100), fpFrame6(a, 17, 1, 10), fpFrame6(a, 17, 2, 1400))
+	}
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 0, 64, 30) // hop-by-hop header
+	out = append(out, f)
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 58, 64, 30) // ICMPv6
+	out = append(out, f)
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 6, 64, 0)
+	f[14+40+13] = 0x02 // SYN
+	out = append(out, f)
 	return out
+}
+
+// setPartial6 is setPartial for an IPv6 packet (RFC 8200 §8.1 pseudo-header).
+func setPartial6(ip []byte) {
+	proto := ip[6]
+	l4 := ip[40:]
+	n, field := len(l4), 16
+	if proto == 17 {
+		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
+	}
+	s := uint32(proto) + uint32(n)
+	for i := 8; i < 40; i += 2 {
+		s += uint32(ip[i])<<8 | uint32(ip[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(l4[field:], uint16(s))
 }
 
 // setPartial stores the folded pseudo-header sum in the TCP/UDP checksum
@@ -263,14 +332,17 @@ func setPartial(ip []byte) {
 // way, or leaves it to the engine; and it does forward the plain cases.
 func TestFastPathMatchesEngine(t *testing.T) {
 	r := newFPRig(t, 0)
-	forwarded := 0
+	forwarded, forwarded6 := 0, 0
 	for _, f := range fpSeeds() {
 		if r.check(t, f) {
 			forwarded++
+			if binary.BigEndian.Uint16(f[12:]) == 0x86dd {
+				forwarded6++
+			}
 		}
 	}
-	if forwarded < 10 {
-		t.Fatalf("fast path forwarded only %d seeds", forwarded)
+	if forwarded < 20 || forwarded6 < 8 {
+		t.Fatalf("fast path forwarded only %d seeds, %d of them IPv6", forwarded, forwarded6)
 	}
 	st, err := r.s.FastStats()
 	if err != nil {

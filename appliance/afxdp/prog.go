@@ -334,14 +334,15 @@ func (s *Steering) Close() error {
 
 // steeringProgram emits the program described on Steering. Map loads
 // reference the maps by name (mapXSKs, mapLocal4, mapLocal6). With fast,
-// transit IPv4 goes through the fast path (fastPath4) before ovfwd.
+// transit IPv4 and IPv6 go through the fast path (fastPath4, fastPath6)
+// before ovfwd.
 // Registers: r6 ctx, r7 L3 header, r8 L4 header, r9 data_end.
 // With verdictOnly the "to ovfwd" exit returns XDP_TX instead of
 // redirecting, so BPF_PROG_TEST_RUN can tell the two outcomes apart.
 func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
-	transit4 := "ovfwd"
+	transit4, transit6 := "ovfwd", "ovfwd"
 	if fast {
-		transit4 = "fp4"
+		transit4, transit6 = "fp4", "fp6"
 	}
 	const (
 		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
@@ -517,7 +518,7 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.Mov.Reg(r2, r10),
 		asm.Add.Imm(r2, -16),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.JEq.Imm(r0, 0, transit6),
 		asm.LoadMem(r2, r7, 6, B),
 		asm.JEq.Imm(r2, ipProtoICMPv6, "icmp6"),
 	)
@@ -558,6 +559,7 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 	)
 	if fast {
 		p = append(p, fastPath4(verdictOnly)...)
+		p = append(p, fastPath6()...)
 	}
 
 	// To the queue's socket; XDP_PASS if the queue has none.

@@ -121,7 +121,7 @@ func (d *daemon) syncFast() {
 	if !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
 	}
-	v := d.engine.FastView4()
+	v := d.engine.FastView()
 	if v.MSSClamp != f.clamp {
 		for i, pt := range d.ports {
 			if f.on[i] {

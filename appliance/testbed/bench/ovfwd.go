@@ -93,7 +93,7 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		// control loop would do after publishing them.
 		fs, err := afxdp.NewFastSync(fp, []int{pa.Ifindex(), pb.Ifindex()})
 		if err == nil {
-			err = fs.Apply(e.FastView4())
+			err = fs.Apply(e.FastView())
 		}
 		if err == nil {
 			err = pa.SetFast(true, false)
