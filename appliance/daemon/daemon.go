@@ -361,13 +361,15 @@ func (d *daemon) controlLoop() {
 		case <-tk.C:
 		}
 		d.engine.Service()
-		d.syncFast()
 		evs = d.engine.Events(evs[:0])
 		for _, ev := range evs {
 			d.neigh.engineEvent(ev)
 		}
 		d.neigh.flush()
 		d.rateLog.flush()
+		// A neighbour learned, moved or expired: its MAC changes in place,
+		// so the tables' generation may not move.
+		d.syncFast(len(evs) > 0)
 		// AF_XDP ports' steering program already passes the box's own
 		// traffic to the kernel; on ports ovfwd owns outright the workers'
 		// punts go to the exception TAPs (Ports.Deliver ignores the rest).

@@ -90,13 +90,14 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 		d.fast.on[i] = on
 		d.log.Info("xdp fast path", "port", pt.cfg.Name, "on", on, "why", why)
 	}
-	d.syncFast()
+	d.syncFast(true)
 	return nil
 }
 
 // syncFast mirrors the engine's tables into the fast path when they
-// changed (or fastRefresh passed), and the MSS clamp into the ports.
-func (d *daemon) syncFast() {
+// changed, when force (a neighbour event) or when fastRefresh passed, and
+// the MSS clamp into the ports.
+func (d *daemon) syncFast(force bool) {
 	f := d.fast
 	if f == nil {
 		return
@@ -118,7 +119,7 @@ func (d *daemon) syncFast() {
 		}
 	}
 	gen := d.engine.FastGen()
-	if !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
+	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
 	}
 	v := d.engine.FastView()
