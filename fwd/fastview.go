@@ -66,7 +66,7 @@ func (e *Engine) FastView() FastView {
 			return nil, false
 		}
 		mac, exp := n.mac.Load(), n.expires.Load()
-		if mac&neighValid == 0 || exp-now <= probe {
+		if mac&neighValid == 0 || exp-now <= probe || !n.confirmed.Load() { // as nextHop forwards
 			return nil, false
 		}
 		m := make(net.HardwareAddr, 6)
