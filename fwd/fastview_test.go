@@ -63,6 +63,23 @@ func TestFastView(t *testing.T) {
 		t.Errorf("ports %+v", v.Ports)
 	}
 
+	// A neighbour learned from its own ARP request is unconfirmed: the
+	// engine does not forward to it, so neither may the fast path.
+	unconf := netip.MustParseAddr("198.18.1.30")
+	r.inject(1, eth(bcast, macC, 0x0806, arp(1, macC, unconf, make([]byte, 6), r1v4.Addr())))
+	r.poll()
+	r.e.Service()
+	learned := false
+	for _, n := range r.e.Neighbours() {
+		learned = learned || n.Addr == unconf
+	}
+	v = r.e.FastView()
+	for _, x := range v.Routes {
+		if x.Prefix == netip.PrefixFrom(unconf, 32) && !x.Punt {
+			t.Errorf("unconfirmed neighbour %v on the fast path (engine has it: %v)", unconf, learned)
+		}
+	}
+
 	// NAT on port 1's egress: everything leaving it is the engine's.
 	setNAT(t, r.e, natConfig(false))
 	v = r.e.FastView()
