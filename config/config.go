@@ -66,7 +66,18 @@ type Appliance struct {
 	// BridgeAging is how long a learned MAC stays without traffic from it.
 	// Default 300s.
 	BridgeAging time.Duration
+	// FastPath is the in-kernel XDP fast path of AF_XDP ports (router
+	// mode): FastPathAuto (default) on copy-mode ports, FastPathXDP on
+	// every AF_XDP port, FastPathOff nowhere.
+	FastPath string
 }
+
+// Fast path settings of [appliance] fast_path.
+const (
+	FastPathAuto = "auto" // on for AF_XDP ports in copy mode, where no userspace path beats it
+	FastPathXDP  = "xdp"  // on for every AF_XDP port, zero-copy ones too
+	FastPathOff  = "off"
+)
 
 // Drivers of [[port]] driver.
 const (
@@ -318,6 +329,7 @@ func Default() *Config {
 			NeighbourHold:      4,
 			NeighbourTable:     16384,
 			BridgeAging:        300 * time.Second,
+			FastPath:           FastPathAuto,
 		},
 		VPN: VPN{
 			Listen:            []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()},

@@ -52,6 +52,7 @@ func (d *decoder) appliance(t *table, a *Appliance) {
 	t.integer("neighbour_hold", &a.NeighbourHold, 0, 64)
 	t.integer("neighbour_table", &a.NeighbourTable, 64, 1<<20)
 	t.duration("bridge_aging", &a.BridgeAging, time.Second, 24*time.Hour)
+	t.enum("fast_path", &a.FastPath, FastPathAuto, FastPathXDP, FastPathOff)
 	t.done()
 }
 

@@ -17,14 +17,16 @@
 // are attached with link.AttachXDP, a bpf_link (prog.go, counter.go).
 //
 // Sockets come from asavie/xdp v0.3.3: xdp.NewSocket creates the socket,
-// allocates and registers the UMEM, sizes and maps the rings and binds;
-// the fill and RX rings are driven with its Fill and Receive (socket.go,
-// queue.go). Its defects are worked around where they bite, each with a
-// comment at the spot:
+// allocates and registers the UMEM, sizes and maps the rings and binds.
+// All four rings are driven through this package's own mappings
+// (ring_unsafe.go): asavie's Fill and Receive keep per-frame bookkeeping of
+// one socket's UMEM, and it has no shared-UMEM bind, so sockets joining a
+// Share's UMEM are made here on x/sys (joinSocket). Its defects are worked
+// around where they bite, each with a comment at the spot:
 //
 //   - Transmit panics on any sendto errno but EAGAIN/EBUSY/EINTR (ENETDOWN
 //     when a link goes down), and it is the only exported way to the TX
-//     ring. So the TX and completion rings of asavie's socket are mapped a
+//     ring. So the rings of asavie's socket are mapped a
 //     second time here (ring_unsafe.go) and kicked with a raw sendto whose
 //     errors are counted (queue.kick); Transmit is never called. Complete
 //     is not used either: it throws away the addresses it reclaims.
@@ -53,8 +55,8 @@
 //   - GetDescs is not used: asavie marks a frame free as soon as Receive
 //     returns it, while the engine still holds it, so GetDescs would hand a
 //     frame in flight to Alloc; it also scans every frame linearly per call.
-//     Frames are owned through a free stack (queue.free) instead, O(1) per
-//     frame.
+//     Frames are owned through a free stack (queue.free, one per UMEM)
+//     instead, O(1) per frame.
 //   - asavie's ring accesses are plain loads and stores (its fences are
 //     commented out). That is correct on amd64 (TSO) only; this package's
 //     own rings use atomics.
@@ -70,12 +72,10 @@
 //
 // XDP_MAX_TX_SKB_BUDGET (Linux 6.17+) is raised to the TX ring size so one
 // sendto drains a whole Tx batch in copy mode instead of 32 frames per call
-// (TestTxBudgetOneKickPerBatch). The ports do not share a UMEM
-// (XDP_SHARED_UMEM): asavie's NewSocket always registers its own, so the
-// engine copies each forwarded frame between pools. At 64 bytes that copy
-// (runtime.memmove) was under 1% of the worker's perf samples in bench
-// fwd, while the TX kick (sendto in copy mode: an skb allocated and filled
-// per frame, veth_xmit, and the receiver's softirq run on the way out) was
-// about 78%; the veth RX path (XDP on an skb, then a copy into the UMEM)
-// runs in the NAPI thread besides.
+// // (TestTxBudgetOneKickPerBatch). Ports opened with one Share bind queue q
+// to one UMEM (XDP_SHARED_UMEM, share.go), so the engine forwards between
+// them without copying (TestSharedUMEMForwardsWithoutCopy); the TX kick
+// (copy mode: an skb allocated and filled per frame, veth_xmit, the
+// receiver's softirq) and the veth RX path (XDP on an skb, then a copy into
+// the UMEM) are the kernel's share of a forwarded frame.
 package afxdp

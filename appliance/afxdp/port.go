@@ -17,7 +17,9 @@ type Options struct {
 	Attach     AttachMode // 0: native, then generic
 	NoZeroCopy bool       // skip the zero-copy attempt
 	VPNPort    uint16     // UDP port of the VPN data channel on this port (0: none)
-	Pool       uint16     // fwd.PortInfo.Pool: unique per port (AF_XDP ports share no memory)
+	Pool       uint16     // fwd.PortInfo.Pool when the port shares no memory: unique per port
+	Share      *Share     // share the UMEM of each queue with the other ports of Share (nil: own UMEMs)
+	FastPath   *FastPath  // build the steering program with the fast path (off until SetFast) and make the port a redirect target
 	Index      uint16     // the port's index in the engine, stamped on received packets as InPort
 	Logf       func(format string, args ...any)
 }
@@ -51,14 +53,29 @@ type Port struct {
 	queues []*queue
 	modes  []QueueMode
 	steer  *Steering
+	fast   *FastPath
 }
 
 var _ fwd.Port = (*Port)(nil)
 
 // Open binds one AF_XDP socket per queue of ifname and attaches the
 // steering program. Traffic to the interface's own addresses keeps
-// reaching the kernel (see Steering).
-func Open(ifname string, o Options) (p *Port, err error) {
+// reaching the kernel (see Steering). With o.Share, a port whose sockets
+// cannot join the shared UMEMs (a copy-mode device after a zero-copy one)
+// gets its own, as pool o.Pool, and the log says why.
+func Open(ifname string, o Options) (*Port, error) {
+	p, err := open(ifname, o)
+	if err != nil && o.Share != nil && errors.Is(err, errJoin) {
+		if o.Logf != nil {
+			o.Logf("afxdp: %s: %v; using its own UMEM (pool %d): forwarded frames are copied", ifname, err, o.Pool)
+		}
+		o.Share = nil
+		return open(ifname, o)
+	}
+	return p, err
+}
+
+func open(ifname string, o Options) (p *Port, err error) {
 	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -88,8 +105,14 @@ func Open(ifname string, o Options) (p *Port, err error) {
 			p = nil
 		}
 	}()
-	if p.steer, err = NewSteering(n, o.VPNPort); err != nil {
+	if p.steer, err = newSteering(n, o.VPNPort, o.FastPath); err != nil {
 		return
+	}
+	if o.FastPath != nil {
+		if err = o.FastPath.AddDevice(ifi.Index); err != nil {
+			return p, fmt.Errorf("afxdp: %s: fast path redirect target: %w", ifname, err)
+		}
+		p.fast = o.FastPath
 	}
 	if err = p.RefreshLocal(); err != nil {
 		return
@@ -102,12 +125,22 @@ func Open(ifname string, o Options) (p *Port, err error) {
 	if nativeErr != nil {
 		attachWhy = fmt.Sprintf("native XDP: %v", nativeErr)
 	}
+	if o.Share != nil {
+		p.info.Pool = o.Share.pool
+	}
 	for q := 0; q < n; q++ {
-		qu, bm, e := openSocket(ifi.Index, q, rc, !o.NoZeroCopy)
+		var qu *queue
+		var bm bindMode
+		var e error
+		if o.Share != nil {
+			qu, bm, e = o.Share.open(ifi.Index, q, rc, !o.NoZeroCopy)
+		} else {
+			qu, bm, e = openSocket(ifi.Index, q, rc, !o.NoZeroCopy)
+		}
 		if e != nil {
 			return p, fmt.Errorf("afxdp: %s: %w", ifname, e)
 		}
-		qu.pool, qu.inPort = o.Pool, o.Index
+		qu.pool, qu.inPort = p.info.Pool, o.Index
 		p.queues = append(p.queues, qu)
 		if err = p.steer.Register(q, qu.fd); err != nil {
 			return p, fmt.Errorf("afxdp: %s queue %d: register socket: %w", ifname, q, err)
@@ -182,10 +215,22 @@ func (p *Port) Free(q int, b *fwd.Batch) { p.queues[q].freeBatch(b) }
 
 func (p *Port) Alloc(q int, b *fwd.Batch, n int) int { return p.queues[q].alloc(b, n) }
 
+// SetFast turns the XDP fast path on or off on this port's ingress;
+// puntSYN sends TCP SYNs to the engine (MSS clamping). The port must have
+// been opened with Options.FastPath.
+func (p *Port) SetFast(on, puntSYN bool) error { return p.steer.SetFast(on, p.info.MAC, puntSYN) }
+
+// FastStats reads the port's fast-path counters (ingress side).
+func (p *Port) FastStats() ([NumFastStats]uint64, error) { return p.steer.FastStats() }
+
 // Close detaches the program and closes every socket. The workers must
 // have stopped.
 func (p *Port) Close() error {
 	var errs []error
+	if p.fast != nil {
+		errs = append(errs, p.fast.RemoveDevice(p.ifidx))
+		p.fast = nil
+	}
 	if p.steer != nil {
 		errs = append(errs, p.steer.Close())
 	}

@@ -81,6 +81,7 @@ type Steering struct {
 	mode    AttachMode
 	local   map[netip.Addr]bool
 	closed  bool
+	fast    *fastPort // nil: no fast path in the program
 }
 
 const maxLocalAddrs = 256
@@ -89,8 +90,19 @@ const maxLocalAddrs = 256
 // queues; vpnPort 0 means no VPN data channel on this port. It is not
 // attached yet.
 func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
+	return newSteering(queues, vpnPort, nil)
+}
+
+// newSteering is NewSteering with the fast path's tables fp (nil: none) in
+// the program, off until SetFast turns it on.
+func newSteering(queues int, vpnPort uint16, fp *FastPath) (*Steering, error) {
 	s := &Steering{vpnPort: vpnPort, local: map[netip.Addr]bool{}}
 	var err error
+	if fp != nil {
+		if s.fast, err = newFastPort(fp); err != nil {
+			return nil, err
+		}
+	}
 	if s.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapXSKs, Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(max(queues, 1))}); err != nil {
 		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapXSKs, err))
 	}
@@ -115,8 +127,14 @@ func NewSteering(queues int, vpnPort uint16) (*Steering, error) {
 // load loads the steering program over s's maps; verdictOnly is the test
 // shape (see steeringProgram).
 func (s *Steering) load(name string, verdictOnly bool) (*ebpf.Program, error) {
-	insns := steeringProgram(s.vpnPort, verdictOnly)
-	for sym, m := range map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6, mapNAT: s.nat, mapNATFrag: s.natFrag} {
+	insns := steeringProgram(s.vpnPort, verdictOnly, s.fast != nil)
+	maps := map[string]*ebpf.Map{mapXSKs: s.xsks, mapLocal4: s.local4, mapLocal6: s.local6, mapNAT: s.nat, mapNATFrag: s.natFrag}
+	if s.fast != nil {
+		for sym, m := range s.fast.maps() {
+			maps[sym] = m
+		}
+	}
+	for sym, m := range maps {
 		if err := insns.AssociateMap(sym, m); err != nil && !errors.Is(err, asm.ErrUnreferencedSymbol) {
 			return nil, fmt.Errorf("afxdp: program %s: map %s: %w", name, sym, err)
 		}
@@ -179,6 +197,24 @@ func attachXDP(l *link.Link, got *AttachMode, prog *ebpf.Program, ifindex int, w
 	}
 	*l, *got = lk, ModeGeneric
 	return ModeGeneric, nativeErr, nil
+}
+
+// SetFast turns the fast path on or off for this port (ingress MAC mac;
+// puntSYN sends TCP SYNs to the engine, for MSS clamping). The program
+// must have been built with a FastPath.
+func (s *Steering) SetFast(on bool, mac []byte, puntSYN bool) error {
+	if s.fast == nil {
+		return errors.New("afxdp: steering program has no fast path")
+	}
+	return s.fast.set(on, mac, puntSYN)
+}
+
+// FastStats reads the port's fast-path counters (zero without a fast path).
+func (s *Steering) FastStats() ([NumFastStats]uint64, error) {
+	if s.fast == nil {
+		return [NumFastStats]uint64{}, nil
+	}
+	return s.fast.counts()
 }
 
 // Mode is the mode the program is attached in (0 if not attached).
@@ -288,16 +324,26 @@ func (s *Steering) Close() error {
 		}
 	}
 	s.prog, s.xsks, s.local4, s.local6, s.nat, s.natFrag = nil, nil, nil, nil, nil, nil
+	if s.fast != nil {
+		errs = append(errs, s.fast.close())
+		s.fast = nil
+	}
 	s.mode = 0
 	return errors.Join(errs...)
 }
 
 // steeringProgram emits the program described on Steering. Map loads
-// reference the maps by name (mapXSKs, mapLocal4, mapLocal6).
+// reference the maps by name (mapXSKs, mapLocal4, mapLocal6). With fast,
+// transit IPv4 and IPv6 go through the fast path (fastPath4, fastPath6)
+// before ovfwd.
 // Registers: r6 ctx, r7 L3 header, r8 L4 header, r9 data_end.
 // With verdictOnly the "to ovfwd" exit returns XDP_TX instead of
 // redirecting, so BPF_PROG_TEST_RUN can tell the two outcomes apart.
-func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
+func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
+	transit4, transit6 := "ovfwd", "ovfwd"
+	if fast {
+		transit4, transit6 = "fp4", "fp6"
+	}
 	const (
 		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
 		W, H, B, DW                                 = asm.Word, asm.Half, asm.Byte, asm.DWord
@@ -333,7 +379,7 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r2, r10),
 		asm.Add.Imm(r2, -4),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.JEq.Imm(r0, 0, transit4),
 
 		// NAT (SetNAT): r5 = lo | hi<<16, r8 = the transport header.
 		asm.StoreImm(r10, -8, 0, W),
@@ -472,7 +518,7 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r2, r10),
 		asm.Add.Imm(r2, -16),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.JEq.Imm(r0, 0, transit6),
 		asm.LoadMem(r2, r7, 6, B),
 		asm.JEq.Imm(r2, ipProtoICMPv6, "icmp6"),
 	)
@@ -511,6 +557,10 @@ func steeringProgram(vpnPort uint16, verdictOnly bool) asm.Instructions {
 		asm.Mov.Imm(r0, xdpPass).WithSymbol("pass"),
 		asm.Return(),
 	)
+	if fast {
+		p = append(p, fastPath4(verdictOnly)...)
+		p = append(p, fastPath6()...)
+	}
 
 	// To the queue's socket; XDP_PASS if the queue has none.
 	if verdictOnly {

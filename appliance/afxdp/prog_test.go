@@ -22,7 +22,7 @@ import (
 func TestSteeringAssembles(t *testing.T) {
 	for _, port := range []uint16{0, 1194} {
 		for _, verdictOnly := range []bool{false, true} {
-			insns := steeringProgram(port, verdictOnly)
+			insns := steeringProgram(port, verdictOnly, false)
 			refs := map[string]bool{}
 			for _, in := range insns {
 				if in.IsLoadFromMap() {

@@ -8,33 +8,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// queue is one AF_XDP socket with its own UMEM. Only its worker touches
-// the rings and the free stack; counters are published with one atomic
-// add per batch.
+// queue is one AF_XDP socket with its UMEM, its own or one shared with the
+// same queue of other ports (Share). Only its worker touches the rings and
+// the free stack; counters are published with one atomic add per batch.
 //
-// The socket, its UMEM and the fill and RX rings are asavie/xdp's
-// (xdp.NewSocket, Fill, Receive); the TX and completion rings are mapped
-// here (ring_unsafe.go) because asavie exports them only through Transmit,
-// which panics, and Complete, which drops the addresses. Frame ownership is
-// the free stack below, not asavie's GetDescs: asavie marks a frame free
-// the moment Receive hands it out, while the engine still holds it, so
-// GetDescs would give a frame in flight to Alloc (and it scans all frames
-// linearly on every call).
+// asavie/xdp makes the socket, allocates and registers the UMEM, sizes and
+// maps the rings and binds (xdp.NewSocket); a socket joining a shared UMEM
+// is made here (joinSocket). All four rings are used through mappings made
+// here (ring_unsafe.go): asavie's Transmit panics, Complete drops the
+// addresses, and its Fill/Receive keep per-frame bookkeeping sized for one
+// socket. Frame ownership is the free stack, not asavie's GetDescs: asavie
+// marks a frame free the moment Receive hands it out, while the engine still
+// holds it, so GetDescs would give a frame in flight to Alloc (and it scans
+// all frames linearly on every call).
 type queue struct {
-	sock      *xdp.Socket
+	sock      *xdp.Socket // asavie's, when this socket registered the UMEM
 	fd        int
 	umem      []byte
 	frameSize uint32
-	fillDescs []xdp.Desc // scratch for sock.Fill
-	fillHead  ringHead   // only for the fill ring's need-wakeup flag
+	fill      addrRing
 	comp      addrRing
+	rx        descRing
 	tx        descRing
-	free      []uint64 // frames owned by us and not lent out: a stack
+	free      *frameStack // frames owned by us and not lent out; shared with the UMEM's other sockets
 	zeroCopy  bool
 	linkDown  bool   // the last TX kick said the device is down
 	txBudget  uint32 // frames one copy-mode sendto sends (setTxBudget)
 	pool      uint16
 	inPort    uint16
+
+	shared  *sharedUMEM // nil: the UMEM is this socket's alone
+	shareOf *Share
 
 	st queueCounters
 }
@@ -56,35 +60,40 @@ type queueCounters struct {
 // (feasibility.md §1 item 3), so with 32 a full 256-packet batch needs 8.
 const maxKicksPerTx = 12
 
-// reclaim moves transmitted frames from the completion ring to the free stack.
+// reclaim moves transmitted frames from the completion ring to the free
+// stack. With a shared UMEM the frames may have been received on another
+// port's socket: the stack is the UMEM's, so they return to the one pool.
 func (qu *queue) reclaim() {
 	cons := qu.comp.loadConsumer()
 	n := qu.comp.loadProducer() - cons
 	if n == 0 {
 		return
 	}
-	if room := uint32(cap(qu.free) - len(qu.free)); n > room {
+	f := qu.free
+	if room := uint32(cap(f.s) - len(f.s)); n > room {
 		n = room // cannot happen unless frames were freed twice
 	}
 	for i := uint32(0); i < n; i++ {
-		qu.free = append(qu.free, qu.comp.addrs[(cons+i)&qu.comp.mask]&^uint64(qu.frameSize-1))
+		f.s = append(f.s, qu.comp.addrs[(cons+i)&qu.comp.mask]&^uint64(qu.frameSize-1))
 	}
 	qu.comp.storeConsumer(cons + n)
 }
 
 // refill gives up to max free frames to the kernel for reception.
 func (qu *queue) refill(max uint32) {
-	n := min(uint32(qu.sock.NumFreeFillSlots()), max, uint32(len(qu.free)))
+	prod := qu.fill.loadProducer()
+	room := uint32(len(qu.fill.addrs)) - (prod - qu.fill.loadConsumer())
+	f := qu.free
+	n := min(room, max, uint32(len(f.s)))
 	if n == 0 {
 		return
 	}
-	d := qu.fillDescs[:n]
-	top := len(qu.free)
-	for i := range d {
-		d[i].Addr = qu.free[top-1-i]
+	top := uint32(len(f.s))
+	for i := uint32(0); i < n; i++ {
+		qu.fill.addrs[(prod+i)&qu.fill.mask] = f.s[top-1-i]
 	}
-	qu.free = qu.free[:top-int(n)]
-	qu.sock.Fill(d)
+	f.s = f.s[:top-n]
+	qu.fill.storeProducer(prod + n)
 }
 
 func (qu *queue) frame(base uint64) []byte {
@@ -93,11 +102,11 @@ func (qu *queue) frame(base uint64) []byte {
 
 func (qu *queue) receive(b *fwd.Batch) int {
 	qu.reclaim()
-	descs := qu.sock.Receive(b.Room())
-	n := len(descs)
+	cons := qu.rx.loadConsumer()
+	n := min(qu.rx.loadProducer()-cons, uint32(b.Room()))
 	var bytes uint64
-	for i := range descs {
-		d := &descs[i]
+	for i := uint32(0); i < n; i++ {
+		d := &qu.rx.descs[(cons+i)&qu.rx.mask]
 		base := d.Addr &^ uint64(qu.frameSize-1)
 		b.Pkts = append(b.Pkts, fwd.Packet{
 			Buf:    qu.frame(base),
@@ -110,11 +119,12 @@ func (qu *queue) receive(b *fwd.Batch) int {
 		bytes += uint64(d.Len)
 	}
 	if n > 0 {
+		qu.rx.storeConsumer(cons + n)
 		qu.st.rxPackets.Add(uint64(n))
 		qu.st.rxBytes.Add(bytes)
 	}
 	qu.refill(^uint32(0))
-	if qu.fillHead.needWakeup() {
+	if qu.fill.needWakeup() {
 		wakeRx(qu.fd)
 	}
 	return int(n)
@@ -203,11 +213,12 @@ func (qu *queue) kickLoop() (calls int, down bool) {
 
 // put returns one frame to the free stack.
 func (qu *queue) put(handle uint64) {
-	if len(qu.free) == cap(qu.free) || handle >= uint64(len(qu.umem)) {
+	f := qu.free
+	if len(f.s) == cap(f.s) || handle >= uint64(len(qu.umem)) {
 		qu.st.badFree.Add(1)
 		return
 	}
-	qu.free = append(qu.free, handle&^uint64(qu.frameSize-1))
+	f.s = append(f.s, handle&^uint64(qu.frameSize-1))
 }
 
 func (qu *queue) freeBatch(b *fwd.Batch) {
@@ -218,19 +229,20 @@ func (qu *queue) freeBatch(b *fwd.Batch) {
 }
 
 func (qu *queue) alloc(b *fwd.Batch, n int) int {
-	if len(qu.free) < n {
+	f := qu.free
+	if len(f.s) < n {
 		qu.reclaim()
 	}
 	n = min(n, b.Room())
-	got := min(n, len(qu.free))
+	got := min(n, len(f.s))
 	if got < n {
 		qu.st.allocShort.Add(1)
 	}
-	top := len(qu.free)
+	top := len(f.s)
 	for i := 0; i < got; i++ {
-		base := qu.free[top-1-i]
+		base := f.s[top-1-i]
 		b.Pkts = append(b.Pkts, fwd.Packet{Buf: qu.frame(base), Handle: base, Off: fwd.Headroom, Pool: qu.pool})
 	}
-	qu.free = qu.free[:top-got]
+	f.s = f.s[:top-got]
 	return got
 }

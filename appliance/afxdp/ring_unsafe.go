@@ -9,15 +9,15 @@ import (
 )
 
 // The AF_XDP rings are single-producer single-consumer queues shared with
-// the kernel through mmap. asavie/xdp maps all four, but exports only the
-// fill and RX rings in a usable form (Fill, Receive); the TX ring is
-// reachable only through Transmit, which panics on ENETDOWN, and Complete
-// discards the addresses it reclaims. So this file maps the TX and
-// completion rings of asavie's socket a second time (the kernel allows any
-// number of mappings of a ring; asavie's copies stay untouched because this
-// package never calls Transmit, Complete, GetDescs or Poll), plus the fill
-// ring's header for its XDP_RING_NEED_WAKEUP flag, which asavie does not
-// map. Invariant for the unsafe code in this file:
+// the kernel through mmap. asavie/xdp maps all four of the sockets it
+// makes, but its TX ring is reachable only through Transmit, which panics on
+// ENETDOWN, Complete discards the addresses it reclaims, Fill/Receive keep
+// bookkeeping for one socket's UMEM and it does not map the fill ring's
+// flags (XDP_RING_NEED_WAKEUP). So this file maps every ring of a socket a
+// second time (the kernel allows any number of mappings of a ring; asavie's
+// copies stay untouched because this package never calls its ring methods),
+// and the rings of a socket joining a shared UMEM (joinSocket) for the first.
+// Invariant for the unsafe code in this file:
 // each pointer is derived from a live mmap of the socket's ring (mem), at
 // the offset the kernel reported in XDP_MMAP_OFFSETS, and is used only until
 // unmapRing; producer/consumer are accessed with atomics, which give the
@@ -89,19 +89,20 @@ func (r *ringHead) storeProducer(v uint32) { atomic.StoreUint32(r.producer, v) }
 func (r *ringHead) storeConsumer(v uint32) { atomic.StoreUint32(r.consumer, v) }
 func (r *ringHead) needWakeup() bool       { return atomic.LoadUint32(r.flags)&xdpRingNeedWakeup != 0 }
 
-// mapOwnRings maps qu's TX and completion rings and the fill ring's header.
+// mapOwnRings maps qu's four rings.
 func mapOwnRings(qu *queue, rc ringConfig) error {
 	off, err := mmapOffsets(qu.fd)
 	if err != nil {
 		return fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
 	}
-	fill, err := mapAddrRing(qu.fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, rc.FillSize)
-	if err != nil {
+	if qu.fill, err = mapAddrRing(qu.fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, rc.FillSize); err != nil {
 		return fmt.Errorf("mmap fill: %w", err)
 	}
-	qu.fillHead = fill.ringHead
 	if qu.comp, err = mapAddrRing(qu.fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, rc.CompSize); err != nil {
 		return fmt.Errorf("mmap completion: %w", err)
+	}
+	if qu.rx, err = mapDescRing(qu.fd, unix.XDP_PGOFF_RX_RING, off.Rx, rc.RxSize); err != nil {
+		return fmt.Errorf("mmap rx: %w", err)
 	}
 	if qu.tx, err = mapDescRing(qu.fd, unix.XDP_PGOFF_TX_RING, off.Tx, rc.TxSize); err != nil {
 		return fmt.Errorf("mmap tx: %w", err)

@@ -149,13 +149,9 @@ func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (qu *queue, err e
 	if err = mapOwnRings(qu, rc); err != nil {
 		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
 	}
-	qu.fillDescs = make([]xdp.Desc, rc.FillSize)
 	// The free stack holds every frame; the fill ring gets its share now,
 	// the rest serves Alloc.
-	qu.free = make([]uint64, 0, rc.Frames)
-	for i := int(rc.Frames) - 1; i >= 0; i-- {
-		qu.free = append(qu.free, uint64(i)*uint64(rc.FrameSize))
-	}
+	qu.free = newFrameStack(rc.Frames, rc.FrameSize)
 	qu.refill(rc.FillSize)
 	qu.zeroCopy = xdpZeroCopy(qu.fd)
 	qu.txBudget = setTxBudget(qu.fd, rc.TxSize)
@@ -175,19 +171,100 @@ func setTxBudget(fd int, ring uint32) uint32 {
 	return ring
 }
 
-func (qu *queue) close() {
-	qu.fillHead.unmap()
-	qu.comp.unmap()
-	qu.tx.unmap()
-	if qu.sock != nil {
-		// asavie's Close closes the fd and unmaps the UMEM but leaves its
-		// ring mappings, which keep the socket bound: unmap them after.
-		socketFlagsMu.Lock()
-		_ = qu.sock.Close()
-		unmapOrphanRings()
-		socketFlagsMu.Unlock()
-		qu.sock = nil
+func newFrameStack(frames, size uint32) *frameStack {
+	f := &frameStack{s: make([]uint64, 0, frames)}
+	for i := int(frames) - 1; i >= 0; i-- {
+		f.s = append(f.s, uint64(i)*uint64(size))
 	}
+	return f
+}
+
+// joinSocket binds a new socket on queue q of ifindex to u's UMEM
+// (XDP_SHARED_UMEM with u's fd in sxdp_shared_umem_fd), with its own fill
+// and completion rings, which a socket on another device or queue must have
+// (net/xdp/xsk.c xsk_bind). The mode flags must be 0: the socket inherits
+// copy or zero-copy and need-wakeup from the UMEM's first socket
+// (net/xdp/xsk_buff_pool.c xp_assign_dev_shared), so a zero-copy UMEM
+// cannot take a port whose driver has no zero-copy (the bind fails).
+func joinSocket(ifindex, q int, rc ringConfig, u *sharedUMEM) (qu *queue, err error) {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: queue %d: socket: %w", q, err)
+	}
+	qu = &queue{fd: fd, frameSize: rc.FrameSize, umem: u.umem, free: u.free}
+	defer func() {
+		if err != nil {
+			qu.unmapRings()
+			unix.Close(fd)
+			qu = nil
+		}
+	}()
+	for _, o := range []struct {
+		opt  int
+		size uint32
+	}{{unix.XDP_UMEM_FILL_RING, rc.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, rc.CompSize},
+		{unix.XDP_RX_RING, rc.RxSize}, {unix.XDP_TX_RING, rc.TxSize}} {
+		if err = unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size)); err != nil {
+			return nil, fmt.Errorf("afxdp: queue %d: ring size option %d: %w", q, o.opt, err)
+		}
+	}
+	if err = mapOwnRings(qu, rc); err != nil {
+		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
+	}
+	sa := &unix.SockaddrXDP{Flags: unix.XDP_SHARED_UMEM, Ifindex: uint32(ifindex), QueueID: uint32(q), SharedUmemFD: uint32(u.fd)}
+	deadline := time.Now().Add(bindRetry)
+	backoff := 50 * time.Millisecond
+	for {
+		err = unix.Bind(fd, sa)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(backoff) // the restart hazard of openSocketFlags
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: queue %d: bind to the shared UMEM: %w", q, err)
+	}
+	qu.shared = u
+	u.users++
+	qu.refill(rc.FillSize)
+	qu.zeroCopy = xdpZeroCopy(fd)
+	qu.txBudget = setTxBudget(fd, rc.TxSize)
+	return qu, nil
+}
+
+func (qu *queue) unmapRings() {
+	qu.fill.unmap()
+	qu.comp.unmap()
+	qu.rx.unmap()
+	qu.tx.unmap()
+}
+
+// close releases the socket. A socket of a shared UMEM leaves the UMEM to
+// its last user (Share.release), whether or not it registered it.
+func (qu *queue) close() {
+	qu.unmapRings()
+	switch {
+	case qu.shared != nil:
+		if qu.sock == nil {
+			unix.Close(qu.fd)
+		}
+		qu.shareOf.release(qu.shared)
+		qu.shared = nil
+	case qu.sock != nil:
+		closeAsavie(qu.sock)
+	}
+	qu.sock = nil
 	qu.fd = -1
 	qu.umem = nil
+}
+
+// closeAsavie closes an asavie socket. asavie's Close closes the fd and
+// unmaps the UMEM but leaves its ring mappings, which keep the socket
+// bound: unmap them after.
+func closeAsavie(s *xdp.Socket) {
+	socketFlagsMu.Lock()
+	_ = s.Close()
+	unmapOrphanRings()
+	socketFlagsMu.Unlock()
 }

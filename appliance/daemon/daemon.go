@@ -60,6 +60,7 @@ type daemon struct {
 	fib     *routeTable
 	neigh   *neighbours
 	mirror  *afxdp.NeighMirror
+	fast    *fastState // nil without the XDP fast path
 	nl      *nlsync.Sync
 	kq      *kernelQueue // kernel routes from nl, applied in batches
 	status  *status.Server
@@ -137,12 +138,22 @@ func (d *daemon) start(cfg *config.Config) error {
 		vpnPort = uint16(cfg.VPN.Port)
 	}
 	fports := make([]fwd.Port, 0, len(cfg.Ports))
+	// AF_XDP ports share one UMEM per queue index, so the engine forwards
+	// between them without a copy; its pool id is past every port's own.
+	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
+	fast, err := newFastPath(cfg.Appliance)
+	if err != nil {
+		return err
+	}
 	for i := range cfg.Ports {
 		pc := &cfg.Ports[i]
 		c := choose(pc, fns)
 		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
-		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, d.log)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, fast, d.log)
 		if err != nil {
+			if fast != nil {
+				fast.Close()
+			}
 			return err
 		}
 		d.ports = append(d.ports, pt)
@@ -189,6 +200,11 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.neigh.purged = n
 		if n > 0 {
 			d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
+		}
+	}
+	if fast != nil {
+		if err := d.startFastPath(fast, cfg.Appliance); err != nil {
+			return err
 		}
 	}
 	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
@@ -361,6 +377,9 @@ func (d *daemon) controlLoop() {
 		}
 		d.neigh.flush()
 		d.rateLog.flush()
+		// A neighbour learned, moved or expired: its MAC changes in place,
+		// so the tables' generation may not move.
+		d.syncFast(len(evs) > 0)
 		// AF_XDP ports' steering program already passes the box's own
 		// traffic to the kernel; on ports ovfwd owns outright the workers'
 		// punts go to the exception TAPs (Ports.Deliver ignores the rest).
@@ -527,6 +546,9 @@ func (d *daemon) shutdown() error {
 	}
 	if d.mirror != nil {
 		errs = append(errs, d.mirror.Close())
+	}
+	if d.fast != nil {
+		errs = append(errs, d.fast.fp.Close())
 	}
 	err := errors.Join(errs...)
 	if err != nil {

@@ -40,7 +40,7 @@ type port struct {
 
 // openPort builds the backend c chose for p. queues is the queue count
 // for backends that cannot ask a kernel device (0 in the config).
-func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, bridge bool, log *slog.Logger) (*port, error) {
+func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, bridge bool, share *afxdp.Share, fast *afxdp.FastPath, log *slog.Logger) (*port, error) {
 	pt := &port{cfg: *p, index: index, choice: c, kernelAddrs: map[netip.Prefix]bool{}}
 	pt.up.Store(true)
 	if p.Queues > 0 {
@@ -48,7 +48,7 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 	}
 	switch c.driver {
 	case config.DriverAFXDP, config.DriverAFXDPCopy:
-		return pt, pt.openAFXDP(vpnPort, log)
+		return pt, pt.openAFXDP(vpnPort, share, fast, log)
 	case config.DriverVFIO:
 		pc := mlx5PortConfig(p, index, queues, bridge)
 		fp, closeAll, err := openVFIO(p, pc, log)
@@ -78,7 +78,7 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 }
 
 // openAFXDP opens an AF_XDP port on the kernel interface p.IfName.
-func (pt *port) openAFXDP(vpnPort uint16, log *slog.Logger) error {
+func (pt *port) openAFXDP(vpnPort uint16, share *afxdp.Share, fast *afxdp.FastPath, log *slog.Logger) error {
 	p, c, index := &pt.cfg, pt.choice, pt.index
 	if p.IfName == "" {
 		return fmt.Errorf("port %s: %s needs ifname", p.Name, c.driver)
@@ -112,7 +112,9 @@ func (pt *port) openAFXDP(vpnPort uint16, log *slog.Logger) error {
 		Queues:     p.Queues,
 		NoZeroCopy: c.driver == config.DriverAFXDPCopy,
 		VPNPort:    vpnPort,
-		Pool:       uint16(index + 1), // AF_XDP ports share no UMEM
+		Pool:       uint16(index + 1), // when it cannot join share
+		Share:      share,
+		FastPath:   fast, // nil: no fast path in the steering program
 		Index:      uint16(index),
 		Logf:       func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "port", p.Name) },
 	}

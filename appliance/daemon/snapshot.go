@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -70,6 +71,14 @@ func (d *daemon) snapshot() status.Snapshot {
 				"kick_errors": xs.KickErrors, "alloc_short": xs.AllocShort, "bad_free": xs.BadFree,
 				"kernel_rx_dropped": xs.KernelRxDropped, "kernel_rx_ring_full": xs.KernelRxRingFull,
 				"kernel_fill_empty": xs.KernelFillEmpty, "kernel_tx_invalid": xs.KernelTxInvalid,
+			}
+			// The XDP fast path's counters, on this port's ingress: frames it
+			// forwarded in the kernel (never seen by the workers, so not in
+			// rx/tx above) and what it handed to the workers, by reason.
+			if fs, err := pt.xdp.FastStats(); err == nil && d.fast != nil {
+				for k, v := range fs {
+					p.Backend["fast_"+afxdp.FastStat(k).String()] = v
+				}
 			}
 		}
 		s.Ports = append(s.Ports, p)

@@ -434,6 +434,7 @@ func benchCmd(args []string) error {
 		fs.IntVar(&o.GenCPU, "gen-cpu", 0, "the generator's CPU")
 		fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "the forwarding CPU (default 1)")
 		fs.BoolVar(&o.NAT, "nat", false, "translate the source: ovfwd NAT44 vs Linux nftables masquerade")
+		fs.BoolVar(&o.NoFastPath, "no-fast-path", false, "ovfwd without the XDP fast path (every frame through the worker)")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}

@@ -44,8 +44,44 @@ type Pool struct {
 
 	headroom int
 
+	// group is the pools of one queue index whose ports share memory
+	// (SharePorts), this one included, indexed by member; a packet's
+	// Handle carries its pool's member number above bit 32, so any port of
+	// the group can send, free and complete it. Alone, group is {p}.
+	group  []*Pool
+	member uint64 // this pool's member number << handleMemberShift
+
 	Reposted uint64 // WQEs given back to the device
 }
+
+// handleMemberShift places a pool's member number in a packet Handle, above
+// the stride index. In the TX queue's fifo of 32-bit handles (half the
+// cache footprint of 64-bit ones: measurable on the warm model bench) a
+// shared pool's member number takes the top packMemberBits bits, so
+// SharePorts requires stride indices below 1 << (32 − packMemberBits).
+const (
+	handleMemberShift = 32
+	packMemberBits    = 8
+	packIndexMask     = 1<<(32-packMemberBits) - 1
+)
+
+// pack is h as a 32-bit fifo entry; unpack undoes it.
+func (p *Pool) pack(h uint64) uint32 {
+	if len(p.group) == 1 {
+		return uint32(h)
+	}
+	return uint32(h>>handleMemberShift)<<(32-packMemberBits) | uint32(h)&packIndexMask
+}
+
+func (p *Pool) unpack(e uint32) uint64 {
+	if len(p.group) == 1 {
+		return uint64(e)
+	}
+	return uint64(e>>(32-packMemberBits))<<handleMemberShift | uint64(e&packIndexMask)
+}
+
+// handles is how many buffer handles the pool has (RX strides, guard, spares).
+func (p *Pool) handles() uint32 { return p.spareFirst + uint32(cap(p.spareFree)) }
 
 func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
 	if err := checkPow2Ring("RQ", rq.Ring, rq.LogWQEs, RxWQESize); err != nil {
@@ -70,6 +106,7 @@ func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
 		nWQE: 1 << rq.LogWQEs, ring: rq.Ring, dbr: rq.DBRec, lkey: rq.LKey,
 		headroom: headroom,
 	}
+	p.group = []*Pool{p}
 	if headroom+64+ShinfoSize > int(p.strideSize) {
 		return nil, fmt.Errorf("dp: stride %d too small for headroom %d", p.strideSize, headroom)
 	}
@@ -132,19 +169,59 @@ func (p *Pool) addr(h uint32, off uint32) uintptr {
 	return p.pageAddr[o/PageSize] + uintptr(o%PageSize)
 }
 
-// IOVA returns the device address of byte off of buffer h.
+// IOVA returns the device address of byte off of buffer h, a Handle of
+// any pool of the group.
 func (p *Pool) IOVA(h uint64, off uint16) uint64 {
-	return p.iova + h<<p.logStride + uint64(off)
+	o := p.owner(h)
+	return o.iova + uint64(uint32(h))<<o.logStride + uint64(off)
 }
 
-// release drops one reference to buffer h (a freed or sent packet).
+// owner is the pool of the group that handle h belongs to; a handle naming
+// no member (a caller bug) is charged to p, whose bounds checks drop it.
+func (p *Pool) owner(h uint64) *Pool {
+	m := h >> handleMemberShift
+	if m == p.member>>handleMemberShift {
+		return p // the common case, and the only one without SharePorts
+	}
+	if m < uint64(len(p.group)) {
+		return p.group[m]
+	}
+	return p
+}
+
+// release drops one reference to buffer h (a freed or sent packet) in the
+// pool of the group it belongs to. Small enough to inline: a stride of this
+// pool is the per-packet case.
 func (p *Pool) release(h uint64) {
-	if h < uint64(p.rxBufs) {
-		p.recs[uint32(h)>>p.logStrides].refs--
+	if l := h - p.member; l < uint64(p.rxBufs) {
+		p.recs[uint32(l)>>p.logStrides].refs--
 		return
 	}
-	if h >= uint64(p.spareFirst) && len(p.spareFree) < cap(p.spareFree) {
-		p.spareFree = append(p.spareFree, uint32(h))
+	p.releaseOther(h)
+}
+
+// releaseOther releases a spare buffer, or a buffer of another pool of the
+// group; a handle naming no buffer is ignored.
+func (p *Pool) releaseOther(h uint64) {
+	o := p.owner(h)
+	if h>>handleMemberShift != o.member>>handleMemberShift {
+		return
+	}
+	l := uint32(h)
+	if l < o.rxBufs {
+		o.recs[l>>o.logStrides].refs--
+		return
+	}
+	if l >= o.spareFirst && l < o.spareFirst+uint32(cap(o.spareFree)) && len(o.spareFree) < cap(o.spareFree) {
+		o.spareFree = append(o.spareFree, l)
+	}
+}
+
+// repostGroup reposts every pool of the group (sent buffers of any of them
+// may have completed).
+func (p *Pool) repostGroup() {
+	for _, o := range p.group {
+		o.repost()
 	}
 }
 

@@ -2,12 +2,14 @@ package dp
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
 // Queue is one queue pair of a port: RX (with its buffer pool) and TX. The TX
-// queue sends the RX pool's buffers, so forwarding on one port needs no copy.
+// queue sends the RX pool's buffers, so forwarding on one port needs no copy;
+// with SharePorts, it also sends those of the other ports' queue q.
 type Queue struct {
 	RX *RxQueue
 	TX *TxQueue
@@ -43,6 +45,50 @@ func NewPort(info fwd.PortInfo, queues []Queue, closeFn func() error) (*Port, er
 	return &Port{info: info, queues: queues, close: closeFn}, nil
 }
 
+// SharePorts lets the ports send each other's receive buffers without a
+// copy: queue q of every port joins one pool group, every pool takes the id
+// pool, and the ports report it as fwd.PortInfo.Pool, so the engine hands a
+// packet received on one port straight to another's Tx. The device side
+// must allow it: every function reaches every port's receive memory with
+// its own memory key (one IOMMU domain, the functions' groups in one VFIO
+// container, each function's PA mkey covering it). Call it before the ports
+// are given to fwd.New, with the workers not running; the ports need the
+// same queue count and stride size (TX bounds frames by its own stride).
+func SharePorts(pool uint16, ports ...*Port) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	n := len(ports[0].queues)
+	if len(ports) > 1<<packMemberBits {
+		return fmt.Errorf("dp: SharePorts: more than %d ports", 1<<packMemberBits)
+	}
+	for _, p := range ports {
+		if len(p.queues) != n {
+			return fmt.Errorf("dp: SharePorts: %s has %d queues, %s %d", p.info.Name, len(p.queues), ports[0].info.Name, n)
+		}
+		for _, q := range p.queues {
+			if q.RX.pool.strideSize != ports[0].queues[0].RX.pool.strideSize || len(q.RX.pool.group) != 1 {
+				return fmt.Errorf("dp: SharePorts: %s: stride size differs or already shared", p.info.Name)
+			}
+			if q.RX.pool.handles() > packIndexMask {
+				return fmt.Errorf("dp: SharePorts: %s: %d buffers per queue, at most %d can be shared", p.info.Name, q.RX.pool.handles(), packIndexMask)
+			}
+		}
+	}
+	for q := 0; q < n; q++ {
+		group := make([]*Pool, len(ports))
+		for i, p := range ports {
+			pl := p.queues[q].RX.pool
+			pl.group, pl.member, pl.id = group, uint64(i)<<handleMemberShift, pool
+			group[i] = pl
+		}
+	}
+	for _, p := range ports {
+		p.info.Pool = pool
+	}
+	return nil
+}
+
 // SetInPort sets the ingress port index stamped on received packets.
 func (p *Port) SetInPort(idx uint16) {
 	for _, q := range p.queues {
@@ -68,7 +114,7 @@ func (p *Port) Free(q int, b *fwd.Batch) {
 		}
 	}
 	b.Reset()
-	pool.repost()
+	pool.repostGroup()
 }
 
 // Alloc lends up to n spare buffers of queue q's pool.
@@ -78,7 +124,7 @@ func (p *Port) Alloc(q int, b *fwd.Batch, n int) int {
 	for got < n && b.Room() > 0 && len(pool.spareFree) > 0 {
 		h := pool.spareFree[len(pool.spareFree)-1]
 		pool.spareFree = pool.spareFree[:len(pool.spareFree)-1]
-		b.Pkts = append(b.Pkts, fwd.Packet{Buf: pool.buf(h), Handle: uint64(h), Off: uint16(pool.headroom), Pool: pool.id})
+		b.Pkts = append(b.Pkts, fwd.Packet{Buf: pool.buf(h), Handle: pool.member | uint64(h), Off: uint16(pool.headroom), Pool: pool.id})
 		got++
 	}
 	return got

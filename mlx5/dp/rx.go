@@ -179,7 +179,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		k := len(b.Pkts)
 		b.Pkts = b.Pkts[:k+1]
 		b.Pkts[k] = fwd.Packet{
-			Buf: buf, Handle: uint64(ctx.handle), Off: uint16(ctx.data), Len: uint16(ctx.length),
+			Buf: buf, Handle: p.member | uint64(ctx.handle), Off: uint16(ctx.data), Len: uint16(ctx.length),
 			Pool: p.id, InPort: q.inPort, Flags: ctx.flags, VLAN: ctx.vlan,
 			L3Off: ctx.l3Off, L4Off: ctx.l4Off,
 		}

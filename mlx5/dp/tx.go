@@ -72,7 +72,7 @@ type TxQueue struct {
 	cq   cqRing
 	pool *Pool
 	info []txInfo
-	fifo []uint32 // handles of posted packets, in WQE order
+	fifo []uint32 // handles of posted packets, in WQE order (Pool.pack)
 	fh   uint32   // fifo head (next to complete), free running
 	ft   uint32   // fifo tail
 
@@ -251,7 +251,7 @@ func (q *TxQueue) putData(d []byte, p *fwd.Packet) {
 	binary.BigEndian.PutUint32(d[DataOffByteCount:], uint32(p.Len))
 	binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
 	binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off))
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = uint32(p.Handle)
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
 	q.ft++
 }
 
@@ -312,7 +312,7 @@ func (q *TxQueue) postSend(p *fwd.Packet) {
 		binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
 		binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off)+uint64(inl))
 	}
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = uint32(p.Handle)
+	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
 	q.ft++
 	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: 1}
 	q.finishWQE(pi)
@@ -386,7 +386,7 @@ func (q *TxQueue) Reap() {
 			inf := q.info[q.cc&q.mask]
 			last := q.cc&WQEIndexMask == counter
 			for k := uint8(0); k < inf.pkts; k++ {
-				q.pool.release(uint64(q.fifo[q.fh&uint32(len(q.fifo)-1)]))
+				q.pool.release(q.pool.unpack(q.fifo[q.fh&uint32(len(q.fifo)-1)]))
 				q.fh++
 			}
 			q.cc += uint32(inf.wqebbs)
@@ -397,7 +397,7 @@ func (q *TxQueue) Reap() {
 	}
 	if c.cc != start {
 		c.release()
-		q.pool.repost()
+		q.pool.repostGroup()
 	}
 }
 

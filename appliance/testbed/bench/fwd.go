@@ -34,6 +34,10 @@ type FwdOptions struct {
 	Attach          afxdp.AttachMode // ovfwd ports' XDP mode [native, then generic]
 	Boost           bool             // run ovfwd's worker and NAPI threads at nice boostNice (see there)
 	NAT             bool             // translate the source: ovfwd's NAT44 vs nftables masquerade (nat.go)
+	// NoFastPath runs ovfwd without the XDP fast path, every frame through
+	// the worker. The default has it, as the daemon's fast_path = "auto"
+	// does on these copy-mode veths.
+	NoFastPath bool
 }
 
 func (o *FwdOptions) defaults() {
@@ -133,6 +137,11 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	}
 	if o.Boost {
 		fmt.Fprintf(w, "ovfwd worker and NAPI threads at nice %d (Linux forwards in softirq, above every task)\n", boostNice)
+	}
+	if o.NoFastPath {
+		fmt.Fprintf(w, "ovfwd: XDP fast path off (every frame through the worker)\n")
+	} else {
+		fmt.Fprintf(w, "ovfwd: XDP fast path on (fast_path = auto: routed IPv4 forwarded in the ingress XDP program, counted in napi)\n")
 	}
 	res := &FwdResult{}
 	for round := 0; round < o.Rounds; round++ {

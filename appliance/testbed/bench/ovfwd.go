@@ -33,11 +33,21 @@ const daemonWorkerNice = -5
 // tears it all down (so the next Linux run sees plain veths).
 func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions, res *FwdResult) (Run, error) {
 	var pa, pb *afxdp.Port
+	var fp *afxdp.FastPath
+	if !o.NoFastPath {
+		var err error
+		if fp, err = afxdp.NewFastPath(); err != nil {
+			return Run{}, err
+		}
+		defer fp.Close()
+	}
 	err := t.app.Do(func() (err error) {
-		if pa, err = afxdp.Open("bnA1", afxdp.Options{Pool: 1, Index: 0, Attach: o.Attach}); err != nil {
+		// One UMEM per queue for both ports, as the daemon opens them.
+		sh := afxdp.NewShare(3, 2)
+		if pa, err = afxdp.Open("bnA1", afxdp.Options{Pool: 1, Index: 0, Attach: o.Attach, Share: sh, FastPath: fp}); err != nil {
 			return err
 		}
-		pb, err = afxdp.Open("bnB1", afxdp.Options{Pool: 2, Index: 1, Attach: o.Attach})
+		pb, err = afxdp.Open("bnB1", afxdp.Options{Pool: 2, Index: 1, Attach: o.Attach, Share: sh, FastPath: fp})
 		return err
 	})
 	defer func() {
@@ -76,6 +86,20 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	if o.NAT {
 		if err := ovfwdNAT(e); err != nil {
 			return Run{}, err
+		}
+	}
+	if fp != nil {
+		// The tables are static for the run: one sync, as the daemon's
+		// control loop would do after publishing them.
+		fs, err := afxdp.NewFastSync(fp, []int{pa.Ifindex(), pb.Ifindex()})
+		if err == nil {
+			err = fs.Apply(e.FastView())
+		}
+		if err == nil {
+			err = pa.SetFast(true, false)
+		}
+		if err != nil {
+			return Run{}, fmt.Errorf("fast path: %w", err)
 		}
 	}
 	var napiPID int
@@ -144,10 +168,24 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 			drops += fmt.Sprintf(" %s=%d", fwd.DropReason(reason), n)
 		}
 	}
-	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine drops:%s]",
-		ps.KernelRxRingFull, ps.KernelFillEmpty, ps.KernelRxDropped, drops)
+	fast := ""
+	if fp != nil {
+		if fs, err := pa.FastStats(); err == nil {
+			fast = fmt.Sprintf("; fast path forwarded=%d punted=%d", fs[afxdp.FastForwarded], sumPunts(fs))
+		}
+	}
+	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine copies=%d drops:%s%s]",
+		ps.KernelRxRingFull, ps.KernelFillEmpty, ps.KernelRxDropped, st.Copies, drops, fast)
 	if o.NAT {
 		r.Note += fmt.Sprintf(" [nat translated=%d]", e.NATStats().Translated)
 	}
 	return r, err
+}
+
+func sumPunts(fs [afxdp.NumFastStats]uint64) uint64 {
+	var n uint64
+	for i := afxdp.FastPuntOptions; i < afxdp.NumFastStats; i++ {
+		n += fs[i]
+	}
+	return n
 }

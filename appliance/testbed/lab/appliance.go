@@ -45,8 +45,9 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg Config, logf func(string
 		}
 	}()
 	err = ns.Do(func() error {
+		sh := afxdp.NewShare(uint16(len(ifnames)+1), len(ifnames)) // as the daemon does
 		for i, ifn := range ifnames {
-			p, err := afxdp.Open(ifn, afxdp.Options{Queues: 0, Pool: uint16(i + 1), Index: uint16(i), VPNPort: cfg.VPNPort, Logf: logf})
+			p, err := afxdp.Open(ifn, afxdp.Options{Queues: 0, Pool: uint16(i + 1), Index: uint16(i), VPNPort: cfg.VPNPort, Share: sh, Logf: logf})
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,55 @@ type Config struct {
 	Flush bool
 	// HCA are the driver's bring-up options.
 	HCA mlx5.Options
+	// Container puts the function in an IOMMU domain shared with the other
+	// functions opened with it (nil: a domain of its own).
+	Container *Container
+}
+
+// Container is one IOMMU domain shared by several modelled functions: the
+// model of their VFIO groups in one container. Every region any function's
+// driver maps is reachable at the same IOVA by every function's engines,
+// each still checking lkeys against its own command model, so a function
+// transmits another's receive buffers with its own memory key.
+type Container struct {
+	mu      sync.Mutex
+	mem     *sim.Memory
+	views   []*dpsim.Memory
+	regions map[uint64][]byte
+}
+
+// NewContainer is an empty shared IOMMU domain.
+func NewContainer() *Container {
+	return &Container{mem: sim.NewMemory(), regions: map[uint64][]byte{}}
+}
+
+// attach adds a function's engine view, with every region already mapped.
+func (c *Container) attach(v *dpsim.Memory) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for iova, buf := range c.regions {
+		if err := v.Map(iova, buf); err != nil {
+			return err
+		}
+	}
+	c.views = append(c.views, v)
+	return nil
+}
+
+// detach removes a function's view; it reports whether it was the last.
+func (c *Container) detach(v *dpsim.Memory) (last bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.views {
+		if w == v {
+			c.views = append(c.views[:i], c.views[i+1:]...)
+			break
+		}
+	}
+	for iova, buf := range c.regions {
+		v.Unmap(iova, len(buf))
+	}
+	return len(c.views) == 0
 }
 
 // Device is one modelled function with the driver brought up on it.
@@ -65,10 +114,17 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.Sim.LogCmdqSize == 0 {
 		cfg.Sim = sim.DefaultConfig()
 	}
-	d := &Device{cfg: cfg, mem: sim.NewMemory()}
+	c := cfg.Container
+	if c == nil {
+		c = NewContainer()
+	}
+	d := &Device{cfg: cfg, mem: c.mem}
 	d.model = sim.New(cfg.Sim, d.mem)
 	d.view = dpsim.NewMappedMemory(d.model.LKeyValid)
-	d.iommu = &iommu{mem: d.mem, view: d.view, sizes: map[uint64]int{}}
+	if err := c.attach(d.view); err != nil {
+		return nil, err
+	}
+	d.iommu = &iommu{c: c, sizes: map[uint64]int{}}
 	d.model.OnUARWrite(d.uarWrite)
 	h, err := mlx5.Open(mlx5.Bus{MMIO: &mmio{d}, DMA: d.iommu, Config: d.model}, cfg.HCA)
 	if err != nil {
@@ -158,10 +214,14 @@ func (d *Device) Close() error {
 	d.rx, d.tx = nil, nil
 	d.routes = [16]route{}
 	d.mu.Unlock()
-	return errors.Join(err, d.Leaks())
+	err = errors.Join(err, d.Leaks())
+	d.iommu.c.detach(d.view)
+	return err
 }
 
-// Leaks lists what the model still holds, as an error (nil: nothing).
+// Leaks lists what the model still holds, as an error (nil: nothing). In a
+// shared Container the regions are the function's own; the domain-wide
+// counts are checked while it is the only function left.
 func (d *Device) Leaks() error {
 	var errs []error
 	if o := d.model.Objects(); len(o) > 0 {
@@ -170,11 +230,16 @@ func (d *Device) Leaks() error {
 	if n := d.model.PagesHeld(); n > 0 {
 		errs = append(errs, fmt.Errorf("fullsim: firmware holds %d pages", n))
 	}
-	if n := d.mem.Mapped(); n > 0 {
-		errs = append(errs, fmt.Errorf("fullsim: %d DMA regions still mapped", n))
+	if n := d.iommu.held(); n > 0 {
+		errs = append(errs, fmt.Errorf("fullsim: %d DMA regions of this function still mapped", n))
 	}
-	if n := d.view.Mapped(); n > 0 {
-		errs = append(errs, fmt.Errorf("fullsim: %d IOMMU pages still mapped", n))
+	if c := d.iommu.c; c.alone() {
+		if n := d.mem.Mapped(); n > 0 {
+			errs = append(errs, fmt.Errorf("fullsim: %d DMA regions still mapped", n))
+		}
+		if n := d.view.Mapped(); n > 0 {
+			errs = append(errs, fmt.Errorf("fullsim: %d IOMMU pages still mapped", n))
+		}
 	}
 	if f := d.mem.Faults(); len(f) > 0 {
 		errs = append(errs, fmt.Errorf("fullsim: DMA faults: %v", f))
@@ -201,38 +266,66 @@ func (m *mmio) Write32(off uint32, v uint32) {
 
 func (m *mmio) Write64(off uint32, v uint64) { m.d.model.Write64(off, v) }
 
-// iommu is the DMA seam: the command model's memory, with every region also
-// mapped into the engines' page table, whole pages at a time.
+// iommu is one function's DMA seam: regions of its Container's memory,
+// each also mapped into every attached function's engine view, whole pages
+// at a time.
 type iommu struct {
+	c     *Container
 	mu    sync.Mutex
-	mem   *sim.Memory
-	view  *dpsim.Memory
-	sizes map[uint64]int
+	sizes map[uint64]int // this function's regions
+}
+
+func (c *Container) alone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.views) <= 1
+}
+
+func (m *iommu) held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sizes)
 }
 
 func (m *iommu) Alloc(size, align int) ([]byte, uint64, error) {
 	size = (size + 4095) &^ 4095
-	buf, iova, err := m.mem.Alloc(size, align)
+	c := m.c
+	buf, iova, err := c.mem.Alloc(size, align)
 	if err != nil {
 		return nil, 0, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.view.Map(iova, buf); err != nil {
-		m.mem.Free(iova)
-		return nil, 0, err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, v := range c.views {
+		if err := v.Map(iova, buf); err != nil {
+			for _, w := range c.views[:i] {
+				w.Unmap(iova, size)
+			}
+			c.mem.Free(iova)
+			return nil, 0, err
+		}
 	}
+	c.regions[iova] = buf
+	m.mu.Lock()
 	m.sizes[iova] = size
+	m.mu.Unlock()
 	return buf, iova, nil
 }
 
 func (m *iommu) Free(iova uint64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.mem.Free(iova); err != nil {
+	c := m.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.mem.Free(iova); err != nil {
 		return err
 	}
-	m.view.Unmap(iova, m.sizes[iova])
+	m.mu.Lock()
+	size := m.sizes[iova]
 	delete(m.sizes, iova)
+	m.mu.Unlock()
+	for _, v := range c.views {
+		v.Unmap(iova, size)
+	}
+	delete(c.regions, iova)
 	return nil
 }

@@ -1,0 +1,804 @@
+package afxdp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/ovfwd/ovfwd/fwd"
+	"golang.org/x/sys/unix"
+)
+
+// FastPath is the XDP fast path's tables, shared by the steering programs
+// of every port that has it: routed IPv4 and IPv6 whose next hop is
+// resolved on an AF_XDP port is forwarded in the kernel (TTL and header
+// checksum or hop limit updated, MACs rewritten, bpf_redirect_map to the
+// egress device) and never reaches the engine. The engine stays the one source of truth: the control plane
+// writes these maps from the tables it publishes (an LPM entry per route and
+// per resolved host, a next hop per adjacency), and anything the tables do
+// not say outright goes to the engine as before:
+//
+//   - a VLAN tag, not to the port's MAC, IPv4 options (IHL ≠ 5) or IPv6
+//     extension headers, fragments, TTL or hop limit ≤ 1, a frame longer or shorter than the datagram
+//     (Ethernet padding, truncation), a bad header checksum, protocols other
+//     than TCP and UDP or a malformed TCP/UDP header, a TCP/UDP checksum
+//     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
+//     with offloads, which the engine finishes), TCP SYN while MSS
+//     clamping is on;
+//   - no route, a next hop without an egress device (punt entries: the
+//     box's own addresses, unresolved neighbours, tunnel, uplink, NAT'd or
+//     tagged egress), a datagram over the egress MTU.
+//
+// Each case is counted per ingress port (FastStats).
+type FastPath struct {
+	mu     sync.Mutex
+	route4 *ebpf.Map // LPM trie: {prefixlen u32, addr [4]byte} -> next hop id
+	route6 *ebpf.Map // LPM trie: {prefixlen u32, addr [16]byte} -> next hop id
+	nh     *ebpf.Map // array: id -> fastNH
+	devs   *ebpf.Map // devmap hash: ifindex -> ifindex (redirect targets)
+}
+
+// Map names, which are also the program's map symbols.
+const (
+	mapFPRoute4 = "ovfwd_fp_rt4"
+	mapFPRoute6 = "ovfwd_fp_rt6"
+	mapFPNH     = "ovfwd_fp_nh"
+	mapFPDevs   = "ovfwd_fp_devs"
+	mapFPConf   = "ovfwd_fp_conf"
+	mapFPStats  = "ovfwd_fp_stats"
+	mapFPTest   = "ovfwd_fp_test"
+)
+
+const (
+	maxFastRoutes   = 1 << 16
+	maxFastNextHops = 1 << 12
+	maxFastDevices  = 256
+)
+
+// fastNH is a next hop as the program reads it (native byte order, 24
+// bytes): ifindex 0 means "punt to the engine".
+//
+//	0  ifindex u32
+//	4  mtu     u32 (L3)
+//	8  dst MAC, src MAC (12 bytes)
+//	20 pad
+const fastNHSize = 24
+
+// xdpRedirect is XDP_REDIRECT (include/uapi/linux/bpf.h enum xdp_action):
+// what bpf_redirect_map returns on success, and what the test-shaped program
+// returns for a frame the fast path forwarded.
+const xdpRedirect = 4
+
+// FastNextHop is one adjacency of the fast path: frames go out of Ifindex
+// with these MACs when their datagram fits MTU. Ifindex 0 sends them to
+// the engine.
+type FastNextHop struct {
+	Ifindex  int
+	MTU      int
+	Dst, Src net.HardwareAddr
+}
+
+// NewFastPath creates the fast path's maps.
+func NewFastPath() (*FastPath, error) {
+	f := &FastPath{}
+	var err error
+	if f.route4, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPRoute4, Type: ebpf.LPMTrie, KeySize: 8, ValueSize: 4,
+		MaxEntries: maxFastRoutes, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPRoute4, err))
+	}
+	if f.route6, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPRoute6, Type: ebpf.LPMTrie, KeySize: 20, ValueSize: 4,
+		MaxEntries: maxFastRoutes, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPRoute6, err))
+	}
+	if f.nh, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPNH, Type: ebpf.Array, KeySize: 4, ValueSize: fastNHSize,
+		MaxEntries: maxFastNextHops}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPNH, err))
+	}
+	if f.devs, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPDevs, Type: ebpf.DevMapHash, KeySize: 4, ValueSize: 4,
+		MaxEntries: maxFastDevices}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPDevs, err))
+	}
+	return f, nil
+}
+
+func (f *FastPath) fail(err error) error {
+	f.Close()
+	return err
+}
+
+// lpmKey is p as an LPM trie key: prefix length, then the address.
+func lpmKey(p netip.Prefix) ([]byte, error) {
+	if !p.IsValid() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return nil, fmt.Errorf("afxdp: fast path: bad prefix %v", p)
+	}
+	a := p.Masked().Addr().AsSlice()
+	k := make([]byte, 4+len(a))
+	binary.NativeEndian.PutUint32(k, uint32(p.Bits()))
+	copy(k[4:], a)
+	return k, nil
+}
+
+// lpmKey4 is lpmKey for an IPv4 prefix only.
+func lpmKey4(p netip.Prefix) ([]byte, error) {
+	if !p.Addr().Is4() {
+		return nil, fmt.Errorf("afxdp: fast path: %v is not an IPv4 prefix", p)
+	}
+	return lpmKey(p)
+}
+
+func (f *FastPath) routes(p netip.Prefix) *ebpf.Map {
+	if p.Addr().Is4() {
+		return f.route4
+	}
+	return f.route6
+}
+
+// SetRoute points prefix p (IPv4 or IPv6) at next hop id.
+func (f *FastPath) SetRoute(p netip.Prefix, id uint32) error {
+	k, err := lpmKey(p)
+	if err != nil {
+		return err
+	}
+	if id >= maxFastNextHops {
+		return fmt.Errorf("afxdp: fast path: next hop %d out of range", id)
+	}
+	return f.routes(p).Put(k, id)
+}
+
+// DeleteRoute removes prefix p (absent is not an error).
+func (f *FastPath) DeleteRoute(p netip.Prefix) error {
+	k, err := lpmKey(p)
+	if err != nil {
+		return err
+	}
+	if err := f.routes(p).Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// SetNextHop writes next hop id. The egress device must have been added
+// (AddDevice) first; a next hop with Ifindex 0 punts.
+func (f *FastPath) SetNextHop(id uint32, h FastNextHop) error {
+	if id >= maxFastNextHops {
+		return fmt.Errorf("afxdp: fast path: next hop %d out of range", id)
+	}
+	v := make([]byte, fastNHSize)
+	if h.Ifindex != 0 {
+		if len(h.Dst) != 6 || len(h.Src) != 6 || h.MTU <= 0 {
+			return fmt.Errorf("afxdp: fast path: next hop %d: need both MACs and an MTU", id)
+		}
+		binary.NativeEndian.PutUint32(v[0:], uint32(h.Ifindex))
+		binary.NativeEndian.PutUint32(v[4:], uint32(h.MTU))
+		copy(v[8:], h.Dst)
+		copy(v[14:], h.Src)
+	}
+	return f.nh.Put(id, v)
+}
+
+// AddDevice makes ifindex a redirect target.
+func (f *FastPath) AddDevice(ifindex int) error {
+	return f.devs.Put(uint32(ifindex), uint32(ifindex))
+}
+
+// RemoveDevice removes ifindex as a redirect target.
+func (f *FastPath) RemoveDevice(ifindex int) error {
+	if err := f.devs.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Close frees the maps (programs that use them keep their references).
+func (f *FastPath) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	f.route4, f.route6, f.nh, f.devs = nil, nil, nil, nil
+	return errors.Join(errs...)
+}
+
+// FastStat indexes the per-port fast-path counters.
+type FastStat int
+
+const (
+	FastForwarded FastStat = iota // frames forwarded in the kernel
+	FastBytes                     // their bytes
+	FastPuntOptions
+	FastPuntFragment
+	FastPuntTTL
+	FastPuntLength
+	FastPuntChecksum
+	FastPuntL4
+	FastPuntSYN
+	FastPuntNoRoute
+	FastPuntNextHop // the route's next hop is the engine's: ours, tunnel, unresolved, NAT'd, link down…
+	FastPuntMTU
+	FastPuntPartial // TCP/UDP checksum left for the device to finish (the engine finishes it)
+	NumFastStats
+)
+
+var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "punt_options", "punt_fragment", "punt_ttl",
+	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial"}
+
+func (s FastStat) String() string {
+	if s >= 0 && s < NumFastStats {
+		return fastStatNames[s]
+	}
+	return fmt.Sprintf("fast_stat_%d", int(s))
+}
+
+// fastConf is a port's fast-path settings as the program reads them:
+// its MAC, on/off, and whether TCP SYNs go to the engine (MSS clamping).
+//
+//	0 MAC (6 bytes), 6 on, 7 punt SYN
+const fastConfSize = 8
+
+// fastPort is one port's share of the fast path: the shared tables and
+// its own settings and counters.
+type fastPort struct {
+	fp    *FastPath
+	conf  *ebpf.Map // array[1] fastConf
+	stats *ebpf.Map // per-CPU array[NumFastStats] u64
+	test  *ebpf.Map // array[1] u32: egress ifindex of the last redirect (test programs only)
+}
+
+func newFastPort(fp *FastPath) (*fastPort, error) {
+	p := &fastPort{fp: fp}
+	var err error
+	if p.conf, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPConf, Type: ebpf.Array, KeySize: 4, ValueSize: fastConfSize, MaxEntries: 1}); err != nil {
+		return nil, p.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPConf, err))
+	}
+	if p.stats, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPStats, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(NumFastStats)}); err != nil {
+		return nil, p.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPStats, err))
+	}
+	if p.test, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPTest, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
+		return nil, p.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPTest, err))
+	}
+	return p, nil
+}
+
+func (p *fastPort) fail(err error) error {
+	p.close()
+	return err
+}
+
+func (p *fastPort) close() error {
+	var errs []error
+	for _, m := range []*ebpf.Map{p.conf, p.stats, p.test} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	p.conf, p.stats, p.test = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+func (p *fastPort) maps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{mapFPRoute4: p.fp.route4, mapFPRoute6: p.fp.route6, mapFPNH: p.fp.nh, mapFPDevs: p.fp.devs,
+		mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
+}
+
+// set turns the port's fast path on or off.
+func (p *fastPort) set(on bool, mac net.HardwareAddr, puntSYN bool) error {
+	v := make([]byte, fastConfSize)
+	if on {
+		if len(mac) != 6 {
+			return fmt.Errorf("afxdp: fast path: MAC %v", mac)
+		}
+		copy(v, mac)
+		v[6] = 1
+		if puntSYN {
+			v[7] = 1
+		}
+	}
+	return p.conf.Put(uint32(0), v)
+}
+
+// counts sums the per-CPU counters.
+func (p *fastPort) counts() ([NumFastStats]uint64, error) {
+	var out [NumFastStats]uint64
+	for i := range out {
+		var per []uint64
+		if err := p.stats.Lookup(uint32(i), &per); err != nil {
+			return out, err
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+// partialCsum emits the engine's cheap CHECKSUM_PARTIAL test (fwd's
+// finishPartialCsum): the checksum field (field bytes into the L4 header)
+// equals the folded pseudo-header sum over the addresses, proto and the L4
+// length in r2 (host order). Such frames go to "fp_partial"; the engine
+// also checks that the segment does not verify already, a refinement the
+// fast path leaves to it (punting is always allowed). The sums run on
+// little-endian loads: a one's-complement sum of byte-swapped words is the
+// byte-swapped sum (RFC 1071 §2(B)), so the constants are swapped instead.
+func partialCsum(proto int32, field int16) asm.Instructions {
+	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
+	p := asm.Instructions{
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Add.Imm(r2, proto<<8),
+	}
+	for off := int16(12); off < 20; off += 2 {
+		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
+	}
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
+	}
+	return append(p,
+		asm.LoadMem(r3, r7, 20+field, asm.Half),
+		asm.JEq.Reg(r3, r2, "fp_partial"),
+	)
+}
+
+// fastPrologue emits what both families check first, at label entry:
+// untagged (r7 right after the Ethernet header), the port's fast path on,
+// the frame to the port's MAC. It leaves r8 = the port's fastConf.
+func fastPrologue(entry string) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r6, r7, r8, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R10
+		W, H, B                             = asm.Word, asm.Half, asm.Byte
+	)
+	return asm.Instructions{
+		asm.LoadMem(r2, r6, xdpMDData, W).WithSymbol(entry),
+		asm.Add.Imm(r2, ethHeaderLen),
+		asm.JNE.Reg(r2, r7, "ovfwd"),
+		asm.StoreImm(r10, -4, 0, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPConf),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 6, B),
+		asm.JEq.Imm(r2, 0, "ovfwd"),
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, -ethHeaderLen),
+		asm.LoadMem(r2, r4, 0, W),
+		asm.LoadMem(r3, r8, 0, W),
+		asm.JNE.Reg(r2, r3, "ovfwd"),
+		asm.LoadMem(r2, r4, 4, H),
+		asm.LoadMem(r3, r8, 4, H),
+		asm.JNE.Reg(r2, r3, "ovfwd"),
+	}
+}
+
+// partialCsum6 is partialCsum for IPv6: the pseudo-header sums both
+// 16-byte addresses (RFC 8200 §8.1), the L4 length in r2 and proto.
+func partialCsum6(proto int32, field int16) asm.Instructions {
+	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
+	p := asm.Instructions{
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.Add.Imm(r2, proto<<8),
+	}
+	for off := int16(8); off < 40; off += 2 {
+		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
+	}
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
+	}
+	return append(p,
+		asm.LoadMem(r3, r7, ipv6HeaderLen+field, asm.Half),
+		asm.JEq.Reg(r3, r2, "fp_partial"),
+	)
+}
+
+// fastPath6 emits the IPv6 fast path, entered at "fp6" like fastPath4 at
+// "fp4" (r7 = the IPv6 header, 40 bytes of it in the frame): no extension
+// header, hop limit > 1, TCP or UDP as for IPv4; the hop limit is
+// decremented (no header checksum) and it joins the IPv4 path at "fp_l2".
+func fastPath6() asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B                                 = asm.Word, asm.Half, asm.Byte
+	)
+	p := fastPrologue("fp6")
+	p = append(p,
+		asm.LoadMem(r2, r7, 0, B),
+		asm.RSh.Imm(r2, 4),
+		asm.JNE.Imm(r2, 6, "fp_options"),
+		asm.LoadMem(r2, r7, 7, B),
+		asm.JLE.Imm(r2, 1, "fp_ttl"),
+		// r5 = payload length; the frame ends where it does.
+		asm.LoadMem(r5, r7, 4, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, ipv6HeaderLen),
+		asm.Add.Reg(r4, r5),
+		asm.JGT.Reg(r4, r9, "fp_length"),
+		asm.JLT.Reg(r4, r9, "fp_length"),
+		asm.LoadMem(r2, r7, 6, B),
+		asm.JEq.Imm(r2, 6, "fp6_tcp"),
+		asm.JNE.Imm(r2, 17, "fp_l4"), // extension headers, ICMPv6, the rest
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, ipv6HeaderLen+8),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+4, H),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.JLT.Imm(r2, 8, "fp_l4"),
+		asm.JGT.Reg(r2, r5, "fp_l4"),
+	)
+	p = append(p, partialCsum6(17, 6)...)
+	p = append(p,
+		asm.Ja.Label("fp6_route"),
+		asm.Mov.Reg(r4, r7).WithSymbol("fp6_tcp"),
+		asm.Add.Imm(r4, ipv6HeaderLen+20),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+12, B),
+		asm.RSh.Imm(r2, 4),
+		asm.LSh.Imm(r2, 2),
+		asm.JLT.Imm(r2, 20, "fp_l4"),
+		asm.JGT.Reg(r2, r5, "fp_l4"),
+		asm.Mov.Reg(r2, r5),
+	)
+	p = append(p, partialCsum6(6, 16)...)
+	p = append(p,
+		asm.LoadMem(r2, r8, 7, B),
+		asm.JEq.Imm(r2, 0, "fp6_route"),
+		asm.LoadMem(r2, r7, ipv6HeaderLen+13, B),
+		asm.And.Imm(r2, 0x02),
+		asm.JNE.Imm(r2, 0, "fp_syn"),
+
+		asm.StoreImm(r10, -24, 128, W).WithSymbol("fp6_route"),
+	)
+	for off := int16(0); off < 16; off += 4 {
+		p = append(p, asm.LoadMem(r2, r7, 24+off, W), asm.StoreMem(r10, -20+off, r2, W))
+	}
+	p = append(p,
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPRoute6),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -24),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.LoadMem(r2, r0, 0, W),
+		asm.StoreMem(r10, -4, r2, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPNH),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 0, W),
+		asm.JEq.Imm(r2, 0, "fp_neigh"),
+		asm.LoadMem(r5, r7, 4, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.Add.Imm(r5, ipv6HeaderLen),
+		asm.LoadMem(r2, r8, 4, W),
+		asm.JGT.Reg(r5, r2, "fp_mtu"),
+		asm.LoadMem(r3, r7, 7, B),
+		asm.Add.Imm(r3, -1),
+		asm.StoreMem(r7, 7, r3, B),
+		asm.Ja.Label("fp_l2"),
+	)
+	return p
+}
+
+// fastPath4 emits the IPv4 fast path, entered at label "fp4" with r6 =
+// ctx, r7 = the IPv4 header (20 bytes of it known to be in the frame), r9 =
+// data_end. Whatever it does not forward goes to label "ovfwd". With
+// verdictOnly (the BPF_PROG_TEST_RUN shape) it records the egress ifindex
+// in the test map and returns XDP_REDIRECT instead of redirecting.
+func fastPath4(verdictOnly bool) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B, DW                                 = asm.Word, asm.Half, asm.Byte, asm.DWord
+	)
+	punt := func(s FastStat) asm.Instructions {
+		return asm.Instructions{asm.Mov.Imm(r3, int32(s)), asm.Ja.Label("fp_punt")}
+	}
+	p := fastPrologue("fp4")
+	p = append(p,
+		// Version 4, no options.
+		asm.LoadMem(r2, r7, 0, B),
+		asm.JNE.Imm(r2, 0x45, "fp_options"),
+		// Fragments (MF or an offset) are the engine's.
+		asm.LoadMem(r2, r7, 6, H),
+		asm.And.Imm(r2, be16(0x3fff)),
+		asm.JNE.Imm(r2, 0, "fp_fragment"),
+		asm.LoadMem(r2, r7, 8, B),
+		asm.JLE.Imm(r2, 1, "fp_ttl"),
+		// The frame ends where the datagram does: r5 = total length.
+		asm.LoadMem(r5, r7, 2, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Reg(r4, r5),
+		asm.JGT.Reg(r4, r9, "fp_length"),
+		asm.JLT.Reg(r4, r9, "fp_length"),
+	)
+	// Header checksum: the one's-complement sum of the 10 words is 0xffff
+	// (byte order does not matter for it).
+	p = append(p, asm.LoadMem(r3, r7, 0, H))
+	for off := int16(2); off < 20; off += 2 {
+		p = append(p, asm.LoadMem(r2, r7, off, H), asm.Add.Reg(r3, r2))
+	}
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r2, r3), asm.RSh.Imm(r2, 16), asm.And.Imm(r3, 0xffff), asm.Add.Reg(r3, r2))
+	}
+	p = append(p,
+		asm.JNE.Imm(r3, 0xffff, "fp_checksum"),
+		// TCP and UDP with a sound header (what the engine's parser
+		// insists on), nothing else.
+		asm.LoadMem(r2, r7, 9, B),
+		asm.JEq.Imm(r2, 6, "fp_tcp"),
+		asm.JNE.Imm(r2, 17, "fp_l4"),
+		// UDP: 8 bytes, 8 ≤ length field ≤ what follows the IP header.
+		asm.Mov.Reg(r4, r7),
+		asm.Add.Imm(r4, 28),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, 24, H),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.JLT.Imm(r2, 8, "fp_l4"),
+		asm.Mov.Reg(r3, r5),
+		asm.Add.Imm(r3, -20),
+		asm.JGT.Reg(r2, r3, "fp_l4"),
+	)
+	p = append(p, partialCsum(17, 6)...)
+	p = append(p,
+		asm.Ja.Label("fp_route"),
+		// TCP: 20 bytes, 20 ≤ data offset ≤ what follows; SYN to the
+		// engine when it clamps MSS.
+		asm.Mov.Reg(r4, r7).WithSymbol("fp_tcp"),
+		asm.Add.Imm(r4, 40),
+		asm.JGT.Reg(r4, r9, "fp_l4"),
+		asm.LoadMem(r2, r7, 32, B),
+		asm.RSh.Imm(r2, 4),
+		asm.LSh.Imm(r2, 2),
+		asm.JLT.Imm(r2, 20, "fp_l4"),
+		asm.Mov.Reg(r3, r5),
+		asm.Add.Imm(r3, -20),
+		asm.JGT.Reg(r2, r3, "fp_l4"),
+		asm.Mov.Reg(r2, r3),
+	)
+	p = append(p, partialCsum(6, 16)...)
+	p = append(p,
+		asm.LoadMem(r2, r8, 7, B),
+		asm.JEq.Imm(r2, 0, "fp_route"),
+		asm.LoadMem(r2, r7, 33, B),
+		asm.And.Imm(r2, 0x02),
+		asm.JNE.Imm(r2, 0, "fp_syn"),
+
+		// Longest prefix match on the destination, then the next hop.
+		asm.StoreImm(r10, -16, 32, W).WithSymbol("fp_route"),
+		asm.LoadMem(r2, r7, 16, W),
+		asm.StoreMem(r10, -12, r2, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPRoute4),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.LoadMem(r2, r0, 0, W),
+		asm.StoreMem(r10, -4, r2, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPNH),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 0, W),
+		asm.JEq.Imm(r2, 0, "fp_neigh"),
+		// The datagram must fit the egress MTU (the engine fragments or
+		// answers "too big").
+		asm.LoadMem(r5, r7, 2, H),
+		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.LoadMem(r2, r8, 4, W),
+		asm.JGT.Reg(r5, r2, "fp_mtu"),
+		// TTL − 1 and the checksum for it, as the engine does (RFC 1624
+		// eqn. 3, HC' = ~(~HC + ~m + m')): with m' = m − 0x0100, ~m + m' is
+		// the constant 0xfeff, 0xfffe in the byte order of this load.
+		asm.LoadMem(r3, r7, 10, H),
+		asm.Xor.Imm(r3, 0xffff),
+		asm.Add.Imm(r3, 0xfffe),
+	)
+	for range 2 {
+		p = append(p, asm.Mov.Reg(r2, r3), asm.RSh.Imm(r2, 16), asm.And.Imm(r3, 0xffff), asm.Add.Reg(r3, r2))
+	}
+	p = append(p,
+		asm.Xor.Imm(r3, 0xffff),
+		asm.StoreMem(r7, 10, r3, H),
+		asm.LoadMem(r3, r7, 8, B),
+		asm.Add.Imm(r3, -1),
+		asm.StoreMem(r7, 8, r3, B),
+		// MACs from the next hop (both families; r5 = the datagram's length).
+		asm.Mov.Reg(r4, r7).WithSymbol("fp_l2"),
+		asm.Add.Imm(r4, -ethHeaderLen),
+		asm.LoadMem(r3, r8, 8, W),
+		asm.StoreMem(r4, 0, r3, W),
+		asm.LoadMem(r3, r8, 12, W),
+		asm.StoreMem(r4, 4, r3, W),
+		asm.LoadMem(r3, r8, 16, W),
+		asm.StoreMem(r4, 8, r3, W),
+		// Count: packets and bytes (the frame: datagram + Ethernet header).
+		asm.Mov.Reg(r3, r5),
+		asm.Add.Imm(r3, ethHeaderLen),
+		asm.StoreMem(r10, -24, r3, DW),
+		asm.StoreImm(r10, -4, int64(FastForwarded), W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_out"),
+		asm.LoadMem(r2, r0, 0, DW),
+		asm.Add.Imm(r2, 1),
+		asm.StoreMem(r0, 0, r2, DW),
+		asm.StoreImm(r10, -4, int64(FastBytes), W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "fp_out"),
+		asm.LoadMem(r2, r0, 0, DW),
+		asm.LoadMem(r3, r10, -24, DW),
+		asm.Add.Reg(r2, r3),
+		asm.StoreMem(r0, 0, r2, DW),
+	)
+	if verdictOnly {
+		p = append(p,
+			asm.LoadMem(r3, r8, 0, W).WithSymbol("fp_out"),
+			asm.StoreMem(r10, -8, r3, W),
+			asm.StoreImm(r10, -4, 0, W),
+			asm.LoadMapPtr(r1, 0).WithReference(mapFPTest),
+			asm.Mov.Reg(r2, r10),
+			asm.Add.Imm(r2, -4),
+			asm.Mov.Reg(r3, r10),
+			asm.Add.Imm(r3, -8),
+			asm.Mov.Imm(r4, 0),
+			asm.FnMapUpdateElem.Call(),
+			asm.Mov.Imm(r0, xdpRedirect),
+			asm.Return(),
+		)
+	} else {
+		// A device missing from the devmap drops (the control plane adds
+		// a device before any next hop names it).
+		p = append(p,
+			asm.LoadMapPtr(r1, 0).WithReference(mapFPDevs).WithSymbol("fp_out"),
+			asm.LoadMem(r2, r8, 0, W),
+			asm.Mov.Imm(r3, xdpDrop),
+			asm.FnRedirectMap.Call(),
+			asm.Return(),
+		)
+	}
+	for _, c := range []struct {
+		label string
+		stat  FastStat
+	}{{"fp_options", FastPuntOptions}, {"fp_fragment", FastPuntFragment}, {"fp_ttl", FastPuntTTL},
+		{"fp_length", FastPuntLength}, {"fp_checksum", FastPuntChecksum}, {"fp_l4", FastPuntL4},
+		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNextHop}, {"fp_mtu", FastPuntMTU},
+		{"fp_partial", FastPuntPartial}} {
+		q := punt(c.stat)
+		q[0] = q[0].WithSymbol(c.label)
+		p = append(p, q...)
+	}
+	// Count the punt (r3 = counter) and hand the frame to the engine.
+	return append(p,
+		asm.StoreMem(r10, -4, r3, W).WithSymbol("fp_punt"),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.LoadMem(r2, r0, 0, DW),
+		asm.Add.Imm(r2, 1),
+		asm.StoreMem(r0, 0, r2, DW),
+		asm.Ja.Label("ovfwd"),
+	)
+}
+
+// FastSync writes engine views (fwd.Engine.FastView) into a FastPath,
+// changing only what changed: next hops first, then routes, then the next
+// hops no route names any more. The control plane calls Apply where it
+// publishes the engine's tables (and on a short tick for neighbour ageing).
+type FastSync struct {
+	fp      *FastPath
+	ifindex []int // engine port -> egress ifindex; 0: not a fast-path egress
+	routes  map[netip.Prefix]uint32
+	nhs     map[fastNHKey]uint32
+	free    []uint32
+	next    uint32
+}
+
+type fastNHKey struct {
+	ifindex, mtu int
+	dst, src     [6]byte
+}
+
+// NewFastSync mirrors into fp; ifindex[i] is engine port i's device (0
+// for a port the fast path must not send to: not AF_XDP, a veth, …).
+func NewFastSync(fp *FastPath, ifindex []int) (*FastSync, error) {
+	s := &FastSync{fp: fp, ifindex: append([]int(nil), ifindex...), routes: map[netip.Prefix]uint32{},
+		nhs: map[fastNHKey]uint32{}, next: 1}
+	return s, fp.SetNextHop(0, FastNextHop{})
+}
+
+// SetTarget changes engine port i's redirect target (0: none, e.g. while
+// its link is down); the next Apply takes it into account.
+func (s *FastSync) SetTarget(i, ifindex int) {
+	if i >= 0 && i < len(s.ifindex) {
+		s.ifindex[i] = ifindex
+	}
+}
+
+// Apply makes the fast path forward exactly what v says it may.
+func (s *FastSync) Apply(v fwd.FastView) error {
+	want := make(map[netip.Prefix]fastNHKey, len(v.Routes))
+	for _, r := range v.Routes {
+		var k fastNHKey
+		if !r.Punt && r.Port < len(s.ifindex) && s.ifindex[r.Port] != 0 && r.Port < len(v.Ports) &&
+			!v.Ports[r.Port].Tagged && !v.Ports[r.Port].NAT && len(r.MAC) == 6 && len(v.Ports[r.Port].MAC) == 6 {
+			k = fastNHKey{ifindex: s.ifindex[r.Port], mtu: v.Ports[r.Port].MTU,
+				dst: [6]byte(r.MAC), src: [6]byte(v.Ports[r.Port].MAC)}
+		}
+		want[r.Prefix] = k
+	}
+	var errs []error
+	used := map[uint32]bool{0: true}
+	ids := make(map[netip.Prefix]uint32, len(want))
+	for p, k := range want {
+		if k == (fastNHKey{}) {
+			ids[p] = 0
+			continue
+		}
+		id, ok := s.nhs[k]
+		if !ok {
+			if n := len(s.free); n > 0 {
+				id, s.free = s.free[n-1], s.free[:n-1]
+			} else if s.next < maxFastNextHops {
+				id = s.next
+				s.next++
+			} else {
+				ids[p] = 0 // out of next hops: the engine forwards it
+				continue
+			}
+			if err := s.fp.SetNextHop(id, FastNextHop{Ifindex: k.ifindex, MTU: k.mtu, Dst: k.dst[:], Src: k.src[:]}); err != nil {
+				errs = append(errs, err)
+				s.free = append(s.free, id)
+				ids[p] = 0
+				continue
+			}
+			s.nhs[k] = id
+		}
+		used[id] = true
+		ids[p] = id
+	}
+	for p, id := range ids {
+		if old, ok := s.routes[p]; ok && old == id {
+			continue
+		}
+		if err := s.fp.SetRoute(p, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.routes[p] = id
+	}
+	for p := range s.routes {
+		if _, ok := ids[p]; !ok {
+			if err := s.fp.DeleteRoute(p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.routes, p)
+		}
+	}
+	for k, id := range s.nhs {
+		if !used[id] {
+			errs = append(errs, s.fp.SetNextHop(id, FastNextHop{}))
+			delete(s.nhs, k)
+			s.free = append(s.free, id)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,223 @@
+package afxdp
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// fpNet is host A (198.18.8.1) ⇄ [a1 router b1] ⇄ host B (198.18.9.1),
+// the router running the engine with the fast path, its tables mirrored
+// every 20 ms; B counts (and drops in XDP) what reaches it for
+// 198.18.50.0/24, which the router sends via B.
+type fpNet struct {
+	tp     *topo
+	pa, pb *Port
+	e      *fwd.Engine
+	fp     *FastPath
+	sink   *DropCounter
+}
+
+func newFPNet(t *testing.T) *fpNet {
+	netns.RequireRoot(t)
+	tp := &topo{a: netns.New(t, "h10a"), app: netns.New(t, "h10m"), b: netns.New(t, "h10b")}
+	netns.Link(t, tp.a, "h10a0", tp.app, "h10a1")
+	netns.Link(t, tp.b, "h10b0", tp.app, "h10b1")
+	netns.Run(t, tp.a, "ip", "addr", "add", "198.18.8.1/24", "dev", "h10a0")
+	// With checksum offload host A's UDP leaves with CHECKSUM_PARTIAL,
+	// which the fast path leaves to the engine (TestFastPathMatchesEngine):
+	// this test is about the tables, so A finishes its checksums.
+	netns.Run(t, tp.a, "ethtool", "-K", "h10a0", "tx", "off")
+	netns.Run(t, tp.a, "ip", "route", "add", "198.18.50.0/24", "via", "198.18.8.254")
+	netns.Run(t, tp.b, "ip", "addr", "add", "198.18.9.1/24", "dev", "h10b0")
+	netns.Run(t, tp.b, "ip", "route", "add", "default", "via", "198.18.9.254")
+	n := &fpNet{tp: tp}
+	var err error
+	if n.fp, err = NewFastPath(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.fp.Close() })
+	sh := NewShare(3, 2)
+	n.pa = openIn(t, tp.app, "h10a1", Options{Index: 0, Pool: 1, Share: sh, FastPath: n.fp})
+	n.pb = openIn(t, tp.app, "h10b1", Options{Index: 1, Pool: 2, Share: sh, FastPath: n.fp})
+	if err := tp.b.Do(func() error {
+		ifi, err := net.InterfaceByName("h10b0")
+		if err != nil {
+			return err
+		}
+		if n.sink, err = NewDropCounterFor(netip.MustParsePrefix("198.18.50.0/24")); err != nil {
+			return err
+		}
+		_, err = n.sink.Attach(ifi.Index, ModeNative)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.sink.Close() })
+	if n.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter}, []fwd.Port{n.pa, n.pb}); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(n.e.AddAddress(0, netip.MustParsePrefix("198.18.8.254/24")))
+	must(n.e.AddAddress(1, netip.MustParsePrefix("198.18.9.254/24")))
+	must(n.e.AddRoute(netip.MustParsePrefix("198.18.50.0/24"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.9.1")}))
+	fs, err := NewFastSync(n.fp, []int{n.pa.Ifindex(), n.pb.Ifindex()})
+	must(err)
+	must(n.pa.SetFast(true, false))
+	must(n.pb.SetFast(true, false))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for q, w := range n.e.Workers() {
+		wg.Add(1)
+		go func() { defer wg.Done(); RunWorker(w, []*Port{n.pa, n.pb}, q, stop) }()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				n.e.Service()
+				if err := fs.Apply(n.e.FastView()); err != nil {
+					t.Errorf("fast path sync: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	return n
+}
+
+// send sends UDP datagrams from host A to dst every 500 µs until the test
+// ends (bounded: 60 s).
+func (n *fpNet) send(t *testing.T, dst string) {
+	var c *net.UDPConn
+	if err := n.tp.a.Do(func() (err error) {
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(dst), Port: 9})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	fin := make(chan struct{})
+	go func() {
+		defer close(fin)
+		payload := bytes.Repeat([]byte{7}, 32)
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Microsecond) {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			c.Write(payload)
+		}
+	}()
+	t.Cleanup(func() { close(done); <-fin; c.Close() })
+}
+
+func (n *fpNet) forwarded(t *testing.T) uint64 {
+	st, err := n.pa.FastStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[FastForwarded]
+}
+
+// waitMoving waits up to d for the fast path's forwarded count to grow by
+// at least k and returns how long it took.
+func (n *fpNet) waitMoving(t *testing.T, k uint64, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	base := n.forwarded(t)
+	for time.Since(start) < d {
+		if n.forwarded(t) >= base+k {
+			return time.Since(start), true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start), false
+}
+
+// waitStill waits up to d for the forwarded count to stop moving (no
+// change over 30 ms) and returns when it last moved, measured from start.
+func (n *fpNet) waitStill(t *testing.T, start time.Time, d time.Duration) (time.Duration, bool) {
+	last, lastAt := n.forwarded(t), time.Since(start)
+	for time.Since(start) < d {
+		time.Sleep(2 * time.Millisecond)
+		if v := n.forwarded(t); v != last {
+			last, lastAt = v, time.Since(start)
+		} else if time.Since(start)-lastAt > 30*time.Millisecond {
+			return lastAt, true
+		}
+	}
+	return lastAt, false
+}
+
+// A route change and a neighbour change reach the fast path within 100 ms
+// of the engine publishing them, and traffic follows: the flow is forwarded
+// in the kernel once the engine resolved B; it stops being (the engine
+// answers it) right after the route is deleted, comes back when it is
+// added, and a new MAC for B is in the fast path's next hop in time.
+func TestFastPathFollowsTables(t *testing.T) {
+	n := newFPNet(t)
+	n.send(t, "198.18.50.7")
+	if d, ok := n.waitMoving(t, 50, 5*time.Second); !ok {
+		st, _ := n.pa.FastStats()
+		t.Fatalf("the fast path did not take the flow within %v: %v, engine %+v, view %+v, neigh %+v", d, st, n.e.Stats(), n.e.FastView(), n.e.Neighbours())
+	}
+	sunk, _, _ := n.sink.Count()
+	if sunk < 50 {
+		t.Fatalf("host B counted %d datagrams", sunk)
+	}
+
+	t0 := time.Now()
+	if err := n.e.DeleteRoute(netip.MustParsePrefix("198.18.50.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := n.waitStill(t, t0, 2*time.Second); !ok || at > 100*time.Millisecond {
+		t.Fatalf("route delete: the fast path still forwarded %v after it (settled %v)", at, ok)
+	}
+	t1 := time.Now()
+	if err := n.e.AddRoute(netip.MustParsePrefix("198.18.50.0/24"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.9.1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.waitMoving(t, 1, time.Second); !ok || time.Since(t1) > 100*time.Millisecond {
+		t.Fatalf("route add: the fast path took %v (moving %v)", time.Since(t1), ok)
+	}
+
+	newMAC := net.HardwareAddr{2, 0, 0x5e, 0, 0x10, 0xbb}
+	t2 := time.Now()
+	if err := n.e.SetNeighbour(1, netip.MustParseAddr("198.18.9.1"), newMAC); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := lpmKey4(netip.MustParsePrefix("198.18.50.0/24"))
+	for {
+		var id uint32
+		var nh [fastNHSize]byte
+		if n.fp.route4.Lookup(key, &id) == nil && n.fp.nh.Lookup(id, &nh) == nil && bytes.Equal(nh[8:14], newMAC) {
+			break
+		}
+		if time.Since(t2) > 100*time.Millisecond {
+			t.Fatalf("neighbour change not in the fast path after %v", time.Since(t2))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if _, ok := n.waitMoving(t, 20, time.Second); !ok {
+		t.Fatal("the flow did not stay on the fast path after the neighbour change")
+	}
+}

@@ -1,0 +1,422 @@
+package afxdp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/fwd/porttest"
+)
+
+// The differential rig: the same router as fwd tables and as fast-path
+// maps. Port i of the engine is ifindex 100+i of the fast path. Port 0
+// (198.18.1.1/24) receives; port 1 (198.18.2.1/24, MTU 1500) reaches
+// 198.18.64.0/18 via 198.18.2.2 and has host 198.18.2.7; port 2
+// (198.18.3.1/24, MTU 1400) reaches 198.18.128.0/17 via 198.18.3.2;
+// 198.18.160.0/20 is a blackhole. What the control plane would install for
+// it: a next hop per resolved adjacency, punt entries for the connected
+// subnets (unresolved hosts, the box's own addresses) and the blackhole.
+var (
+	fpMACs = []net.HardwareAddr{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}, {2, 0, 0, 0, 0, 0x12}}
+	fpGW1  = net.HardwareAddr{2, 0, 0, 0, 0, 0xa1}
+	fpGW2  = net.HardwareAddr{2, 0, 0, 0, 0, 0xa2}
+	fpHost = net.HardwareAddr{2, 0, 0, 0, 0, 0xa7}
+	fpMTUs = []int{1500, 1500, 1400}
+)
+
+type fpRig struct {
+	e     *fwd.Engine
+	w     *fwd.Worker
+	ports []*porttest.Port
+	s     *Steering
+	prog  *ebpf.Program
+}
+
+func needRoot(tb testing.TB) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
+			tb.Fatal("needs root")
+		}
+		tb.Skip("needs root (BPF maps and BPF_PROG_TEST_RUN)")
+	}
+}
+
+func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
+	needRoot(tb)
+	r := &fpRig{}
+	pool := porttest.NewPool(1, 512, 2048)
+	var fports []fwd.Port
+	for i, mac := range fpMACs {
+		p := porttest.New("p"+itoa(i), mac, fpMTUs[i], 1, pool)
+		r.ports = append(r.ports, p)
+		fports = append(fports, p)
+	}
+	var err error
+	// A clock that stands still: no neighbour retransmission or expiry adds
+	// frames to a later check's output.
+	now := func() int64 { return int64(time.Hour) }
+	if r.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1, Now: now}, fports); err != nil {
+		tb.Fatal(err)
+	}
+	r.w = r.e.Workers()[0]
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i, a := range []string{"198.18.1.1/24", "198.18.2.1/24", "198.18.3.1/24"} {
+		must(r.e.AddAddress(i, netip.MustParsePrefix(a)))
+	}
+	must(r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.2.2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("198.18.128.0/17"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("198.18.3.2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("198.18.160.0/20"), fwd.NextHop{Blackhole: true}))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.2"), fpGW1))
+	must(r.e.SetNeighbour(2, netip.MustParseAddr("198.18.3.2"), fpGW2))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.7"), fpHost))
+
+	for i, a := range []string{"2001:db8:1::1/64", "2001:db8:2::1/64", "2001:db8:3::1/64"} {
+		must(r.e.AddAddress(i, netip.MustParsePrefix(a)))
+	}
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("2001:db8:2::2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:80::/48"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("2001:db8:3::2")}))
+	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:a0::/48"), fwd.NextHop{Blackhole: true}))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::2"), fpGW1))
+	must(r.e.SetNeighbour(2, netip.MustParseAddr("2001:db8:3::2"), fpGW2))
+	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
+
+	// The maps as the daemon's control loop writes them: the engine's view
+	// through FastSync (port i is ifindex 100+i).
+	fp, err := NewFastPath()
+	must(err)
+	tb.Cleanup(func() { fp.Close() })
+	fs, err := NewFastSync(fp, []int{100, 101, 102})
+	must(err)
+	must(fs.Apply(r.e.FastView()))
+	if r.s, err = newSteering(1, 0, fp); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.s.Close() })
+	must(r.s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}))
+	must(r.s.SetFast(true, fpMACs[0], mssClamp != 0))
+	if r.prog, err = r.s.load("ovfwd_fp_t", true); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.prog.Close() })
+	return r
+}
+
+// engine runs frame through the engine from port 0 and returns what came
+// out of each port.
+func (r *fpRig) engine(frame []byte) [][][]byte {
+	r.ports[0].Inject(0, frame)
+	r.w.Poll()
+	out := make([][][]byte, len(r.ports))
+	for i, p := range r.ports {
+		out[i] = p.Drain(0)
+	}
+	return out
+}
+
+// check runs frame through the program and the engine: a frame the fast
+// path forwards must leave the engine, alone, on the same port, byte for
+// byte; anything else is the engine's (punted) or the kernel's.
+func (r *fpRig) check(t *testing.T, frame []byte) (forwarded bool) {
+	t.Helper()
+	if len(frame) < ethHeaderLen || len(frame) > 1600 {
+		return false
+	}
+	ro := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+	v, err := r.prog.Run(ro)
+	if err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	out := ro.DataOut
+	got := r.engine(frame)
+	switch v {
+	case xdpTX, xdpPass:
+		return false
+	case xdpRedirect:
+	default:
+		t.Fatalf("verdict %d for % x", v, frame)
+	}
+	var ifindex uint32
+	if err := r.s.fast.test.Lookup(uint32(0), &ifindex); err != nil {
+		t.Fatal(err)
+	}
+	port := int(ifindex) - 100
+	n := 0
+	for i := range got {
+		n += len(got[i])
+	}
+	if port < 0 || port >= len(got) || n != 1 || len(got[port]) != 1 {
+		t.Fatalf("fast path sent to ifindex %d, engine sent %d frames (per port %d/%d/%d) for\n% x",
+			ifindex, n, len(got[0]), len(got[1]), len(got[2]), frame)
+	}
+	if !bytes.Equal(got[port][0], out) {
+		t.Fatalf("fast path and engine differ for\n% x\nfast   % x\nengine % x", frame, out, got[port][0])
+	}
+	return true
+}
+
+// fpFrame builds an Ethernet/IPv4 frame to port 0 with a valid checksum.
+func fpFrame(dst netip.Addr, proto uint8, ttl uint8, payload int) []byte {
+	l4 := 8
+	if proto == 6 {
+		l4 = 20
+	}
+	f := make([]byte, 14+20+l4+payload)
+	copy(f[0:6], fpMACs[0])
+	copy(f[6:12], []byte{2, 0, 0, 0, 0, 0xee})
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:]
+	ip[0], ip[8], ip[9] = 0x45, ttl, proto
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+	binary.BigEndian.PutUint16(ip[4:], 0x1234)
+	copy(ip[12:16], []byte{198, 18, 1, 9})
+	d := dst.As4()
+	copy(ip[16:20], d[:])
+	fixIPSum(ip)
+	t := ip[20:]
+	binary.BigEndian.PutUint16(t[0:], 4000)
+	binary.BigEndian.PutUint16(t[2:], 5000)
+	if proto == 6 {
+		t[12] = 5 << 4
+		t[13] = 0x10 // ACK
+	} else {
+		binary.BigEndian.PutUint16(t[4:], uint16(len(t)))
+	}
+	return f
+}
+
+func fixIPSum(ip []byte) {
+	ip[10], ip[11] = 0, 0
+	var s uint32
+	for i := 0; i < int(ip[0]&0xf)*4; i += 2 {
+		s += uint32(ip[i])<<8 | uint32(ip[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(s))
+}
+
+// fpFrame6 builds an Ethernet/IPv6 frame to port 0.
+func fpFrame6(dst netip.Addr, proto uint8, hop uint8, payload int) []byte {
+	l4 := 8
+	if proto == 6 {
+		l4 = 20
+	}
+	f := make([]byte, 14+40+l4+payload)
+	copy(f[0:6], fpMACs[0])
+	copy(f[6:12], []byte{2, 0, 0, 0, 0, 0xee})
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	ip := f[14:]
+	ip[0], ip[6], ip[7] = 0x60, proto, hop
+	binary.BigEndian.PutUint16(ip[4:], uint16(l4+payload))
+	src := netip.MustParseAddr("2001:db8:1::9").As16()
+	copy(ip[8:24], src[:])
+	d := dst.As16()
+	copy(ip[24:40], d[:])
+	t := ip[40:]
+	binary.BigEndian.PutUint16(t[0:], 4000)
+	binary.BigEndian.PutUint16(t[2:], 5000)
+	if proto == 6 {
+		t[12] = 5 << 4
+		t[13] = 0x10
+	} else {
+		binary.BigEndian.PutUint16(t[4:], uint16(len(t)))
+	}
+	return f
+}
+
+var fpDsts6 = []string{"2001:db8:40::1", "2001:db8:40:ffff::9", "2001:db8:80::5", "2001:db8:2::7", "2001:db8:2::9",
+	"2001:db8:3::2", "2001:db8:1::1", "2001:db8:2::1", "2001:db8:a0::1", "2001:db8:ff::1", "fe80::1"}
+
+var fpDsts = []string{"198.18.64.1", "198.18.100.200", "198.18.127.255", "198.18.128.0", "198.18.200.3",
+	"198.18.2.7", "198.18.2.9", "198.18.3.2", "198.18.1.1", "198.18.2.1", "198.18.161.1", "198.19.0.1", "10.1.2.3"}
+
+// fpSeeds are frames for every branch: forwarded by both, each punt.
+func fpSeeds() [][]byte {
+	var out [][]byte
+	for _, d := range fpDsts {
+		a := netip.MustParseAddr(d)
+		out = append(out, fpFrame(a, 17, 64, 18), fpFrame(a, 6, 64, 100), fpFrame(a, 17, 1, 10), fpFrame(a, 17, 2, 1400))
+	}
+	f := fpFrame(netip.MustParseAddr("198.18.64.1"), 17, 64, 30)
+	f[24] ^= 1 // bad checksum
+	out = append(out, f)
+	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 17, 64, 30)
+	f[0] = 0x04 // not our MAC
+	out = append(out, f)
+	f = append(fpFrame(netip.MustParseAddr("198.18.64.1"), 17, 64, 10), 0, 0, 0, 0) // padding
+	out = append(out, f)
+	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 17, 64, 30)
+	f[20] = 0x20 // MF
+	fixIPSum(f[14:])
+	out = append(out, f)
+	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 6, 64, 0)
+	f[14+20+13] = 0x02 // SYN
+	out = append(out, f)
+	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 1, 64, 30) // ICMP
+	out = append(out, f)
+	// CHECKSUM_PARTIAL from a host with offloads: the field holds the
+	// pseudo-header sum; the engine finishes it, so the fast path punts.
+	for _, proto := range []uint8{6, 17} {
+		f = fpFrame(netip.MustParseAddr("198.18.64.1"), proto, 64, 40)
+		setPartial(f[14:])
+		out = append(out, f)
+		f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), proto, 64, 40)
+		setPartial6(f[14:])
+		out = append(out, f)
+	}
+	for _, d := range fpDsts6 {
+		a := netip.MustParseAddr(d)
+		out = append(out, fpFrame6(a, 17, 64, 18), fpFrame6(a, 6, 64, 100), fpFrame6(a, 17, 1, 10), fpFrame6(a, 17, 2, 1400))
+	}
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 0, 64, 30) // hop-by-hop header
+	out = append(out, f)
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 58, 64, 30) // ICMPv6
+	out = append(out, f)
+	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 6, 64, 0)
+	f[14+40+13] = 0x02 // SYN
+	out = append(out, f)
+	return out
+}
+
+// setPartial6 is setPartial for an IPv6 packet (RFC 8200 §8.1 pseudo-header).
+func setPartial6(ip []byte) {
+	proto := ip[6]
+	l4 := ip[40:]
+	n, field := len(l4), 16
+	if proto == 17 {
+		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
+	}
+	s := uint32(proto) + uint32(n)
+	for i := 8; i < 40; i += 2 {
+		s += uint32(ip[i])<<8 | uint32(ip[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(l4[field:], uint16(s))
+}
+
+// setPartial stores the folded pseudo-header sum in the TCP/UDP checksum
+// field of the IPv4 datagram ip, as Linux leaves it for the device.
+func setPartial(ip []byte) {
+	proto := ip[9]
+	l4 := ip[20:]
+	n, field := len(l4), 16
+	if proto == 17 {
+		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
+	}
+	s := uint32(proto) + uint32(n)
+	for i := 12; i < 20; i += 2 {
+		s += uint32(ip[i])<<8 | uint32(ip[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(l4[field:], uint16(s))
+}
+
+// Every seed: the fast path forwards what the engine forwards the same
+// way, or leaves it to the engine; and it does forward the plain cases.
+func TestFastPathMatchesEngine(t *testing.T) {
+	r := newFPRig(t, 0)
+	forwarded, forwarded6 := 0, 0
+	for _, f := range fpSeeds() {
+		if r.check(t, f) {
+			forwarded++
+			if binary.BigEndian.Uint16(f[12:]) == 0x86dd {
+				forwarded6++
+			}
+		}
+	}
+	if forwarded < 20 || forwarded6 < 8 {
+		t.Fatalf("fast path forwarded only %d seeds, %d of them IPv6", forwarded, forwarded6)
+	}
+	st, err := r.s.FastStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []FastStat{FastForwarded, FastPuntTTL, FastPuntChecksum, FastPuntLength, FastPuntFragment,
+		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial} {
+		if s == FastPuntSYN {
+			continue // only with MSS clamping (TestFastPathPuntsSYNWhenClamping)
+		}
+		if st[s] == 0 {
+			t.Errorf("counter %s never moved: %v", s, st)
+		}
+	}
+	if st[FastForwarded] != uint64(forwarded) {
+		t.Errorf("counted %d forwarded, saw %d", st[FastForwarded], forwarded)
+	}
+}
+
+// With MSS clamping on, SYNs go to the engine (which clamps them).
+func TestFastPathPuntsSYNWhenClamping(t *testing.T) {
+	r := newFPRig(t, 1300)
+	f := fpFrame(netip.MustParseAddr("198.18.64.1"), 6, 64, 0)
+	f[14+20+13] = 0x02
+	if r.check(t, f) {
+		t.Fatal("SYN forwarded by the fast path while clamping")
+	}
+	if !r.check(t, fpFrame(netip.MustParseAddr("198.18.64.1"), 6, 64, 0)) {
+		t.Fatal("a plain TCP segment was not forwarded")
+	}
+	if st, _ := r.s.FastStats(); st[FastPuntSYN] != 1 {
+		t.Fatalf("punt_syn = %d", st[FastPuntSYN])
+	}
+}
+
+// Random mutations of the seeds: a byte flipped, the length cut or grown,
+// the TTL or IHL changed; the differential property must hold for all.
+func TestFastPathRandomFrames(t *testing.T) {
+	r := newFPRig(t, 0)
+	rng := rand.New(rand.NewPCG(11, 12))
+	seeds := fpSeeds()
+	fw := 0
+	for i := 0; i < 5000; i++ {
+		f := append([]byte(nil), seeds[rng.IntN(len(seeds))]...)
+		switch rng.IntN(5) {
+		case 0:
+			f[rng.IntN(len(f))] ^= byte(1 + rng.IntN(255))
+		case 1:
+			f = f[:14+rng.IntN(len(f)-13)]
+		case 2:
+			f = append(f, make([]byte, rng.IntN(8))...)
+		case 3:
+			f[14+8] = byte(rng.IntN(4))
+			fixIPSum(f[14:])
+		case 4:
+			i := 14 + rng.IntN(20)
+			f[i] = byte(rng.Uint32())
+			if rng.IntN(2) == 0 && f[14]&0xf >= 5 && len(f) >= 14+int(f[14]&0xf)*4 {
+				fixIPSum(f[14:])
+			}
+		}
+		if r.check(t, f) {
+			fw++
+		}
+	}
+	if fw < 500 {
+		t.Fatalf("only %d of 5000 mutated frames forwarded: the test would not see a divergence", fw)
+	}
+}
+
+func FuzzFastPath(f *testing.F) {
+	for _, s := range fpSeeds() {
+		f.Add(s)
+	}
+	r := newFPRig(f, 0)
+	f.Fuzz(func(t *testing.T, frame []byte) { r.check(t, frame) })
+}

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/config"
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// fastState is the XDP fast path of the AF_XDP ports ([appliance]
+// fast_path): the shared maps, the syncer that mirrors the engine's tables
+// into them from the control loop, and which ports have it on.
+type fastState struct {
+	fp     *afxdp.FastPath
+	sync   *afxdp.FastSync
+	on     []bool // by port index
+	target []int  // by port index: the redirect target when its link is up (0: never)
+	down   []bool // by port index: link down as of the last sync
+	gen    fwd.FastGen
+	at     time.Time
+	clamp  uint16
+	failed bool // last Apply failed (logged once until it succeeds)
+}
+
+// fastRefresh bounds how stale the fast path's neighbour ageing may be:
+// the view is rebuilt at least this often even when no table changed
+// (learned neighbours age in place).
+const fastRefresh = time.Second
+
+// newFastPath makes the maps when the config may use them; nil otherwise.
+func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
+	if a.Mode != config.ModeRouter || a.FastPath == config.FastPathOff {
+		return nil, nil
+	}
+	return afxdp.NewFastPath()
+}
+
+// startFastPath turns the fast path on per port and builds the syncer, once
+// the engine and the ports' addresses exist. Every AF_XDP port is a
+// redirect target; ingress is on for copy-mode ports (auto) or all (xdp).
+func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
+	ifs := make([]int, len(d.ports))
+	have := false
+	for i, pt := range d.ports {
+		if pt.xdp == nil {
+			continue
+		}
+		have = true
+		// A frame redirected out of a veth lands in its peer's receive
+		// queue only when the peer runs NAPI (an XDP program or GRO on the
+		// peer; drivers/net/veth.c veth_xdp_xmit drops it otherwise), which
+		// cannot be seen from this side. So a veth is a redirect target
+		// only when the operator says so (fast_path = "xdp").
+		if veth(pt) && a.FastPath != config.FastPathXDP {
+			d.log.Info("xdp fast path: not sending out of a veth (its peer may have no NAPI); fast_path = \"xdp\" does", "port", pt.cfg.Name)
+			continue
+		}
+		ifs[i] = pt.ifindex
+	}
+	if !have {
+		return fp.Close()
+	}
+	s, err := afxdp.NewFastSync(fp, ifs)
+	if err != nil {
+		fp.Close()
+		return err
+	}
+	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp),
+		target: ifs, down: make([]bool, len(d.ports))}
+	for i, pt := range d.ports {
+		if pt.xdp == nil {
+			continue
+		}
+		on, why := true, "copy mode"
+		if a.FastPath == config.FastPathXDP {
+			why = "fast_path = xdp"
+		} else {
+			for _, m := range pt.xdp.Modes() {
+				if m.ZeroCopy {
+					on, why = false, "zero-copy port (fast_path = xdp turns it on)"
+				}
+			}
+		}
+		if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
+			return err
+		}
+		d.fast.on[i] = on
+		d.log.Info("xdp fast path", "port", pt.cfg.Name, "on", on, "why", why)
+	}
+	d.syncFast(true)
+	return nil
+}
+
+// syncFast mirrors the engine's tables into the fast path when they
+// changed, when force (a neighbour event) or when fastRefresh passed, and
+// the MSS clamp into the ports.
+func (d *daemon) syncFast(force bool) {
+	f := d.fast
+	if f == nil {
+		return
+	}
+	// A port whose link went down is no redirect target (its frames go to
+	// the workers, which count them as link_down) until it comes back.
+	moved := false
+	for i, pt := range d.ports {
+		if f.target[i] == 0 {
+			continue
+		}
+		if down := !pt.up.Load(); down != f.down[i] {
+			f.down[i], moved = down, true
+			if down {
+				f.sync.SetTarget(i, 0)
+			} else {
+				f.sync.SetTarget(i, f.target[i])
+			}
+		}
+	}
+	gen := d.engine.FastGen()
+	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
+		return
+	}
+	v := d.engine.FastView()
+	if v.MSSClamp != f.clamp {
+		for i, pt := range d.ports {
+			if f.on[i] {
+				if err := pt.xdp.SetFast(true, v.MSSClamp != 0); err != nil {
+					d.log.Error("xdp fast path: mss clamp", "port", pt.cfg.Name, "err", err)
+				}
+			}
+		}
+		f.clamp = v.MSSClamp
+	}
+	if err := f.sync.Apply(v); err != nil {
+		if !f.failed {
+			d.log.Error("xdp fast path: writing the tables", "err", err)
+		}
+		f.failed = true
+		f.gen = fwd.FastGen{} // retried next tick
+		return
+	}
+	f.failed = false
+	f.gen, f.at = gen, time.Now()
+}
+
+// veth reports whether the port's kernel interface is a veth.
+func veth(pt *port) bool {
+	l, err := netlink.LinkByIndex(pt.ifindex)
+	return err == nil && l.Type() == "veth"
+}
