@@ -16,57 +16,44 @@
 // with cilium/ebpf's asm package, their maps are cilium/ebpf maps, and they
 // are attached with link.AttachXDP, a bpf_link (prog.go, counter.go).
 //
-// Sockets come from asavie/xdp v0.3.3: xdp.NewSocket creates the socket,
-// allocates and registers the UMEM, sizes and maps the rings and binds.
-// All four rings are driven through this package's own mappings
-// (ring_unsafe.go): asavie's Fill and Receive keep per-frame bookkeeping of
-// one socket's UMEM, and it has no shared-UMEM bind, so sockets joining a
-// Share's UMEM are made here on x/sys (joinSocket). Its defects are worked
-// around where they bite, each with a comment at the spot:
+// Sockets, UMEMs and rings are made on golang.org/x/sys (socket.go
+// openXSK, ring_unsafe.go), in the one order every kernel accepts: socket,
+// UMEM area and XDP_UMEM_REG, ring sizes, mmap of the four rings, bind.
+// asavie/xdp v0.3.3, which made them before, binds inside NewSocket and keeps
+// its ring mappings unexported, so its rings had to be mapped a second time
+// after bind, which Linux 6.1 refuses (net/xdp/xsk.c xsk_mmap: -EBUSY once
+// bound); the rest of it did not fit either: Transmit panics on ENETDOWN,
+// Complete throws away the addresses it reclaims, Fill/Receive/GetDescs
+// keep per-frame bookkeeping of one socket's UMEM (GetDescs hands out frames
+// the engine still holds), Stats panics without an RX ring, Close leaks the
+// ring mappings (a closed socket stayed bound), Program.Attach/Detach hang
+// in generic mode, and there is no shared-UMEM bind. What replaces each:
 //
-//   - Transmit panics on any sendto errno but EAGAIN/EBUSY/EINTR (ENETDOWN
-//     when a link goes down), and it is the only exported way to the TX
-//     ring. So the rings of asavie's socket are mapped a
-//     second time here (ring_unsafe.go) and kicked with a raw sendto whose
-//     errors are counted (queue.kick); Transmit is never called. Complete
-//     is not used either: it throws away the addresses it reclaims.
-//   - Program.Attach/Detach hang in generic mode: never called; the bpf_link
-//     detaches on Close (attachXDP). xdp.DefaultXdpFlags is still set once,
-//     to XDP_FLAGS_UPDATE_IF_NOEXIST, so a stray Attach elsewhere in the
-//     process cannot replace the steering program.
-//   - Stats panics on a socket without an RX ring: never called;
-//     XDP_STATISTICS is read directly (xdpStatistics).
+//   - the TX ring is kicked with a raw sendto whose errors are counted
+//     (queue.kick); the rings use atomics (asavie's fences were commented
+//     out, correct on amd64 only).
+//   - frames are owned through a free stack (queue.free, one per UMEM),
+//     O(1) per frame; ports of a Share bind to one UMEM per queue index
+//     (XDP_SHARED_UMEM, share.go, joinSocket).
+//   - XDP_STATISTICS, XDP_OPTIONS and XDP_MAX_TX_SKB_BUDGET are read and
+//     set directly.
+//   - Close unmaps the rings before closing the socket
+//     (TestNoOrphanRingMappings, TestRingMapFailureCleansUp).
 //   - bind meets EBUSY for ~2 s after a previous owner of the queue went
-//     away: NewSocket is retried with bounded backoff (openSocketFlags).
-//     asavie flattens the errno with %v, so EBUSY is recognised by its text.
-//   - Close (which NewSocket also calls when bind fails) never munmaps the
-//     four ring mappings, and each holds the socket file open: a closed
-//     socket stayed bound, so every later bind of that queue in the process
-//     failed with EBUSY for good, and every failed bind of the retry loop
-//     left a socket with its pinned UMEM behind (found here:
-//     TestBindRetryWhileHeld failed; TestNoOrphanRingMappings counts 12 such
-//     mappings after 3 failed binds without the fix). The mappings of
-//     closed AF_XDP sockets are found in /proc/self/maps and unmapped after
-//     each Close and failed NewSocket (orphan_unsafe.go).
-//   - xdp.DefaultSocketFlags is a package global read by NewSocket. It is
-//     set once to XDP_USE_NEED_WAKEUP with no mode flag, so the kernel tries
+//     away (the kernel frees its buffer pool from deferred work): bind is
+//     retried with bounded backoff (openXSK, TestBindRetryAfterRestart).
+//   - bind flags: XDP_USE_NEED_WAKEUP and no mode flag, so the kernel tries
 //     zero-copy and falls back to copy by itself; Options.NoZeroCopy adds
-//     XDP_COPY for one NewSocket under a mutex every NewSocket here holds.
-//   - GetDescs is not used: asavie marks a frame free as soon as Receive
-//     returns it, while the engine still holds it, so GetDescs would hand a
-//     frame in flight to Alloc; it also scans every frame linearly per call.
-//     Frames are owned through a free stack (queue.free, one per UMEM)
-//     instead, O(1) per frame.
-//   - asavie's ring accesses are plain loads and stores (its fences are
-//     commented out). That is correct on amd64 (TSO) only; this package's
-//     own rings use atomics.
+//     XDP_COPY.
+//   - the XDP programs are attached with a cilium/ebpf bpf_link, which
+//     detaches on Close (attachXDP).
 //
-// Hand-written on golang.org/x/sys, and why: the TX/completion ring
-// mapping and the TX kick (above); XDP_STATISTICS, XDP_OPTIONS and
-// XDP_MAX_TX_SKB_BUDGET socket options, which asavie does not wrap; the
-// ethtool channel count (ethtool_unsafe.go) and the netlink neighbour mirror
-// (neigh.go), which are outside both libraries' scope. Nothing in the hot
-// path panics or allocates (TestHotPathZeroAllocs, BenchmarkTx).
+// Also hand-written on x/sys: the ethtool channel count (ethtool_unsafe.go)
+// and the netlink neighbour mirror (neigh.go), outside both libraries'
+// scope. Nothing in the hot path panics or allocates (TestHotPathZeroAllocs,
+// BenchmarkTx). TestRingsMappedBeforeBind maps rings the way Linux 6.1 does
+// (refused once bound); the systemd guest test (appliance/testbed/vmtest)
+// runs the ports on 6.1 itself.
 //
 // # Per-packet cost
 //

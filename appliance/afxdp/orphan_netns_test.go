@@ -3,15 +3,18 @@ package afxdp
 import (
 	"errors"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// asavie's Socket.Close (also run inside a failed NewSocket) leaves its
-// four ring mappings, which keep the socket alive and bound. After a bind
-// that fails with EBUSY and after Close, no ring mapping of a closed
-// socket may remain, and the queue binds again at once.
+// A ring mapping left after its socket's fd is closed keeps the socket
+// alive and bound (asavie/xdp's Close left all four, and so did its failed
+// NewSocket). After a bind that fails with EBUSY and after Close, no ring
+// mapping of a closed socket may remain, and the queue binds again at once.
 func TestNoOrphanRingMappings(t *testing.T) {
 	tp := newTopo(t, 1)
 	var ifindex int
@@ -61,4 +64,49 @@ func TestNoOrphanRingMappings(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("rebind after close: %v", err)
 	}
+}
+
+func isXSKRingOffset(off uint64) bool {
+	switch off {
+	case unix.XDP_PGOFF_RX_RING, unix.XDP_PGOFF_TX_RING, unix.XDP_UMEM_PGOFF_FILL_RING, unix.XDP_UMEM_PGOFF_COMPLETION_RING:
+		return true
+	}
+	return false
+}
+
+// openSocketInodes is the set of "socket:[inode]" names of the process's
+// open fds.
+func openSocketInodes() map[string]bool {
+	set := map[string]bool{}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return set
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
+			set[l] = true
+		}
+	}
+	return set
+}
+
+// orphanRingCount is how many AF_XDP ring mappings of closed sockets the
+// process holds (for tests).
+func orphanRingCount() int {
+	open := openSocketInodes()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(l)
+		if len(fields) < 6 || !strings.HasPrefix(fields[5], "socket:[") || open[fields[5]] {
+			continue
+		}
+		if off, err := strconv.ParseUint(fields[2], 16, 64); err == nil && isXSKRingOffset(off) {
+			n++
+		}
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package afxdp
 import (
 	"sync/atomic"
 
-	"github.com/asavie/xdp"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
@@ -12,17 +11,11 @@ import (
 // same queue of other ports (Share). Only its worker touches the rings and
 // the free stack; counters are published with one atomic add per batch.
 //
-// asavie/xdp makes the socket, allocates and registers the UMEM, sizes and
-// maps the rings and binds (xdp.NewSocket); a socket joining a shared UMEM
-// is made here (joinSocket). All four rings are used through mappings made
-// here (ring_unsafe.go): asavie's Transmit panics, Complete drops the
-// addresses, and its Fill/Receive keep per-frame bookkeeping sized for one
-// socket. Frame ownership is the free stack, not asavie's GetDescs: asavie
-// marks a frame free the moment Receive hands it out, while the engine still
-// holds it, so GetDescs would give a frame in flight to Alloc (and it scans
-// all frames linearly on every call).
+// The socket, its UMEM and its rings are made on x/sys (socket.go openXSK,
+// ring_unsafe.go). Frame ownership is the free stack (one per UMEM), O(1)
+// per frame.
 type queue struct {
-	sock      *xdp.Socket // asavie's, when this socket registered the UMEM
+	sock      *umemSocket // when this socket registered the UMEM
 	fd        int
 	umem      []byte
 	frameSize uint32

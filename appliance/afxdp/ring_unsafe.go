@@ -9,19 +9,17 @@ import (
 )
 
 // The AF_XDP rings are single-producer single-consumer queues shared with
-// the kernel through mmap. asavie/xdp maps all four of the sockets it
-// makes, but its TX ring is reachable only through Transmit, which panics on
-// ENETDOWN, Complete discards the addresses it reclaims, Fill/Receive keep
-// bookkeeping for one socket's UMEM and it does not map the fill ring's
-// flags (XDP_RING_NEED_WAKEUP). So this file maps every ring of a socket a
-// second time (the kernel allows any number of mappings of a ring; asavie's
-// copies stay untouched because this package never calls its ring methods),
-// and the rings of a socket joining a shared UMEM (joinSocket) for the first.
+// the kernel through mmap, mapped here before the socket is bound (openXSK).
 // Invariant for the unsafe code in this file:
 // each pointer is derived from a live mmap of the socket's ring (mem), at
 // the offset the kernel reported in XDP_MMAP_OFFSETS, and is used only until
 // unmapRing; producer/consumer are accessed with atomics, which give the
-// acquire/release ordering the kernel's ring protocol needs.
+// acquire/release ordering the kernel's ring protocol needs. The UMEM
+// address handed to XDP_UMEM_REG is that of an mmap the socket's queue
+// keeps until the socket is closed (umemSocket.close).
+
+// mmapRing is unix.Mmap; tests replace it to fail or refuse a ring mapping.
+var mmapRing = unix.Mmap
 
 type ringHead struct {
 	mem      []byte
@@ -45,7 +43,7 @@ type descRing struct {
 
 func mapRing(fd int, pgoff int64, off unix.XDPRingOffset, n uint32, elem uintptr) (ringHead, unsafe.Pointer, error) {
 	size := int(off.Desc) + int(n)*int(elem)
-	mem, err := unix.Mmap(fd, pgoff, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := mmapRing(fd, pgoff, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return ringHead{}, nil, err
 	}
@@ -110,6 +108,18 @@ func mapOwnRings(qu *queue, rc ringConfig) error {
 	return nil
 }
 
+// registerUMEM registers mem as fd's UMEM of frames of size bytes, no
+// headroom (XDP_UMEM_REG, struct xdp_umem_reg).
+func registerUMEM(fd int, mem []byte, size uint32) error {
+	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))), Len: uint64(len(mem)), Size: size}
+	_, _, errno := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_UMEM_REG,
+		uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 func mmapOffsets(fd int) (unix.XDPMmapOffsets, error) {
 	var off unix.XDPMmapOffsets
 	n := uint32(unsafe.Sizeof(off))
@@ -121,11 +131,8 @@ func mmapOffsets(fd int) (unix.XDPMmapOffsets, error) {
 	return off, nil
 }
 
-// xdpStatistics reads XDP_STATISTICS. Workaround for asavie/xdp defect 2
-// (feasibility.md §1): its Socket.Stats dereferences the RX ring
-// unconditionally and panics on a socket without one (a TX-only socket),
-// and it returns the counters in a struct with an error built by
-// fmt.Errorf; the kernel's counters need no ring. Never call sock.Stats.
+// xdpStatistics reads XDP_STATISTICS (asavie/xdp's Socket.Stats panicked
+// on a socket without an RX ring; the kernel's counters need no ring).
 func xdpStatistics(fd int) (unix.XDPStatistics, error) {
 	var st unix.XDPStatistics
 	n := uint32(unsafe.Sizeof(st))
@@ -145,8 +152,8 @@ func xdpZeroCopy(fd int) bool {
 
 // kick asks the kernel to process the TX ring: sendto(fd, NULL, 0,
 // MSG_DONTWAIT). A raw syscall, so no allocation and no error boxing.
-// Workaround for asavie/xdp defect 3: this is the kick of its Transmit
-// without the panic; the caller decides what each errno means (queue.kick).
+// The caller decides what each errno means (queue.kick): asavie/xdp's
+// Transmit panicked on ENETDOWN.
 func kick(fd int) unix.Errno {
 	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return errno

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/asavie/xdp"
 )
 
 // Share makes the ports opened with it share their memory: queue q of every
@@ -17,10 +15,8 @@ import (
 // socket on another device or queue, net/xdp/xsk.c xsk_bind), all refilled
 // from and reclaimed into the one free stack of the queue index.
 //
-// asavie/xdp v0.3.3 registers a UMEM per socket and has no shared-UMEM bind:
-// the first port to open queue q creates the socket and UMEM with asavie
-// (xdp.NewSocket, sized for every port of the Share); the others are bound
-// here with x/sys (joinSocket).
+// The first port to open queue q creates the socket and UMEM (openSocket,
+// sized for every port of the Share); the others bind to it (joinSocket).
 type Share struct {
 	pool  uint16
 	ports int
@@ -34,13 +30,13 @@ func NewShare(pool uint16, ports int) *Share {
 	return &Share{pool: pool, ports: max(ports, 1), umems: map[int]*sharedUMEM{}}
 }
 
-// sharedUMEM is the memory of one queue index: the asavie socket that
-// registered it, the frames, and how many sockets use it. The owner socket
+// sharedUMEM is the memory of one queue index: the socket that registered
+// it, the frames, and how many sockets use it. The owner socket
 // is closed (and the UMEM unmapped) when the last user is gone, not when its
 // own port closes, because the other sockets' frames live in that mapping.
 type sharedUMEM struct {
 	q     int
-	owner *xdp.Socket
+	owner *umemSocket
 	fd    int
 	umem  []byte
 	free  *frameStack
@@ -94,7 +90,7 @@ func (sh *Share) release(u *sharedUMEM) {
 	if sh.umems[u.q] == u {
 		delete(sh.umems, u.q)
 	}
-	closeAsavie(u.owner)
+	u.owner.close()
 }
 
 // errJoin marks a failed shared-UMEM bind: Open then gives the port its own

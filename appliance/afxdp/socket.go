@@ -3,11 +3,8 @@ package afxdp
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/asavie/xdp"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,39 +27,19 @@ type bindMode struct {
 	Why      string // why not zero-copy, when copy
 }
 
-// bindRetry bounds the EBUSY retry. Workaround for the restart hazard of
-// feasibility.md §2 (issue 3's asavie/xdp defect list: "rebinding a queue
-// right after a previous process gives EBUSY"): the kernel releases the
-// previous socket's buffer pool from a deferred work item, about 2 s after
-// the process is gone, so bind is retried with backoff for up to bindRetry.
+// bindRetry bounds the EBUSY retry of the restart hazard: rebinding a queue
+// right after its previous socket closed (or its process died) gives EBUSY,
+// because the kernel releases the old buffer pool, and with it the queue,
+// from deferred work (net/xdp/xsk_buff_pool.c xp_put_pool,
+// xp_release_deferred), seen up to ~2 s later; bind is retried with backoff
+// for up to bindRetry.
 var bindRetry = 6 * time.Second
 
-// asavie/xdp's bind flags are package globals (xdp.DefaultSocketFlags, read
-// by xdp.NewSocket; xdp.DefaultXdpFlags, read only by its Program.Attach
-// and Detach). They are set here once, for the whole process:
-//
-//   - DefaultSocketFlags = XDP_USE_NEED_WAKEUP and neither XDP_COPY nor
-//     XDP_ZEROCOPY: the kernel then tries zero-copy and falls back to copy
-//     by itself (xp_assign_dev), which is "zero-copy first, then copy" in
-//     one bind, so concurrent Opens never need a different value. The one
-//     exception, Options.NoZeroCopy, adds XDP_COPY for the duration of one
-//     NewSocket under socketFlagsMu, which every NewSocket call here holds.
-//   - DefaultXdpFlags = XDP_FLAGS_UPDATE_IF_NOEXIST: this package never
-//     calls asavie's Program.Attach/Detach (they hang in generic mode,
-//     feasibility.md §1 defect 1; attach goes through a cilium/ebpf bpf_link),
-//     and should anything else in the process call Attach, it cannot
-//     replace a steering program that is already on the device.
-var (
-	socketFlagsMu   sync.Mutex
-	socketFlagsOnce sync.Once
-)
-
+// The bind flags of a socket that registers its own UMEM: XDP_USE_NEED_WAKEUP
+// and neither XDP_COPY nor XDP_ZEROCOPY, so the kernel tries zero-copy and
+// falls back to copy by itself (net/xdp/xsk_buff_pool.c xp_assign_dev);
+// Options.NoZeroCopy adds XDP_COPY.
 const baseSocketFlags = unix.XDP_USE_NEED_WAKEUP
-
-func setAsavieFlags() {
-	xdp.DefaultSocketFlags = baseSocketFlags
-	xdp.DefaultXdpFlags = unix.XDP_FLAGS_UPDATE_IF_NOEXIST
-}
 
 // openSocket makes queue q's socket: zero-copy if the driver has it, else
 // copy (or copy only, without wantZC).
@@ -84,78 +61,146 @@ func openSocket(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindMode, e
 	return qu, m, nil
 }
 
+// openSocketFlags makes a socket with its own UMEM, retrying an EBUSY bind
+// for up to bindRetry (the restart hazard).
 func openSocketFlags(ifindex, q int, rc ringConfig, mode uint16) (*queue, error) {
-	deadline := time.Now().Add(bindRetry)
+	return openXSK(ifindex, q, rc, nil, mode, bindRetry)
+}
+
+// tryOpenSocket is openSocketFlags with a single bind attempt.
+func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (*queue, error) {
+	return openXSK(ifindex, q, rc, nil, mode, 0)
+}
+
+// joinSocket binds a new socket on queue q of ifindex to u's UMEM
+// (XDP_SHARED_UMEM with u's fd in sxdp_shared_umem_fd), with its own fill
+// and completion rings, which a socket on another device or queue must have
+// (net/xdp/xsk.c xsk_bind). The mode flags must be 0: the socket inherits
+// copy or zero-copy and need-wakeup from the UMEM's first socket
+// (net/xdp/xsk_buff_pool.c xp_assign_dev_shared), so a zero-copy UMEM
+// cannot take a port whose driver has no zero-copy (the bind fails).
+func joinSocket(ifindex, q int, rc ringConfig, u *sharedUMEM) (*queue, error) {
+	qu, err := openXSK(ifindex, q, rc, u, 0, bindRetry)
+	if err != nil {
+		return nil, err
+	}
+	qu.shared = u
+	u.users++
+	return qu, nil
+}
+
+// umemSocket is a socket that registered its UMEM: closing it closes the fd
+// and unmaps the UMEM.
+type umemSocket struct {
+	fd   int
+	umem []byte
+}
+
+func (s *umemSocket) close() {
+	unix.Close(s.fd)
+	_ = unix.Munmap(s.umem)
+}
+
+// openXSK makes one AF_XDP socket bound to queue q of ifindex: with its own
+// UMEM of rc.Frames frames (u == nil, bind flags baseSocketFlags|mode) or
+// on u's (XDP_SHARED_UMEM). An EBUSY bind is retried for up to retry.
+//
+// The socket is made here on x/sys, not with asavie/xdp's NewSocket, in the
+// one order every kernel accepts: socket, UMEM area and XDP_UMEM_REG, ring
+// sizes, mmap of all four rings, then bind. NewSocket binds before it
+// returns and keeps its ring mappings unexported (and leaks them on Close),
+// so the rings had to be mapped a second time after bind, which Linux 6.1
+// refuses (net/xdp/xsk.c xsk_mmap: -EBUSY unless the socket is still
+// XSK_READY; later kernels also accept XSK_BOUND).
+func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry time.Duration) (*queue, error) {
+	qu, err := newXSK(rc, u)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
+	}
+	sa := &unix.SockaddrXDP{Flags: baseSocketFlags | mode, Ifindex: uint32(ifindex), QueueID: uint32(q)}
+	what := "bind"
+	if u != nil {
+		sa.Flags, sa.SharedUmemFD = unix.XDP_SHARED_UMEM, uint32(u.fd)
+		what = "bind to the shared UMEM"
+	}
+	deadline := time.Now().Add(retry)
 	backoff := 50 * time.Millisecond
 	for {
-		qu, err := tryOpenSocket(ifindex, q, rc, mode)
+		err = unix.Bind(qu.fd, sa)
 		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			return qu, err
+			break
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
-}
-
-// errnoIn is the errno named at the end of one of asavie's error messages,
-// or 0. xdp.NewSocket formats errnos with %v, not %w, so errors.Is cannot
-// see them (the bind EBUSY of the restart hazard among them); its text is
-// all there is.
-func errnoIn(err error) unix.Errno {
-	for _, e := range []unix.Errno{unix.EBUSY, unix.EOPNOTSUPP, unix.EINVAL, unix.ENODEV, unix.EPERM, unix.ENOMEM} {
-		if strings.HasSuffix(err.Error(), e.Error()) {
-			return e
-		}
-	}
-	return 0
-}
-
-// tryOpenSocket makes one socket with xdp.NewSocket (socket, UMEM
-// allocation and XDP_UMEM_REG, ring sizes, ring mmaps, bind with
-// xdp.DefaultSocketFlags plus mode) and maps what asavie does not export:
-// see queue.
-func tryOpenSocket(ifindex, q int, rc ringConfig, mode uint16) (qu *queue, err error) {
-	socketFlagsOnce.Do(setAsavieFlags)
-	socketFlagsMu.Lock()
-	xdp.DefaultSocketFlags = baseSocketFlags | mode
-	sock, err := xdp.NewSocket(ifindex, q, &xdp.SocketOptions{
-		NumFrames:              int(rc.Frames),
-		FrameSize:              int(rc.FrameSize),
-		FillRingNumDescs:       int(rc.FillSize),
-		CompletionRingNumDescs: int(rc.CompSize),
-		RxRingNumDescs:         int(rc.RxSize),
-		TxRingNumDescs:         int(rc.TxSize),
-	})
-	xdp.DefaultSocketFlags = baseSocketFlags
 	if err != nil {
-		unmapOrphanRings() // the failed socket's rings (see there)
+		qu.discard()
+		return nil, fmt.Errorf("afxdp: queue %d: %s: %w", q, what, err)
 	}
-	socketFlagsMu.Unlock()
-	if err != nil {
-		if e := errnoIn(err); e != 0 {
-			return nil, fmt.Errorf("afxdp: queue %d: %s%w", q, strings.TrimSuffix(err.Error(), e.Error()), e)
-		}
-		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
+	if u == nil {
+		// The free stack holds every frame; the fill ring gets its share
+		// now, the rest serves Alloc.
+		qu.free = newFrameStack(rc.Frames, rc.FrameSize)
 	}
-	qu = &queue{sock: sock, fd: sock.FD(), frameSize: rc.FrameSize}
-	defer func() {
-		if err != nil {
-			qu.close()
-			qu = nil
-		}
-	}()
-	// The whole UMEM as one slice: GetFrame slices asavie's mapping.
-	qu.umem = sock.GetFrame(xdp.Desc{Addr: 0, Len: rc.Frames * rc.FrameSize})
-	if err = mapOwnRings(qu, rc); err != nil {
-		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
-	}
-	// The free stack holds every frame; the fill ring gets its share now,
-	// the rest serves Alloc.
-	qu.free = newFrameStack(rc.Frames, rc.FrameSize)
 	qu.refill(rc.FillSize)
 	qu.zeroCopy = xdpZeroCopy(qu.fd)
 	qu.txBudget = setTxBudget(qu.fd, rc.TxSize)
 	return qu, nil
+}
+
+// newXSK is an unbound socket with its rings sized and mapped, and its UMEM
+// registered unless it is to join u's. On error nothing is left behind.
+func newXSK(rc ringConfig, u *sharedUMEM) (*queue, error) {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	qu := &queue{fd: fd, frameSize: rc.FrameSize}
+	if u != nil {
+		qu.umem, qu.free = u.umem, u.free
+	} else {
+		mem, err := unix.Mmap(-1, 0, int(rc.Frames)*int(rc.FrameSize), unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("UMEM mmap: %w", err)
+		}
+		qu.sock = &umemSocket{fd: fd, umem: mem}
+		qu.umem = mem
+		if err = registerUMEM(fd, mem, rc.FrameSize); err != nil {
+			qu.discard()
+			return nil, fmt.Errorf("XDP_UMEM_REG: %w", err)
+		}
+	}
+	for _, o := range []struct {
+		opt  int
+		size uint32
+	}{{unix.XDP_UMEM_FILL_RING, rc.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, rc.CompSize},
+		{unix.XDP_RX_RING, rc.RxSize}, {unix.XDP_TX_RING, rc.TxSize}} {
+		if err = unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size)); err != nil {
+			qu.discard()
+			return nil, fmt.Errorf("ring size option %d: %w", o.opt, err)
+		}
+	}
+	if err = mapOwnRings(qu, rc); err != nil {
+		qu.discard()
+		return nil, err
+	}
+	return qu, nil
+}
+
+// discard undoes a newXSK whose socket never became a queue of a port: its
+// rings, its fd, and its UMEM if it registered one (never a shared one).
+func (qu *queue) discard() {
+	qu.unmapRings()
+	if qu.sock != nil {
+		qu.sock.close()
+	} else {
+		unix.Close(qu.fd)
+	}
+	qu.sock = nil
+	qu.fd = -1
+	qu.umem = nil
 }
 
 // setTxBudget raises how many frames one copy-mode sendto sends from the
@@ -179,60 +224,6 @@ func newFrameStack(frames, size uint32) *frameStack {
 	return f
 }
 
-// joinSocket binds a new socket on queue q of ifindex to u's UMEM
-// (XDP_SHARED_UMEM with u's fd in sxdp_shared_umem_fd), with its own fill
-// and completion rings, which a socket on another device or queue must have
-// (net/xdp/xsk.c xsk_bind). The mode flags must be 0: the socket inherits
-// copy or zero-copy and need-wakeup from the UMEM's first socket
-// (net/xdp/xsk_buff_pool.c xp_assign_dev_shared), so a zero-copy UMEM
-// cannot take a port whose driver has no zero-copy (the bind fails).
-func joinSocket(ifindex, q int, rc ringConfig, u *sharedUMEM) (qu *queue, err error) {
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: queue %d: socket: %w", q, err)
-	}
-	qu = &queue{fd: fd, frameSize: rc.FrameSize, umem: u.umem, free: u.free}
-	defer func() {
-		if err != nil {
-			qu.unmapRings()
-			unix.Close(fd)
-			qu = nil
-		}
-	}()
-	for _, o := range []struct {
-		opt  int
-		size uint32
-	}{{unix.XDP_UMEM_FILL_RING, rc.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, rc.CompSize},
-		{unix.XDP_RX_RING, rc.RxSize}, {unix.XDP_TX_RING, rc.TxSize}} {
-		if err = unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size)); err != nil {
-			return nil, fmt.Errorf("afxdp: queue %d: ring size option %d: %w", q, o.opt, err)
-		}
-	}
-	if err = mapOwnRings(qu, rc); err != nil {
-		return nil, fmt.Errorf("afxdp: queue %d: %w", q, err)
-	}
-	sa := &unix.SockaddrXDP{Flags: unix.XDP_SHARED_UMEM, Ifindex: uint32(ifindex), QueueID: uint32(q), SharedUmemFD: uint32(u.fd)}
-	deadline := time.Now().Add(bindRetry)
-	backoff := 50 * time.Millisecond
-	for {
-		err = unix.Bind(fd, sa)
-		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(backoff) // the restart hazard of openSocketFlags
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: queue %d: bind to the shared UMEM: %w", q, err)
-	}
-	qu.shared = u
-	u.users++
-	qu.refill(rc.FillSize)
-	qu.zeroCopy = xdpZeroCopy(fd)
-	qu.txBudget = setTxBudget(fd, rc.TxSize)
-	return qu, nil
-}
-
 func (qu *queue) unmapRings() {
 	qu.fill.unmap()
 	qu.comp.unmap()
@@ -241,7 +232,8 @@ func (qu *queue) unmapRings() {
 }
 
 // close releases the socket. A socket of a shared UMEM leaves the UMEM to
-// its last user (Share.release), whether or not it registered it.
+// its last user (Share.release), whether or not it registered it: the other
+// sockets' frames live in that mapping.
 func (qu *queue) close() {
 	qu.unmapRings()
 	switch {
@@ -252,19 +244,9 @@ func (qu *queue) close() {
 		qu.shareOf.release(qu.shared)
 		qu.shared = nil
 	case qu.sock != nil:
-		closeAsavie(qu.sock)
+		qu.sock.close()
 	}
 	qu.sock = nil
 	qu.fd = -1
 	qu.umem = nil
-}
-
-// closeAsavie closes an asavie socket. asavie's Close closes the fd and
-// unmaps the UMEM but leaves its ring mappings, which keep the socket
-// bound: unmap them after.
-func closeAsavie(s *xdp.Socket) {
-	socketFlagsMu.Lock()
-	_ = s.Close()
-	unmapOrphanRings()
-	socketFlagsMu.Unlock()
 }
