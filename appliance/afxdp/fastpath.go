@@ -417,6 +417,10 @@ func fastPath6() asm.Instructions {
 		// r5 = payload length; the frame ends where it does.
 		asm.LoadMem(r5, r7, 4, H),
 		asm.HostTo(asm.BE, r5, asm.Half),
+		// Linux 6.1's verifier forgets a byte swap's bounds (check_alu_op
+		// marks a BPF_END result unknown) and refuses a packet pointer plus
+		// an unbounded register; the mask gives r5 its 16 bits back.
+		asm.And.Imm(r5, 0xffff),
 		asm.Mov.Reg(r4, r7),
 		asm.Add.Imm(r4, ipv6HeaderLen),
 		asm.Add.Reg(r4, r5),
@@ -515,6 +519,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		// The frame ends where the datagram does: r5 = total length.
 		asm.LoadMem(r5, r7, 2, H),
 		asm.HostTo(asm.BE, r5, asm.Half),
+		asm.And.Imm(r5, 0xffff), // bounds for Linux 6.1's verifier, as in the IPv6 path
 		asm.Mov.Reg(r4, r7),
 		asm.Add.Reg(r4, r5),
 		asm.JGT.Reg(r4, r9, "fp_length"),
