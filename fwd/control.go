@@ -47,8 +47,8 @@ type puntSlot struct {
 	data [2048]byte
 }
 
-// Service is the control plane's periodic step (call it every ~100 ms, or
-// let RunControl do it): it applies what the workers learned, expires
+// Service is the control plane's periodic step (call it every ~50-100 ms):
+// it applies what the workers learned, expires
 // neighbours and publishes the new neighbour table.
 func (e *Engine) Service() {
 	e.mu.Lock()

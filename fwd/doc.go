@@ -25,8 +25,9 @@
 // queue index. Worker.Poll does one pass: Rx from every port, then per
 // packet Parse and either the router (ModeRouter) or the bridge
 // (ModeBridge), collecting frames into per-egress-port batches that are
-// sent when full and at the end of the pass. Worker.Run polls on a locked
-// OS thread. The clock is read once per poll.
+// sent when full and at the end of the pass. The clock is read once per
+// poll. Who calls Poll, on which thread and how often is the caller's
+// business (ovfwd's appliance/runner).
 //
 // Router: the FIB is a pair of fwd/lpm tables mapping prefixes to indexes
 // of an append-only adjacency array (connected, via gateway, local,
@@ -41,7 +42,7 @@
 // copied only when the egress port's buffer pool differs (counted).
 //
 // Neighbours: entries are created and expired by the control plane
-// (Engine.Service, or RunControl) and read lock-free by workers; a worker
+// (Engine.Service) and read lock-free by workers; a worker
 // refreshes an existing entry's MAC and expiry with atomic stores and
 // reports new ones through a bounded ring. Unresolved next hops hold a few
 // packets per worker (Config.NeighHold) while ARP/NS probes are sent.

@@ -144,32 +144,6 @@ func TestRemoveAddressAndBlackhole(t *testing.T) {
 	r.checkNoLeak()
 }
 
-func TestWorkerRunStops(t *testing.T) {
-	r := newRig(t, rigOpt{})
-	must(t, r.e.SetNeighbour(1, bV4, macB))
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { r.w.Run(stop, true); close(done) }()
-	r.inject(0, udp4AtoB(64))
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, tx := r.ports[1].Counts(0); tx == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not stop")
-	}
-	if _, tx := r.ports[1].Counts(0); tx != 1 {
-		t.Fatal("Run did not forward")
-	}
-	r.checkNoLeak()
-}
-
 // Control-plane calls from other goroutines while a worker runs: the race
 // detector (make test runs ./fwd/... with -race) checks the publication.
 func TestControlPlaneConcurrentWithWorker(t *testing.T) {
@@ -181,7 +155,17 @@ func TestControlPlaneConcurrentWithWorker(t *testing.T) {
 	r.ports[0].SetSink(0, true)
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	go func() { r.w.Run(stop, false); close(done) }()
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.w.Poll()
+			}
+		}
+	}()
 	pfx := netip.MustParsePrefix("198.19.0.0/16")
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; i < 200 || r.e.Stats().Ports[1].TxPackets == 0 && time.Now().Before(deadline); i++ {

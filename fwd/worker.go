@@ -2,9 +2,7 @@ package fwd
 
 import (
 	"math/rand/v2"
-	"runtime"
 	"sync/atomic"
-	"time"
 
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
@@ -150,42 +148,6 @@ func (w *Worker) Poll() int {
 	w.publishCounters()
 	w.nat.Publish()
 	return total
-}
-
-// Run locks the calling goroutine to its OS thread and polls until stop is
-// closed. With adaptive set it sleeps, backing off up to 1 ms, while idle;
-// otherwise it spins.
-func (w *Worker) Run(stop <-chan struct{}, adaptive bool) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	idle := 0
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		if w.Poll() > 0 || !adaptive {
-			idle = 0
-			continue
-		}
-		idle = min(idle+1, 10)
-		time.Sleep(time.Microsecond << idle)
-	}
-}
-
-// RunControl calls Service every interval until stop is closed.
-func (e *Engine) RunControl(stop <-chan struct{}, interval time.Duration) {
-	tk := time.NewTicker(interval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C:
-			e.Service()
-		}
-	}
 }
 
 func (w *Worker) drop(p *Packet, r DropReason) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 )
@@ -76,12 +77,12 @@ func newFPNet(t *testing.T) *fpNet {
 	must(err)
 	must(n.pa.SetFast(true, false))
 	must(n.pb.SetFast(true, false))
+	// The daemon's worker loop; this test's own control loop below syncs
+	// the fast path, so the runner's is slowed to never.
+	run, err := runner.Start(n.e, []fwd.Port{n.pa, n.pb}, runner.Options{Interval: time.Hour})
+	must(err)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for q, w := range n.e.Workers() {
-		wg.Add(1)
-		go func() { defer wg.Done(); RunWorker(w, []*Port{n.pa, n.pb}, q, stop) }()
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -100,7 +101,7 @@ func newFPNet(t *testing.T) *fpNet {
 			}
 		}
 	}()
-	t.Cleanup(func() { close(stop); wg.Wait() })
+	t.Cleanup(func() { close(stop); wg.Wait(); run.Stop(0) })
 	return n
 }
 

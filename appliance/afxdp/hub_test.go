@@ -60,7 +60,10 @@ func (h *hub) run(q int, fds []unix.PollFd) {
 			moved += got
 		}
 		if moved == 0 {
-			WaitRx(fds, 1)
+			for i := range fds {
+				fds[i].Events, fds[i].Revents = unix.POLLIN, 0
+			}
+			_, _ = unix.Poll(fds, 1)
 		}
 		h.copied.Add(uint64(moved))
 	}

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 
 	"github.com/ovfwd/ovfwd/fwd"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure Open. The zero value is a sensible default: every
@@ -239,13 +238,4 @@ func (p *Port) Close() error {
 	}
 	p.queues = nil
 	return errors.Join(errs...)
-}
-
-// WaitRx blocks up to timeoutMs until one of fds is readable (a worker's
-// idle wait; never used while packets flow).
-func WaitRx(fds []unix.PollFd, timeoutMs int) {
-	for i := range fds {
-		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
-	}
-	_, _ = unix.Poll(fds, timeoutMs)
 }

@@ -1,9 +1,9 @@
 package afxdp
 
 import (
-	"sync"
 	"testing"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -15,13 +15,11 @@ func runBridge(t *testing.T, pa, pb *Port) *fwd.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for q, w := range e.Workers() {
-		wg.Add(1)
-		go func() { defer wg.Done(); RunWorker(w, []*Port{pa, pb}, q, stop) }()
+	run, err := runner.Start(e, []fwd.Port{pa, pb}, runner.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { close(stop); wg.Wait() })
+	t.Cleanup(func() { run.Stop(0) })
 	return e
 }
 

@@ -18,11 +18,11 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/exctap"
 	"github.com/ovfwd/ovfwd/appliance/metrics"
 	"github.com/ovfwd/ovfwd/appliance/nlsync"
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5"
-	"github.com/ovfwd/ovfwd/vpn"
 )
 
 const (
@@ -68,19 +68,15 @@ type daemon struct {
 	vpn     *vpnServer        // nil unless [vpn] enabled
 	uplinks *uplinks          // nil without [[vpn.client]]
 	nat     *natState         // nil until [[nat]] rules are first applied
-	// handWakes[q] wakes worker q for packets another worker hands it
-	// (NAT flows it owns); nil entries with a single worker.
-	handWakes []*handWake
-	wake      *injectWake  // wakes worker 0 for the uplinks' injected packets; nil without uplinks
-	taps      exctap.Ports // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
-	cpus      []int        // cpus[q]: worker q's CPU, -1 when not pinned
-	beats     []heartbeat  // beats[q]: worker q's loop counter
-	so        *scaleOut    // readiness, drain and route export
+	wake    *runner.Wake      // wakes worker 0 for the uplinks' injected packets; nil without uplinks
+	taps    exctap.Ports      // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
+	runner  *runner.Runner    // the workers and the control loop; nil until started
+	cpus    []int             // cpus[q]: worker q's CPU, -1 when not pinned
+	beats   []heartbeat       // beats[q]: worker q's loop counter
+	so      *scaleOut         // readiness, drain and route export
 
-	stop    chan struct{}
-	workers sync.WaitGroup
-	control sync.WaitGroup
-	punts   uint64 // control loop only
+	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
+	control sync.WaitGroup // those goroutines
 }
 
 // Version is reported by status; cmd/ovfwd sets it from its build version.
@@ -208,7 +204,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		}
 	}
 	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
-		if d.wake, err = newInjectWake(d.engine); err != nil {
+		if d.wake, err = runner.NewWake(d.engine); err != nil {
 			return err
 		}
 	}
@@ -235,8 +231,6 @@ func (d *daemon) start(cfg *config.Config) error {
 	if err := d.startWorkers(cfg.Appliance); err != nil {
 		return err
 	}
-	d.control.Add(1)
-	go d.controlLoop()
 	d.kq = newKernelQueue()
 	d.control.Add(1)
 	go func() { defer d.control.Done(); d.kq.run(d.fib, d.stop) }()
@@ -347,48 +341,6 @@ func engineLimits(c fwd.Config) fwd.Limits {
 func applianceRestartPart(a config.Appliance) config.Appliance {
 	a.MSSClamp, a.ICMPRate, a.NeighbourReachable, a.NeighbourTimeout = 0, 0, 0, 0
 	return a
-}
-
-// controlLoop is the engine's periodic control-plane step.
-func (d *daemon) controlLoop() {
-	defer d.control.Done()
-	interval := serviceInterval
-	if d.taps != nil {
-		interval = tapServiceInterval
-	}
-	tk := time.NewTicker(interval)
-	defer tk.Stop()
-	var evs []fwd.Event
-	var vpnEvs []vpn.Event
-	var vpnBuf []byte
-	if d.vpn != nil {
-		vpnBuf = make([]byte, vpn.MaxControlPacket)
-	}
-	for {
-		select {
-		case <-d.stop:
-			return
-		case <-tk.C:
-		}
-		d.engine.Service()
-		evs = d.engine.Events(evs[:0])
-		for _, ev := range evs {
-			d.neigh.engineEvent(ev)
-		}
-		d.neigh.flush()
-		d.rateLog.flush()
-		// A neighbour learned, moved or expired: its MAC changes in place,
-		// so the tables' generation may not move.
-		d.syncFast(len(evs) > 0)
-		// AF_XDP ports' steering program already passes the box's own
-		// traffic to the kernel; on ports ovfwd owns outright the workers'
-		// punts go to the exception TAPs (Ports.Deliver ignores the rest).
-		d.punts += uint64(d.engine.Punts(d.taps.Deliver))
-		if d.vpn != nil {
-			vpnEvs = d.vpn.service(time.Now(), vpnEvs, vpnBuf)
-		}
-		d.serviceNAT(time.Now())
-	}
 }
 
 func (d *daemon) startNetlink(c config.Netlink) error {
@@ -520,22 +472,20 @@ func (d *daemon) shutdown() error {
 		errs = append(errs, d.vpn.close())
 	}
 	close(d.stop)
-	done := make(chan struct{})
-	go func() { d.workers.Wait(); d.control.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(stopBudget):
-		// A worker that does not stop still owns its queues: closing them
-		// under it would be a use-after-unmap. Leave them to the kernel,
-		// which detaches the program when the process exits.
-		d.log.Error("workers did not stop in time; leaving their ports to process exit", "budget", stopBudget)
-		return errors.New("daemon: workers did not stop in time")
+	d.control.Wait()
+	if d.runner != nil {
+		if err := d.runner.Stop(stopBudget); err != nil {
+			// A worker that does not stop still owns its queues: closing them
+			// under it would be a use-after-unmap. Leave them to the kernel,
+			// which detaches the program when the process exits.
+			d.log.Error("workers did not stop in time; leaving their ports to process exit", "budget", stopBudget)
+			return err
+		}
 	}
 	d.closeExceptionTAPs()
 	if d.wake != nil {
-		d.wake.close()
+		_ = d.wake.Close()
 	}
-	d.closeHandWakes()
 	if d.neigh != nil {
 		d.neigh.removeMirrored()
 	}

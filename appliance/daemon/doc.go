@@ -8,11 +8,14 @@
 //
 // Run owns every goroutine it starts and stops all of them before it
 // returns. The data plane is the engine's workers, one per queue index,
-// each locked to an OS thread pinned to its configured CPU; nothing in
-// this package touches packets. Everything else is control plane:
+// each locked to an OS thread pinned to its configured CPU, run by
+// appliance/runner (the one worker loop the labs and benches use too);
+// nothing in this package touches packets. Everything else is control
+// plane:
 //
-//   - the control loop (one goroutine) calls Engine.Service, mirrors the
-//     neighbours the workers learned into the kernel and drains punts;
+//   - the runner's control loop (one goroutine) calls Engine.Service, and
+//     here mirrors the neighbours the workers learned into the kernel,
+//     drains punts to the exception TAPs and runs the VPN's timers;
 //   - nlsync's goroutines report kernel routes, pinned neighbours and link
 //     state; they reach the engine through routeTable and neighbours,
 //     each serialised by its own mutex;
@@ -47,7 +50,7 @@
 // its routes lead into it: the workers hand routed packets over bounded
 // rings to a pump goroutine that seals and sends them, and the uplink's
 // decrypted packets come back through the engine's inject ring, waking
-// worker 0 from its idle poll (uplinks.go, wake.go). The VPN server's
+// worker 0 from its idle poll (uplinks.go, runner.Wake). The VPN server's
 // [[vpn.iroute]] is the other end for a site whose uplink is an ovfwd.
 //
 // # Shutdown (SIGTERM)

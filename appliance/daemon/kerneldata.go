@@ -28,7 +28,7 @@ import (
 // and counts.
 
 // receivedInjector hands a reassembled datagram to the data plane:
-// fwd.Engine, or injectWake, which also wakes worker 0.
+// fwd.Engine, or runner.Wake, which also wakes worker 0.
 type receivedInjector interface{ InjectReceived(ip []byte) error }
 
 // kernelDataConn is the VPN socket as the control server reads it.

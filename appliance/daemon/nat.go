@@ -9,11 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
-	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
@@ -260,62 +257,4 @@ func portOrder(r string) int {
 	var n int
 	fmt.Sscan(lo, &n)
 	return n
-}
-
-// handWake wakes an idle worker when another hands it packets of a NAT
-// flow it owns (fwd.Engine.SetWake); one eventfd per worker, with more
-// than one worker.
-type handWake struct{ fd int }
-
-func (d *daemon) newHandWakes() error {
-	ws := d.engine.Workers()
-	d.handWakes = make([]*handWake, len(ws))
-	if len(ws) < 2 {
-		return nil
-	}
-	for q := range ws {
-		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("daemon: eventfd: %w", err)
-		}
-		hw := &handWake{fd: fd}
-		d.handWakes[q] = hw
-		d.engine.SetWake(q, func() {
-			one := [8]byte{1}
-			_, _ = unix.Write(hw.fd, one[:])
-		})
-	}
-	return nil
-}
-
-// announce tells other workers this one is going to sleep; false when
-// packets were handed to it meanwhile (then it must not sleep).
-func (h *handWake) announce(w *fwd.Worker) bool {
-	if h == nil {
-		return true
-	}
-	w.SetSleeping(true)
-	if w.HandoffPending() {
-		w.SetSleeping(false)
-		return false
-	}
-	return true
-}
-
-// woke ends the sleep announce started and resets the eventfd.
-func (h *handWake) woke(w *fwd.Worker) {
-	if h == nil {
-		return
-	}
-	w.SetSleeping(false)
-	var buf [8]byte
-	_, _ = unix.Read(h.fd, buf[:])
-}
-
-func (d *daemon) closeHandWakes() {
-	for _, h := range d.handWakes {
-		if h != nil {
-			_ = unix.Close(h.fd)
-		}
-	}
 }

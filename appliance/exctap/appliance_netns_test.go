@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/exctap"
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -39,8 +39,7 @@ type xlab struct {
 	A, M, B *netns.NS
 	engine  *fwd.Engine
 	taps    exctap.Ports
-	punts   uint64 // frames the control loop drained, under mu
-	mu      sync.Mutex
+	run     *runner.Runner
 }
 
 // startLab builds the topology and runs the engine on two mlx5-sim ports
@@ -121,40 +120,18 @@ func startLab(t *testing.T) *xlab {
 		l.taps = append(l.taps, tap)
 	}
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, w := range e.Workers() {
-		wg.Add(1)
-		go func() { defer wg.Done(); w.Run(stop, true) }()
+	// The daemon's loop; punts drained often: the ring is 64 frames per worker.
+	run, err := runner.Start(e, ports, runner.Options{Interval: time.Millisecond, Punt: l.taps.Deliver})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(time.Millisecond) // drain punts often: the ring is 64 frames per worker
-		defer tk.Stop()
-		var evs []fwd.Event
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-			}
-			e.Service()
-			evs = e.Events(evs[:0])
-			n := e.Punts(l.taps.Deliver)
-			l.mu.Lock()
-			l.punts += uint64(n)
-			l.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { close(stop); wg.Wait() })
+	l.run = run
+	t.Cleanup(func() { run.Stop(0) })
 	return l
 }
 
 func (l *xlab) logCounters(t *testing.T) {
-	l.mu.Lock()
-	punts := l.punts
-	l.mu.Unlock()
+	punts := l.run.Punts()
 	st := l.engine.Stats()
 	t.Logf("engine: punts %d, inject %+v, ports %+v", punts, l.engine.InjectStats(), st.Ports)
 	for r, n := range st.Drops {

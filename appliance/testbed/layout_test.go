@@ -24,6 +24,8 @@ var layering = []struct {
 	{"vpn", []string{"mlx5", "appliance", "cmd", "config"}},
 	{"mlx5", []string{"vpn", "appliance", "cmd", "config"}},
 	{"appliance", []string{"appliance/testbed", "cmd"}},
+	// The worker loop runs any engine over any ports: it knows only fwd.
+	{"appliance/runner", []string{"appliance", "config", "vpn", "mlx5", "cmd"}},
 }
 
 // allowedTestbedImporters may import the testbed: the one binary, because

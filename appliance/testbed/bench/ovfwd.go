@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
@@ -22,11 +21,6 @@ import (
 // stalls and the generator's socket buffer fills (measured: the generator
 // fell from ~250 k to ~10 k pps).
 const boostNice = -15
-
-// daemonWorkerNice is the nice value the daemon gives its workers
-// (appliance/daemon/workers.go, workerNice, which says why), so the
-// benchmark measures the worker the daemon runs.
-const daemonWorkerNice = -5
 
 // runOvfwd opens the AF_XDP ports in the appliance namespace, runs the fwd
 // engine in router mode with one worker pinned to FwdCPU, measures, and
@@ -128,38 +122,26 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 			_ = unix.Setpriority(unix.PRIO_PROCESS, pid, boostNice)
 		}
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	tids := make(chan int, len(e.Workers()))
-	for q, wk := range e.Workers() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// RunWorker locks the thread too; this outer lock keeps the
-			// affinity on the thread the worker runs on.
-			lockAndPin(o.FwdCPU)
-			nice := daemonWorkerNice
-			if o.Boost {
-				nice = boostNice
-			}
-			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice)
-			tids <- unix.Gettid()
-			afxdp.RunWorker(wk, []*afxdp.Port{pa, pb}, q, stop)
-		}()
+	// The daemon's loop (appliance/runner), its nice and control pace, on
+	// the appliance CPU.
+	ro := runner.Options{CPUs: []int{o.FwdCPU}}
+	if o.Boost {
+		ro.Nice = boostNice
+	}
+	run, err := runner.Start(e, []fwd.Port{pa, pb}, ro)
+	if err != nil {
+		return Run{}, err
 	}
 	var threads []string
-	for range e.Workers() {
-		threads = append(threads, fmt.Sprintf("self/task/%d", <-tids))
+	for _, tid := range run.TIDs() {
+		threads = append(threads, fmt.Sprintf("self/task/%d", tid))
 	}
 	if napiPID != 0 {
 		threads = append(threads, strconv.Itoa(napiPID))
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); e.RunControl(stop, 100*time.Millisecond) }()
 	ringDrops := func() uint64 { s := pa.Stats(); return s.KernelRxRingFull + s.KernelRxDropped }
 	r, err := measure(ctx, t, sink, o, "ovfwd", threads, ringDrops)
-	close(stop)
-	wg.Wait()
+	run.Stop(0)
 	st := e.Stats()
 	ps := pa.Stats()
 	var drops string

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 )
@@ -20,9 +20,7 @@ type Appliance struct {
 
 	mirror    *afxdp.NeighMirror
 	installed map[mirrored]bool // kernel entries we made, removed again on Close
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	punts     atomic.Uint64
+	run       *runner.Runner
 	mirrored  atomic.Uint64
 	mirrorErr atomic.Uint64
 	closeOnce sync.Once
@@ -34,10 +32,11 @@ type mirrored struct {
 }
 
 // StartAppliance opens the AF_XDP ports ifnames in ns, configures the
-// engine from cfg and starts one worker per queue plus the control loop,
-// which mirrors learned neighbours into the kernel.
+// engine from cfg and runs it as the daemon does (appliance/runner): one
+// pinned worker per queue plus the control loop, which mirrors learned
+// neighbours into the kernel.
 func StartAppliance(ns *netns.NS, ifnames []string, cfg Config, logf func(string, ...any)) (a *Appliance, err error) {
-	a = &Appliance{stop: make(chan struct{}), installed: map[mirrored]bool{}}
+	a = &Appliance{installed: map[mirrored]bool{}}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -67,13 +66,8 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg Config, logf func(string
 	if a.Engine, err = NewEngine(cfg, ports); err != nil {
 		return
 	}
-	for q, w := range a.Engine.Workers() {
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); afxdp.RunWorker(w, a.Ports, q, a.stop) }()
-	}
-	a.wg.Add(1)
-	go func() { defer a.wg.Done(); ServeEngine(a.Engine, a.stop, &a.punts, a.mirrorEvent) }()
-	return a, nil
+	a.run, err = runner.Start(a.Engine, ports, runner.Options{Event: a.mirrorEvent})
+	return a, err
 }
 
 // NewEngine is the fwd engine over ports in cfg.Mode; in router mode it
@@ -93,29 +87,6 @@ func NewEngine(cfg Config, ports []fwd.Port) (*fwd.Engine, error) {
 		}
 	}
 	return e, nil
-}
-
-// ServeEngine is e's control loop until stop closes: every 50 ms the
-// periodic service (neighbour creation, probes, expiry), then each event
-// to onEvent, then the punted frames, which are counted into punts and
-// dropped.
-func ServeEngine(e *fwd.Engine, stop <-chan struct{}, punts *atomic.Uint64, onEvent func(fwd.Event)) {
-	tk := time.NewTicker(50 * time.Millisecond)
-	defer tk.Stop()
-	var evs []fwd.Event
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C:
-		}
-		e.Service()
-		evs = e.Events(evs[:0])
-		for _, ev := range evs {
-			onEvent(ev)
-		}
-		punts.Add(uint64(e.Punts(func(int, []byte) {})))
-	}
 }
 
 // mirrorEvent copies a learned or expired neighbour into the kernel (the kernel
@@ -147,8 +118,9 @@ func (a *Appliance) Mirrored() (ok, failed uint64) { return a.mirrored.Load(), a
 func (a *Appliance) Close() error {
 	var errs []error
 	a.closeOnce.Do(func() {
-		close(a.stop)
-		a.wg.Wait()
+		if a.run != nil {
+			errs = append(errs, a.run.Stop(0))
+		}
 		for _, p := range a.Ports {
 			errs = append(errs, p.Close())
 		}

@@ -12,8 +12,9 @@
 // removes a lab whose process crashed or was left up with Keep.
 //
 // The package also holds the in-process fixture of the privileged
-// forwarding tests (Build, StartAppliance: the fwd engine on AF_XDP ports
-// without the daemon) and the traffic tools other packages' tests use
+// forwarding tests (Build, StartAppliance: the fwd engine on AF_XDP ports,
+// run by the daemon's worker loop, appliance/runner, without the rest of
+// the daemon) and the traffic tools other packages' tests use
 // (TCPTransfer, UDPFlow).
 //
 // Threading: Run owns everything it starts (processes, traffic goroutines)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -21,9 +21,7 @@ type Appliance struct {
 	Devices []*fullsim.Device
 	Wires   []*fullsim.Wire
 
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	punts     atomic.Uint64
+	run       *runner.Runner
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -36,10 +34,10 @@ func PortMAC(i int) net.HardwareAddr {
 // StartAppliance brings up one model port per interface of ifnames in ns
 // (fullsim.NewPort: bring-up, queues, RSS), plugs each into its interface,
 // configures the engine from cfg (cfg.Queues model queues per port) and
-// starts the workers and the control loop. On failure it undoes
+// runs it as the daemon does (appliance/runner). On failure it undoes
 // everything.
 func StartAppliance(ns *netns.NS, ifnames []string, cfg lab.Config) (a *Appliance, err error) {
-	a = &Appliance{stop: make(chan struct{})}
+	a = &Appliance{}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, a.Close())
@@ -63,27 +61,28 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg lab.Config) (a *Applianc
 	if a.Engine, err = lab.NewEngine(cfg, a.Ports); err != nil {
 		return a, err
 	}
-	for _, w := range a.Engine.Workers() {
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); w.Run(a.stop, true) }()
-	}
-	a.wg.Add(1)
 	// Events have no kernel to go to here, nor do punted frames.
-	go func() { defer a.wg.Done(); lab.ServeEngine(a.Engine, a.stop, &a.punts, func(fwd.Event) {}) }()
-	return a, nil
+	a.run, err = runner.Start(a.Engine, a.Ports, runner.Options{})
+	return a, err
 }
 
 // Punts is how many frames the engine handed to the control plane.
-func (a *Appliance) Punts() uint64 { return a.punts.Load() }
+func (a *Appliance) Punts() uint64 {
+	if a.run == nil {
+		return 0
+	}
+	return a.run.Punts()
+}
 
 // Close stops the workers and the control loop, unplugs the wires, and
 // closes the ports, which tears each model down and reports what it still
 // held; errors the devices met while running are reported too.
 func (a *Appliance) Close() error {
 	a.closeOnce.Do(func() {
-		close(a.stop)
-		a.wg.Wait()
 		var errs []error
+		if a.run != nil {
+			errs = append(errs, a.run.Stop(0))
+		}
 		for _, w := range a.Wires {
 			errs = append(errs, w.Close())
 		}

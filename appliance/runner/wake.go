@@ -1,14 +1,13 @@
-package daemon
+package runner
 
 import (
 	"sync/atomic"
 
-	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
 
-// injectWake wakes worker 0 from its idle poll(2) when the control plane
+// Wake wakes worker 0 from its idle poll(2) when the control plane
 // injects packets (an uplink's decrypted traffic, a VPN datagram the
 // kernel reassembled), so they are routed at once rather than when the
 // worker's sleep times out (up to idleWait).
@@ -19,22 +18,25 @@ import (
 // at least one of them sees the other, so an inject is never left waiting
 // for the timeout; the eventfd write costs a system call only while the
 // worker sleeps.
-type injectWake struct {
+type Wake struct {
 	eng      *fwd.Engine
 	fd       int // eventfd, non-blocking
 	sleeping atomic.Bool
+	drain    [8]byte // worker 0's read buffer for the eventfd
 }
 
-func newInjectWake(eng *fwd.Engine) (*injectWake, error) {
+// NewWake is a wake-up for eng's worker 0; pass it in Options.Wake and
+// inject through it.
+func NewWake(eng *fwd.Engine) (*Wake, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	return &injectWake{eng: eng, fd: fd}, nil
+	return &Wake{eng: eng, fd: fd}, nil
 }
 
 // InjectIP is Engine.InjectIP followed by a wake-up when worker 0 sleeps.
-func (k *injectWake) InjectIP(ip []byte) error {
+func (k *Wake) InjectIP(ip []byte) error {
 	if err := k.eng.InjectIP(ip); err != nil {
 		return err
 	}
@@ -44,7 +46,7 @@ func (k *injectWake) InjectIP(ip []byte) error {
 
 // InjectReceived is Engine.InjectReceived followed by a wake-up when
 // worker 0 sleeps.
-func (k *injectWake) InjectReceived(ip []byte) error {
+func (k *Wake) InjectReceived(ip []byte) error {
 	if err := k.eng.InjectReceived(ip); err != nil {
 		return err
 	}
@@ -52,7 +54,7 @@ func (k *injectWake) InjectReceived(ip []byte) error {
 	return nil
 }
 
-func (k *injectWake) wake() {
+func (k *Wake) wake() {
 	if k.sleeping.Load() {
 		var one = [8]byte{1}
 		_, _ = unix.Write(k.fd, one[:])
@@ -60,18 +62,18 @@ func (k *injectWake) wake() {
 }
 
 // Uplinked is Engine.Uplinked.
-func (k *injectWake) Uplinked(fn func(uint16, []byte)) int { return k.eng.Uplinked(fn) }
+func (k *Wake) Uplinked(fn func(uint16, []byte)) int { return k.eng.Uplinked(fn) }
+
+// Close releases the eventfd; call it after the Runner using it stopped.
+func (k *Wake) Close() error { return unix.Close(k.fd) }
 
 // sleep waits in poll(2) on fds (which include k.fd) unless an inject is
 // pending, then resets the eventfd.
-func (k *injectWake) sleep(w *fwd.Worker, fds []unix.PollFd, timeoutMs int) {
+func (k *Wake) sleep(w *fwd.Worker, fds []unix.PollFd, timeoutMs int) {
 	k.sleeping.Store(true)
 	if !w.InjectPending() {
-		afxdp.WaitRx(fds, timeoutMs)
+		waitRx(fds, timeoutMs)
 	}
 	k.sleeping.Store(false)
-	var buf [8]byte
-	_, _ = unix.Read(k.fd, buf[:])
+	_, _ = unix.Read(k.fd, k.drain[:])
 }
-
-func (k *injectWake) close() { _ = unix.Close(k.fd) }
