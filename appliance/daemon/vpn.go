@@ -20,6 +20,7 @@ import (
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // vpnServer is the OpenVPN server role: the data channel runs in the
@@ -183,7 +184,7 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		if err != nil {
 			return control.Config{}, fmt.Errorf("vpn: %w", err)
 		}
-		if cc.WrapKey, err = control.ParseStaticKey(text); err != nil {
+		if cc.WrapKey, err = statickey.Parse(text); err != nil {
 			return control.Config{}, fmt.Errorf("vpn: %s: %w", keyFile, err)
 		}
 	}

@@ -22,6 +22,11 @@ var layering = []struct {
 	{"fwd", []string{"config", "vpn", "mlx5", "appliance", "cmd"}},
 	{"config", []string{"fwd", "vpn", "mlx5", "appliance", "cmd"}},
 	{"vpn", []string{"mlx5", "appliance", "cmd", "config"}},
+	// The key file format sits below both the control channel and the PKI
+	// tool, which do not import each other.
+	{"vpn/statickey", []string{"vpn", "fwd"}},
+	{"vpn/pki", []string{"vpn/control"}},
+	{"vpn/control", []string{"vpn/pki"}},
 	{"mlx5", []string{"vpn", "appliance", "cmd", "config"}},
 	{"appliance", []string{"appliance/testbed", "cmd"}},
 	// The worker loop runs any engine over any ports: it knows only fwd.
@@ -109,10 +114,11 @@ func TestImportGraphCatches(t *testing.T) {
 		"fwd/lpm":               {"fwd", "appliance/afxdp"},
 		"cmd/ovfwd":             {"appliance/testbed/lab"},
 		"appliance/testbed/lab": {"appliance/daemon", "fwd"},
-		"vpn/control":           {"vpn", "fwd"},
+		"vpn/control":           {"vpn", "fwd", "vpn/statickey"},
+		"vpn/pki":               {"vpn/control"},
 	}
 	got := violations(graph)
-	if len(got) != 3 {
-		t.Fatalf("want 3 violations (daemon→testbed, fwd→vpn, fwd/lpm→appliance), got %d: %q", len(got), got)
+	if len(got) != 4 {
+		t.Fatalf("want 4 violations (daemon→testbed, fwd→vpn, fwd/lpm→appliance, pki→control), got %d: %q", len(got), got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // ClientConfig configures the OpenVPN client role (the other side of the
@@ -31,7 +32,7 @@ type ClientConfig struct {
 	ServerName string
 
 	Wrap         WrapMode
-	WrapKey      StaticKey
+	WrapKey      statickey.Key
 	AuthDigest   Digest       // tls-auth only
 	KeyDirection KeyDirection // tls-auth only; clients conventionally use KeyDir1
 

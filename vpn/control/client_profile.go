@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // ParseProfile reads the parts of an .ovpn client profile that a Client
@@ -123,7 +124,7 @@ func ParseProfile(text []byte) (ClientConfig, error) {
 	}
 	if wrapKey == nil {
 		cfg.Wrap = WrapNone
-	} else if cfg.WrapKey, err = ParseStaticKey(wrapKey); err != nil {
+	} else if cfg.WrapKey, err = statickey.Parse(wrapKey); err != nil {
 		return cfg, fmt.Errorf("control: profile: %v", err)
 	}
 	return cfg, nil
@@ -157,7 +158,7 @@ func ClientConfigFromFiles(remote netip.AddrPort, caFile, certFile, keyFile, tls
 		if err != nil {
 			return cfg, err
 		}
-		if cfg.WrapKey, err = ParseStaticKey(text); err != nil {
+		if cfg.WrapKey, err = statickey.Parse(text); err != nil {
 			return cfg, fmt.Errorf("control: %s: %v", tlsCryptFile, err)
 		}
 		cfg.Wrap = WrapTLSCrypt

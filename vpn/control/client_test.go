@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // testPKI is a CA, a server certificate and a client certificate.
@@ -140,7 +141,7 @@ func (l *lossyLink) close() {
 type testClient struct {
 	t        testing.TB
 	wrap     *wrapper
-	wrap0key *StaticKey // the static key, to build another client like this one
+	wrap0key *statickey.Key // the static key, to build another client like this one
 	pki      *testPKI
 	send     func([]byte)
 	ivProto  uint32
@@ -165,7 +166,7 @@ type clientKey struct {
 	km   vpn.KeyMaterial
 }
 
-func newTestClient(t testing.TB, mode WrapMode, key *StaticKey, p *testPKI) *testClient {
+func newTestClient(t testing.TB, mode WrapMode, key *statickey.Key, p *testPKI) *testClient {
 	w, err := newWrapper(mode, key, DigestSHA256, KeyDir1, false)
 	if err != nil {
 		t.Fatal(err)

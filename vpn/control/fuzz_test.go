@@ -86,20 +86,3 @@ func FuzzKeyMethod2(f *testing.F) {
 		_ = parsePeerInfo(m.peerInfo)
 	})
 }
-
-// FuzzStaticKey checks the static key file parser.
-func FuzzStaticKey(f *testing.F) {
-	text, _ := testStaticKey().MarshalText()
-	f.Add(text)
-	f.Add([]byte(staticKeyBegin + "\n" + staticKeyEnd))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := ParseStaticKey(b)
-		if err != nil {
-			return
-		}
-		out, _ := k.MarshalText()
-		if k2, err := ParseStaticKey(out); err != nil || k2 != k {
-			t.Fatal("static key does not round-trip")
-		}
-	})
-}

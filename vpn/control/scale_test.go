@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // multiRig is one server and many in-process clients, each at its own
@@ -15,7 +17,7 @@ type multiRig struct {
 	srv  *Server
 	dp   *memDP
 	p    *testPKI
-	key  *StaticKey
+	key  *statickey.Key
 	mu   sync.Mutex
 	cli  map[netip.AddrPort]*testClient
 	stop chan struct{}

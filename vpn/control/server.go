@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // Config is the server's control-plane configuration.
@@ -25,9 +26,9 @@ type Config struct {
 	ClientCAs   *x509.CertPool  // CA(s) client certificates must chain to
 
 	Wrap         WrapMode
-	WrapKey      StaticKey    // tls-crypt / tls-auth key file content
-	AuthDigest   Digest       // tls-auth only (--auth)
-	KeyDirection KeyDirection // tls-auth only; the server normally uses KeyDir0
+	WrapKey      statickey.Key // tls-crypt / tls-auth key file content
+	AuthDigest   Digest        // tls-auth only (--auth)
+	KeyDirection KeyDirection  // tls-auth only; the server normally uses KeyDir0
 
 	// Ciphers in server preference order; default AES-256-GCM,
 	// AES-128-GCM, CHACHA20-POLY1305.
@@ -159,7 +160,7 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 		return nil, errors.New("control: MaxPeers above the 24-bit peer-id space")
 	}
 	if cfg.TLSCryptV2 != nil {
-		cfg.Wrap, cfg.WrapKey = WrapTLSCrypt, StaticKey{} // per-session keys; this one only sizes packets
+		cfg.Wrap, cfg.WrapKey = WrapTLSCrypt, statickey.Key{} // per-session keys; this one only sizes packets
 	}
 	w, err := newWrapper(cfg.Wrap, &cfg.WrapKey, cfg.AuthDigest, cfg.KeyDirection, true)
 	if err != nil {

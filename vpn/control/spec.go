@@ -46,13 +46,6 @@ const (
 	tlsCryptHeaderLen = 1 + sessionIDLen + replayIDLen + tlsCryptTagLen // 49
 )
 
-// Static key file (crypto.c read_key_file).
-const (
-	staticKeyBegin = "-----BEGIN OpenVPN Static key V1-----"
-	staticKeyEnd   = "-----END OpenVPN Static key V1-----"
-	staticKeyLen   = 256
-)
-
 // Key method 2 and key derivation (ssl.c key_method_2_write,
 // generate_key_expansion; ssl_backend.h EXPORT_KEY_DATA_LABEL).
 const (

@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"time"
+
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // tls-crypt-v2 (tls_crypt.c, doc/tls-crypt-v2.txt): every client has its
@@ -28,7 +30,7 @@ const (
 	tlsCryptV2ClientPEM  = "OpenVPN tls-crypt-v2 client key"
 	tlsCryptV2ServerLen  = 128  // struct key: cipher 64 ‖ hmac 64
 	tlsCryptV2MaxWKcLen  = 1024 // TLS_CRYPT_V2_MAX_WKC_LEN
-	tlsCryptV2MinWKcLen  = tlsCryptTagLen + staticKeyLen + 2
+	tlsCryptV2MinWKcLen  = tlsCryptTagLen + statickey.Len + 2
 	tlsCryptV2MetaUser   = 0x00 // TLS_CRYPT_METADATA_TYPE_USER
 	tlsCryptV2MetaTime   = 0x01 // TLS_CRYPT_METADATA_TYPE_TIMESTAMP: 8-byte unix time
 	earlyNegMask         = 0xff000000
@@ -79,7 +81,7 @@ func (k *TLSCryptV2ServerKey) ciphers() (cipher.Block, []byte) {
 // with a timestamp as metadata (as openvpn --genkey tls-crypt-v2-client
 // does without metadata), PEM-encoded for a profile's <tls-crypt-v2>.
 func (k *TLSCryptV2ServerKey) NewTLSCryptV2ClientKey(now time.Time) ([]byte, error) {
-	var kc StaticKey
+	var kc statickey.Key
 	if _, err := rand.Read(kc[:]); err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func (k *TLSCryptV2ServerKey) NewTLSCryptV2ClientKey(now time.Time) ([]byte, err
 }
 
 // wrapClientKey is tls_crypt.c tls_crypt_v2_wrap_client_key.
-func (k *TLSCryptV2ServerKey) wrapClientKey(kc *StaticKey, meta []byte) []byte {
+func (k *TLSCryptV2ServerKey) wrapClientKey(kc *statickey.Key, meta []byte) []byte {
 	blk, ka := k.ciphers()
 	n := tlsCryptTagLen + len(kc) + len(meta) + 2
 	var l [2]byte
@@ -112,7 +114,7 @@ var errWKc = errors.New("tls-crypt-v2: wrapped client key does not authenticate"
 
 // unwrapClientKey is tls_crypt.c tls_crypt_v2_unwrap_client_key: it
 // returns Kc and the metadata of a WKc, or errWKc. Nothing is kept.
-func (k *TLSCryptV2ServerKey) unwrapClientKey(wkc []byte) (kc StaticKey, meta []byte, err error) {
+func (k *TLSCryptV2ServerKey) unwrapClientKey(wkc []byte) (kc statickey.Key, meta []byte, err error) {
 	if len(wkc) < tlsCryptV2MinWKcLen || len(wkc) > tlsCryptV2MaxWKcLen ||
 		int(binary.BigEndian.Uint16(wkc[len(wkc)-2:])) != len(wkc) {
 		return kc, nil, errWKc
@@ -147,7 +149,7 @@ func splitWKc(pkt []byte) (inner, wkc []byte, ok bool) {
 
 // ParseTLSCryptV2ClientKey reads a client key (Kc ‖ WKc) as written by
 // `openvpn --genkey tls-crypt-v2-client` or NewTLSCryptV2ClientKey.
-func ParseTLSCryptV2ClientKey(text []byte) (kc StaticKey, wkc []byte, err error) {
+func ParseTLSCryptV2ClientKey(text []byte) (kc statickey.Key, wkc []byte, err error) {
 	b, _ := pem.Decode(bytes.TrimSpace(text))
 	if b == nil || b.Type != tlsCryptV2ClientPEM || len(b.Bytes) < len(kc)+tlsCryptV2MinWKcLen {
 		return kc, nil, errors.New("not an OpenVPN tls-crypt-v2 client key")

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -9,65 +8,12 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"strings"
+
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
-
-// StaticKey is the 256-byte content of an "OpenVPN Static key V1" file:
-// key[0] ‖ key[1], each a 64-byte cipher part ‖ 64-byte HMAC part
-// (crypto.c read_key_file).
-type StaticKey [staticKeyLen]byte
-
-// ParseStaticKey reads the text format written by `openvpn --genkey`.
-func ParseStaticKey(text []byte) (StaticKey, error) {
-	var k StaticKey
-	s := string(text)
-	i := strings.Index(s, staticKeyBegin)
-	if i < 0 {
-		return k, errors.New("static key: no BEGIN OpenVPN Static key V1 marker")
-	}
-	s = s[i+len(staticKeyBegin):]
-	j := strings.Index(s, staticKeyEnd)
-	if j < 0 {
-		return k, errors.New("static key: no END OpenVPN Static key V1 marker")
-	}
-	var hexDigits strings.Builder
-	for _, line := range strings.Split(s[:j], "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		hexDigits.WriteString(strings.Join(strings.Fields(line), ""))
-	}
-	raw, err := hex.DecodeString(hexDigits.String())
-	if err != nil {
-		return k, fmt.Errorf("static key: %v", err)
-	}
-	if len(raw) != staticKeyLen {
-		return k, fmt.Errorf("static key: %d bytes, want %d", len(raw), staticKeyLen)
-	}
-	copy(k[:], raw)
-	return k, nil
-}
-
-// MarshalText writes k in the "OpenVPN Static key V1" text format.
-func (k StaticKey) MarshalText() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString("#\n# 2048 bit OpenVPN static key\n#\n")
-	b.WriteString(staticKeyBegin + "\n")
-	for i := 0; i < staticKeyLen; i += 16 {
-		b.WriteString(hex.EncodeToString(k[i : i+16]))
-		b.WriteByte('\n')
-	}
-	b.WriteString(staticKeyEnd + "\n")
-	return b.Bytes(), nil
-}
-
-func (k *StaticKey) cipherPart(i int) []byte { return k[128*i : 128*i+64] }
-func (k *StaticKey) hmacPart(i int) []byte   { return k[128*i+64 : 128*i+128] }
 
 // WrapMode selects the control-channel wrapping (ssl_pkt.c
 // tls_wrap_control).
@@ -126,7 +72,7 @@ type wrapper struct {
 // newWrapper builds the wrapping for one role. For tls-crypt the server
 // sends with key[0] and receives with key[1] (tls_crypt.c
 // tls_crypt_init_key).
-func newWrapper(mode WrapMode, key *StaticKey, digest Digest, dir KeyDirection, server bool) (*wrapper, error) {
+func newWrapper(mode WrapMode, key *statickey.Key, digest Digest, dir KeyDirection, server bool) (*wrapper, error) {
 	w := &wrapper{mode: mode}
 	switch mode {
 	case WrapNone:
@@ -137,15 +83,15 @@ func newWrapper(mode WrapMode, key *StaticKey, digest Digest, dir KeyDirection, 
 			send, recv = 1, 0
 		}
 		var err error
-		if w.sendCTR, err = aes.NewCipher(key.cipherPart(send)[:32]); err != nil {
+		if w.sendCTR, err = aes.NewCipher(key.Cipher(send)[:32]); err != nil {
 			return nil, err
 		}
-		if w.recvCTR, err = aes.NewCipher(key.cipherPart(recv)[:32]); err != nil {
+		if w.recvCTR, err = aes.NewCipher(key.Cipher(recv)[:32]); err != nil {
 			return nil, err
 		}
 		w.newHash, w.hashLen = sha256.New, sha256.Size
-		w.sendHMAC = key.hmacPart(send)[:32]
-		w.recvHMAC = key.hmacPart(recv)[:32]
+		w.sendHMAC = key.HMAC(send)[:32]
+		w.recvHMAC = key.HMAC(recv)[:32]
 		return w, nil
 	case WrapTLSAuth:
 		send, recv := 0, 0
@@ -156,8 +102,8 @@ func newWrapper(mode WrapMode, key *StaticKey, digest Digest, dir KeyDirection, 
 			send, recv = 1, 0
 		}
 		w.newHash, w.hashLen = digest.new()
-		w.sendHMAC = key.hmacPart(send)[:w.hashLen]
-		w.recvHMAC = key.hmacPart(recv)[:w.hashLen]
+		w.sendHMAC = key.HMAC(send)[:w.hashLen]
+		w.recvHMAC = key.HMAC(recv)[:w.hashLen]
 		return w, nil
 	}
 	return nil, fmt.Errorf("unknown wrap mode %d", mode)

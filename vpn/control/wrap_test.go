@@ -8,15 +8,14 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
-func testStaticKey() *StaticKey {
-	var k StaticKey
+func testStaticKey() *statickey.Key {
+	var k statickey.Key
 	for i := range k {
 		k[i] = byte(i*7 + 3)
 	}
@@ -135,40 +134,6 @@ func TestWrapTamper(t *testing.T) {
 				t.Fatalf("mode %d: truncation to %d accepted", mode, n)
 			}
 		}
-	}
-}
-
-func TestStaticKeyText(t *testing.T) {
-	k := testStaticKey()
-	text, _ := k.MarshalText()
-	got, err := ParseStaticKey(text)
-	if err != nil || got != *k {
-		t.Fatalf("round trip: %v", err)
-	}
-	for _, bad := range []string{"", staticKeyBegin + "\nabcd\n" + staticKeyEnd, string(text[:len(text)-60])} {
-		if _, err := ParseStaticKey([]byte(bad)); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-}
-
-// TestStaticKeyFromOpenVPN: a key written by openvpn itself parses. Under
-// `make test` (OVFWD_REQUIRE_PRIV=1, which installs openvpn) a missing
-// openvpn fails the test instead of skipping it unnoticed.
-func TestStaticKeyFromOpenVPN(t *testing.T) {
-	if _, err := exec.LookPath("openvpn"); err != nil {
-		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
-			t.Fatal("openvpn not installed (make deps installs it)")
-		}
-		t.Skip("openvpn not installed")
-	}
-	path := filepath.Join(t.TempDir(), "k")
-	if out, err := exec.Command("openvpn", "--genkey", "secret", path).CombinedOutput(); err != nil {
-		t.Fatalf("openvpn --genkey: %v %s", err, out)
-	}
-	b, _ := os.ReadFile(path)
-	if _, err := ParseStaticKey(b); err != nil {
-		t.Fatalf("openvpn key: %v", err)
 	}
 }
 

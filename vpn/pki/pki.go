@@ -22,7 +22,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // File names inside a PKI directory.
@@ -77,7 +77,7 @@ func Init(dir string) error {
 	if err != nil {
 		return err
 	}
-	var tc control.StaticKey
+	var tc statickey.Key
 	if _, err := rand.Read(tc[:]); err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func keyPEM(k *ecdsa.PrivateKey) []byte {
 type Server struct {
 	Certificate tls.Certificate
 	ClientCAs   *x509.CertPool
-	StaticKey   control.StaticKey
+	StaticKey   statickey.Key
 }
 
 // Load reads the server's certificate, key, CA and tls-crypt key.
@@ -193,7 +193,7 @@ func Load(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: %v", err)
 	}
-	sk, err := control.ParseStaticKey(tcText)
+	sk, err := statickey.Parse(tcText)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %s: %v", TLSCryptFile, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 func block(t *testing.T, profile, tag string) string {
@@ -89,7 +89,7 @@ func TestInitAndClient(t *testing.T) {
 	if kb, _ := pem.Decode([]byte(block(t, p, "key"))); kb == nil || kb.Type != "PRIVATE KEY" {
 		t.Error("<key> is not a private key")
 	}
-	k, err := control.ParseStaticKey([]byte(block(t, p, "tls-crypt")))
+	k, err := statickey.Parse([]byte(block(t, p, "tls-crypt")))
 	if err != nil || k != srv.StaticKey {
 		t.Errorf("<tls-crypt> key differs from the server's: %v", err)
 	}
