@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -70,13 +69,6 @@ func pinPID(pid, cpu int) error {
 	return unix.SchedSetaffinity(pid, &set)
 }
 
-// lockAndPin locks the goroutine to its thread and pins the thread to cpu
-// (best effort: an error leaves the thread unpinned).
-func lockAndPin(cpu int) {
-	runtime.LockOSThread()
-	_ = pinThread(cpu)
-}
-
 // threadTimes returns each thread's user+system CPU seconds
 // (/proc/PATH/stat fields 14 and 15, in clock ticks of 1/100 s); a thread
 // is "self/task/TID" or, for a kernel thread, its PID.
@@ -99,6 +91,15 @@ func threadTimes(threads []string) []float64 {
 		out = append(out, secs)
 	}
 	return out
+}
+
+// busySeconds is CPU cpu's busy time (every category but idle and
+// iowait) between a and b. Each tick is counted once, in one category.
+func busySeconds(a, b cpuTimes, cpu int) float64 {
+	if cpu >= len(a.busy) || cpu >= len(b.busy) {
+		return 0
+	}
+	return float64(b.busy[cpu]-a.busy[cpu]) / 100
 }
 
 // softirqSeconds is the softirq time CPU cpu spent between a and b.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -59,6 +60,8 @@ type Sample struct {
 	UpMbps     float64 // client → LAN host, receiver's rate
 	DownMbps   float64 // LAN host → client
 	Bytes      int64   // received in both tests together
+	UpMSS      int     // the client socket's TCP MSS, up and down
+	DownMSS    int
 	CPUSeconds float64 // server's utime+stime over both tests
 	// IdleCPU is the server's CPU use (cores) with the client connected
 	// and no traffic, measured over idleWindow before the tests: a
@@ -119,8 +122,10 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	srvOpts := vpne2e.ServerOptions{Ciphers: []string{o.Cipher}}
 	fmt.Fprintf(w, "VPN benchmark: 1 stock openvpn client, %s, tls-crypt, TCP iperf3 %v each way to a host behind the server, %d round(s) of ovfwd (AF_XDP copy) then openvpn (--server, userspace, kernel forwarding)\n",
 		o.Cipher, o.Duration, o.Rounds)
-	const row = "%-6s %-8s %8s %10s %6s %7s %9s %7s\n"
-	fmt.Fprintf(w, row, "round", "server", "up Mb/s", "down Mb/s", "GB", "CPU s", "CPU s/GB", "idle %")
+	fmt.Fprintf(w, "both servers: a session (scheduler autogroup) of their own, data path at nice %d (ovfwd's workers; openvpn's nice option), no server-side MSS clamp (the client's mssfix sizes segments; MSS column)\n", runner.WorkerNice)
+	fmt.Fprintf(w, "CPU s: the server process's utime+stime (all threads, /proc/PID/stat) over the two transfers; idle: the same with the client connected and no traffic\n")
+	const row = "%-6s %-8s %8s %10s %6s %7s %9s %7s %9s\n"
+	fmt.Fprintf(w, row, "round", "server", "up Mb/s", "down Mb/s", "GB", "CPU s", "CPU s/GB", "idle %", "MSS up/dn")
 	res := &Result{Options: o}
 	for round := 1; round <= o.Rounds; round++ {
 		for _, name := range []string{Ovfwd, OpenVPN} {
@@ -133,7 +138,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 			}
 			s.Round = round
 			res.Samples = append(res.Samples, s)
-			fmt.Fprintf(w, row, strconv.Itoa(round), name, f0(s.UpMbps), f0(s.DownMbps), f2(float64(s.Bytes)/1e9), f2(s.CPUSeconds), f2(s.CPUPerGB()), f0(100*s.IdleCPU))
+			fmt.Fprintf(w, row, strconv.Itoa(round), name, f0(s.UpMbps), f0(s.DownMbps), f2(float64(s.Bytes)/1e9), f2(s.CPUSeconds), f2(s.CPUPerGB()), f0(100*s.IdleCPU),
+				fmt.Sprintf("%d/%d", s.UpMSS, s.DownMSS))
 		}
 	}
 	res.Ovfwd, res.OpenVPN = summarize(res.Samples, Ovfwd), summarize(res.Samples, OpenVPN)
@@ -141,7 +147,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 		name string
 		m    Summary
 	}{{Ovfwd, res.Ovfwd}, {OpenVPN, res.OpenVPN}} {
-		fmt.Fprintf(w, row, "median", s.name, f0(s.m.UpMbps), f0(s.m.DownMbps), "", "", f2(s.m.CPUPerGB), "")
+		fmt.Fprintf(w, row, "median", s.name, f0(s.m.UpMbps), f0(s.m.DownMbps), "", "", f2(s.m.CPUPerGB), "", "")
 	}
 	fmt.Fprintf(w, "ratio ovfwd/openvpn: up %s, down %s, CPU s/GB %s\n",
 		ratio(res.Ovfwd.UpMbps, res.OpenVPN.UpMbps), ratio(res.Ovfwd.DownMbps, res.OpenVPN.DownMbps), ratio(res.Ovfwd.CPUPerGB, res.OpenVPN.CPUPerGB))
@@ -205,6 +211,7 @@ func measure(l *vpne2e.Lab, name string, o Options, so vpne2e.ServerOptions, pro
 		return s, err
 	}
 	s.UpMbps, s.DownMbps = up.Mbps, down.Mbps
+	s.UpMSS, s.DownMSS = up.MSS, down.MSS
 	s.Bytes = up.Bytes + down.Bytes
 	s.CPUSeconds = cpu1 - cpu0
 	return s, nil

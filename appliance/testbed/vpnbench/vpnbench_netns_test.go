@@ -44,6 +44,10 @@ func TestRunShort(t *testing.T) {
 			t.Errorf("%s charged no CPU for %d bytes", s.Server, s.Bytes)
 		}
 	}
+	// Both servers leave the MSS to the client's mssfix: the same segments.
+	if a, b := res.Samples[0], res.Samples[1]; a.UpMSS == 0 || a.UpMSS != b.UpMSS || a.DownMSS != b.DownMSS {
+		t.Errorf("MSS up/down: ovfwd %d/%d, openvpn %d/%d: not the same TCP segments", a.UpMSS, a.DownMSS, b.UpMSS, b.DownMSS)
+	}
 	if !strings.Contains(out.String(), "ratio ovfwd/openvpn") {
 		t.Error("no ratio line in the report")
 	}

@@ -37,6 +37,7 @@ type IperfResult struct {
 	Seconds float64 // the receiver's measured interval
 	Mbps    float64 // receiver's rate
 	Retrans int64
+	MSS     int // the client socket's TCP MSS (what the path's clamps left)
 }
 
 // Iperf runs an iperf3 TCP test from ns to the LAN host's server for
@@ -60,7 +61,10 @@ func iperfOnce(ns *netns.NS, to netip.Addr, i int, extra ...string) (IperfResult
 	out, runErr := ns.Run(args...)
 	var r struct {
 		Error string `json:"error"`
-		End   struct {
+		Start struct {
+			MSS int `json:"tcp_mss_default"`
+		} `json:"start"`
+		End struct {
 			SumSent struct {
 				Bytes   int64   `json:"bytes"`
 				Retrans int64   `json:"retransmits"`
@@ -84,5 +88,5 @@ func iperfOnce(ns *netns.NS, to netip.Addr, i int, extra ...string) (IperfResult
 	}
 	e := r.End
 	return IperfResult{Bytes: e.SumReceived.Bytes, Sent: e.SumSent.Bytes, Seconds: e.SumReceived.Seconds,
-		Mbps: e.SumReceived.BPS / 1e6, Retrans: e.SumSent.Retrans}, nil
+		Mbps: e.SumReceived.BPS / 1e6, Retrans: e.SumSent.Retrans, MSS: r.Start.MSS}, nil
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // proc is one long-running process this package started in a namespace,
-// in its own process group. `ip netns exec` execs the command, so the PID
+// in a session of its own. `ip netns exec` execs the command, so the PID
 // is the command's own (what CPU accounting reads).
 type proc struct {
 	cmd    *exec.Cmd
@@ -33,7 +33,11 @@ func start(ns *netns.NS, logPath string, args ...string) (*proc, error) {
 	defer f.Close()
 	c := exec.Command("ip", append([]string{"netns", "exec", ns.Name}, args...)...)
 	c.Stdout, c.Stderr = f, f
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own is a scheduler autogroup of its own: a server
+	// sharing one with the client and iperf3 (and the test itself) would
+	// share one CPU weight with the load it is measured against, and the
+	// two servers must be placed alike. Its process group is its PID.
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -66,11 +67,13 @@ func (s *Server) CPUSeconds() (float64, error) { return CPUSeconds(s.p.PID()) }
 func (s *Server) Stop() { s.p.stop(s.stopSig, 5*time.Second) }
 
 // ovfwdConfig is the appliance: router mode, both ports on AF_XDP (copy
-// mode: veth has no zero-copy), the VPN server with the lab's pools.
+// mode: veth has no zero-copy), the VPN server with the lab's pools. It
+// clamps no MSS, as the openvpn server is told nothing about it either: in
+// both set-ups the stock client's default mssfix alone sizes TCP segments
+// to the tunnel, and benches compare like with like.
 const ovfwdConfig = `# written by appliance/testbed/vpne2e
 [appliance]
 mode = "router"
-mss_clamp = 1300
 %s
 
 [[port]]
@@ -166,7 +169,8 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 
 // StartOpenVPN runs an openvpn 2.6 server in the appliance namespace with
 // the same PKI, control-channel wrapping, ciphers, pools and pushed
-// routes, kernel forwarding on, and waits until it is up.
+// routes, no server-side MSS clamp (as ovfwd), the nice of ovfwd's
+// workers, kernel forwarding on, and waits until it is up.
 func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 	wrap := "tls-crypt " + filepath.Join(l.PKI, pki.TLSCryptFile)
 	if o.TLSAuth {
@@ -186,6 +190,12 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 		"data-ciphers " + strings.Join(o.ciphers(), ":"),
 		"keepalive 5 30", "verb 3",
 		"disable-dco", // no ovpn-dco module here; say so rather than probe
+		// The priority ovfwd's workers give themselves: its data path and
+		// openvpn's (one thread) compete with the kernel's threads alike.
+		fmt.Sprintf("nice %d", runner.WorkerNice),
+		// No MSS clamp on the server, as on ovfwd (ovfwdConfig): the
+		// client's own default mssfix sizes the segments for both.
+		"mssfix 0",
 	}
 	cfgPath := filepath.Join(l.Dir, "openvpn-server.conf")
 	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {

@@ -32,6 +32,15 @@
 // generator's CPU, about half of its time, and is not in the server's
 // CPU figure.
 //
+// Like for like: Run pins itself (generator and clients) to GenCPU, 0 by
+// default, and either server to ServerCPU, 1 (taskset; ovfwd's worker too);
+// each server runs in a session (scheduler autogroup) of its own, its data
+// path at the nice of ovfwd's workers (openvpn's nice option). Rates and
+// server CPU cover exactly the offered window — the sink's count and the
+// server's CPU time are read as the generator starts and stops, after it
+// sealed packets ahead — and what arrives in the drain after it is
+// reported apart (loss counts it as delivered).
+//
 // Threading: Run owns everything it starts (namespaces, server processes,
 // clients) and tears it down before returning; it is not meant to be run
 // twice at once on one machine.

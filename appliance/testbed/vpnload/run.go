@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/vpn/control"
@@ -51,9 +53,12 @@ type Options struct {
 	OpenVPNBin  string // default /usr/sbin/openvpn
 	// ServerCPU pins the server (process and, for ovfwd, its worker) to
 	// one CPU so both servers get the same core; -1 leaves it unpinned.
-	// Zero means the default, CPU 1 (the generator is meant to run on
-	// CPU 0: taskset -c 0).
-	ServerCPU        int
+	// Zero means the default, CPU 1.
+	ServerCPU int
+	// GenCPU pins this process (the generator, the clients, their
+	// handshakes) to one CPU for the run, apart from the server's; -1
+	// leaves it unpinned. The default is CPU 0.
+	GenCPU           int
 	Keepalive        time.Duration // server keepalive interval, default 10 s
 	KeepaliveTimeout time.Duration // default 60 s
 	HandshakeTimeout time.Duration // for all clients to connect, default 60 s
@@ -90,6 +95,9 @@ func (o *Options) defaults() error {
 	def(&o.GenThreads, 4)
 	def(&o.GenPresealMB, 256)
 	def(&o.ServerCPU, 1)
+	if o.GenCPU >= 0 && o.GenCPU == o.ServerCPU {
+		return fmt.Errorf("vpnload: generator and server both on CPU %d", o.GenCPU)
+	}
 	if o.Duration == 0 {
 		o.Duration = 5 * time.Second
 	}
@@ -145,13 +153,20 @@ type Result struct {
 	// generator's core was full.
 	GenCPUSeconds float64
 	GenCPUPerMpkt float64
-	Delivered     uint64  // packets the sink received
-	PPS           float64 // delivered per second
-	Gbps          float64 // delivered inner IP bits per second
-	Loss          float64 // 1 - delivered/offered
+	// The offered window is from the generator's first packet to its
+	// last: Delivered and ServerCPUSeconds are read at its two ends, so
+	// PPS, Gbps and CPUPerMpkt cover it exactly. What was still queued
+	// when it closed arrives in the drain (drainWait) after it, counted
+	// apart.
+	Delivered       uint64  // packets the sink received in the offered window
+	PPS             float64 // delivered per second of the offered window
+	Gbps            float64 // delivered inner IP bits per second
+	Loss            float64 // 1 - (delivered in the window and the drain)/offered
+	DrainDelivered  uint64  // packets the sink received in the drain
+	DrainCPUSeconds float64 // server CPU in the drain
 
-	ServerCPUSeconds float64 // server process user+system time during traffic
-	CPUPerMpkt       float64 // server CPU seconds per million delivered packets
+	ServerCPUSeconds float64 // server process user+system time in the offered window
+	CPUPerMpkt       float64 // ServerCPUSeconds per million packets Delivered
 	IdleRSSPerPeer   float64 // server RSS growth per connected idle client, bytes
 
 	Note string // where packets went (ovfwd: port, engine and VPN counters)
@@ -190,6 +205,13 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 		return nil, err
 	}
 	defer t.destroy()
+	if o.GenCPU >= 0 {
+		restore, err := pinProcess(o.GenCPU)
+		if err != nil {
+			return nil, fmt.Errorf("vpnload: generator on CPU %d: %w", o.GenCPU, err)
+		}
+		defer restore()
+	}
 
 	var results []Result
 	for run := 0; run < o.Runs; run++ {
@@ -211,11 +233,15 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 }
 
 func (r Result) line() string {
-	return fmt.Sprintf("%4d/%d clients in %5.2fs (%6.0f hs/s, cpu %5.2fs)  %s offered %9.0f pkt/s (refused %d, gen cpu %4.0f%%, %5.2f cpu-s/Mpkt)  delivered %9.0f pkt/s  %6.3f Gb/s  loss %5.1f%%  server cpu %5.2fs (%3.0f%%)  %7.2f cpu-s/Mpkt  rss/peer %6.0f B",
+	return fmt.Sprintf("%4d/%d clients in %5.2fs (%6.0f hs/s, cpu %5.2fs)  %s offered %9.0f pkt/s (refused %d, gen cpu %4.0f%%, %5.2f cpu-s/Mpkt)  delivered %9.0f pkt/s  %6.3f Gb/s  server cpu %5.2fs (%3.0f%%)  %7.2f cpu-s/Mpkt  drain +%d pkt +%.2f cpu-s  loss %5.1f%%  rss/peer %6.0f B",
 		r.Connected, r.Clients, r.HandshakeSeconds, r.HandshakesPerSec, r.HandshakeCPU,
 		r.Generator, r.OfferedPPS, r.Refused, 100*r.GenCPUSeconds/r.Seconds, r.GenCPUPerMpkt,
-		r.PPS, r.Gbps, 100*r.Loss, r.ServerCPUSeconds, 100*r.ServerCPUSeconds/r.Seconds, r.CPUPerMpkt, r.IdleRSSPerPeer)
+		r.PPS, r.Gbps, r.ServerCPUSeconds, 100*r.ServerCPUSeconds/r.Seconds, r.CPUPerMpkt,
+		r.DrainDelivered, r.DrainCPUSeconds, 100*r.Loss, r.IdleRSSPerPeer)
 }
+
+// drainWait is how long queues get to empty after the offered window.
+const drainWait = 300 * time.Millisecond
 
 // runOnce starts the target, connects every client, offers traffic and
 // stops everything again.
@@ -265,6 +291,17 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	// the counted window.
 	offer(clients, o.PayloadSize, 50, 300*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
+	var raw *rawGen
+	if o.Generator == GenRaw {
+		if raw, err = newRawGen(t, clients, o.PayloadSize, o.GenThreads); err != nil {
+			return r, err
+		}
+		defer raw.close()
+		if o.PerClientPPS == 0 && o.GenPresealMB > 0 {
+			raw.preseal(o.GenPresealMB << 20) // before the window: not charged to it
+		}
+	}
+	r.Generator = o.Generator
 	sink0, err := t.sinkPackets()
 	if err != nil {
 		return r, err
@@ -273,17 +310,6 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
-	var raw *rawGen
-	if o.Generator == GenRaw {
-		if raw, err = newRawGen(t, clients, o.PayloadSize, o.GenThreads); err != nil {
-			return r, err
-		}
-		defer raw.close()
-		if o.PerClientPPS == 0 && o.GenPresealMB > 0 {
-			raw.preseal(o.GenPresealMB << 20)
-		}
-	}
-	r.Generator = o.Generator
 	gcpu0 := selfCPUSeconds()
 	tStart := time.Now()
 	var sent uint64
@@ -301,12 +327,6 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 		sent, _ = offer(clients, o.PayloadSize, o.PerClientPPS, o.Duration)
 	}
 	r.Seconds = time.Since(tStart).Seconds()
-	r.GenCPUSeconds = selfCPUSeconds() - gcpu0
-	r.OfferedPPS = float64(sent) / r.Seconds
-	if sent > 0 {
-		r.GenCPUPerMpkt = r.GenCPUSeconds / (float64(sent) / 1e6)
-	}
-	time.Sleep(300 * time.Millisecond) // drain queues
 	cpu1, err := srv.cpuSeconds()
 	if err != nil {
 		return r, err
@@ -315,13 +335,27 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
-	r.Offered, r.Delivered = sent, sink1-sink0
+	r.GenCPUSeconds = selfCPUSeconds() - gcpu0
+	r.OfferedPPS = float64(sent) / r.Seconds
+	if sent > 0 {
+		r.GenCPUPerMpkt = r.GenCPUSeconds / (float64(sent) / 1e6)
+	}
+	time.Sleep(drainWait)
+	cpu2, err := srv.cpuSeconds()
+	if err != nil {
+		return r, err
+	}
+	sink2, err := t.sinkPackets()
+	if err != nil {
+		return r, err
+	}
+	r.Offered, r.Delivered, r.DrainDelivered = sent, sink1-sink0, sink2-sink1
 	r.PPS = float64(r.Delivered) / r.Seconds
 	r.Gbps = r.PPS * float64(28+o.PayloadSize) * 8 / 1e9
 	if r.Offered > 0 {
-		r.Loss = max(0, 1-float64(r.Delivered)/float64(r.Offered))
+		r.Loss = max(0, 1-float64(r.Delivered+r.DrainDelivered)/float64(r.Offered))
 	}
-	r.ServerCPUSeconds = cpu1 - cpu0
+	r.ServerCPUSeconds, r.DrainCPUSeconds = cpu1-cpu0, cpu2-cpu1
 	if srv.status != "" {
 		r.Note = ovfwdCounters(srv.status)
 	}
@@ -357,8 +391,10 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 		srvShare[target] = pick(func(r Result) float64 { return r.ServerCPUSeconds / r.Seconds })
 		genShare[target] = pick(func(r Result) float64 { return r.GenCPUSeconds / r.Seconds })
 	}
-	fmt.Fprintf(w, "\nmedians: %d clients, %d B UDP payload (%d B inner IP), %v per run, server on cpu %d, %s generator%s\n",
-		o.Clients, o.PayloadSize, 28+o.PayloadSize, o.Duration, o.ServerCPU, o.Generator, genThreads(o))
+	fmt.Fprintf(w, "\nmedians: %d clients, %d B UDP payload (%d B inner IP), %v per run, server on %s, generator on %s, %s generator%s\n",
+		o.Clients, o.PayloadSize, 28+o.PayloadSize, o.Duration, cpuName(o.ServerCPU), cpuName(o.GenCPU), o.Generator, genThreads(o))
+	fmt.Fprintf(w, "each server: a session (scheduler autogroup) of its own, data path at nice %d (ovfwd's workers; openvpn's nice option)\n", runner.WorkerNice)
+	fmt.Fprintf(w, "pkt/s, Gb/s, cpu-s/Mpkt, srv-cpu: over the offered window only (sink count and the server's utime+stime read as the generator starts and stops; sealing ahead is before it); loss: offered vs delivered by the end of a %v drain after it (each run's line shows the drain)\n", drainWait)
 	fmt.Fprintf(w, "%-8s %12s %12s %9s %13s %14s %8s %12s %8s %8s\n", "target", "offered/s", "pkt/s", "Gb/s", "cpu-s/Mpkt", "handshakes/s", "loss", "rss/peer", "gen-cpu", "srv-cpu")
 	for _, target := range targets {
 		m := med[target]
@@ -387,6 +423,45 @@ func selfCPUSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func cpuName(cpu int) string {
+	if cpu < 0 {
+		return "any CPU"
+	}
+	return fmt.Sprintf("cpu %d", cpu)
+}
+
+// pinProcess binds every thread of this process to cpu (threads started
+// later inherit it from theirs) and returns the undo.
+func pinProcess(cpu int) (func(), error) {
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return nil, err
+	}
+	set.Set(cpu)
+	each := func(s *unix.CPUSet) error {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, s); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := each(&set); err != nil {
+		_ = each(&old)
+		return nil, err
+	}
+	return func() { _ = each(&old) }, nil
 }
 
 func genThreads(o *Options) string {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -156,7 +157,8 @@ func tail(s string, n int) string {
 	return s
 }
 
-// startOpenVPN runs openvpn 2.6 --server pinned to cpu (-1: unpinned).
+// startOpenVPN runs openvpn 2.6 --server pinned to o.ServerCPU (-1:
+// unpinned), at the nice of ovfwd's workers.
 func startOpenVPN(t *topology, dir string, o *Options) (*server, error) {
 	if err := t.kernelRouting(true); err != nil {
 		return nil, err
@@ -170,6 +172,8 @@ func startOpenVPN(t *topology, dir string, o *Options) (*server, error) {
 		"max-clients 2048", "connect-freq-initial 100000 10", "reneg-sec 0",
 		"sndbuf 4194304", "rcvbuf 4194304", "txqueuelen 10000",
 		"push \"route " + "198.18.82.0 255.255.255.0\"",
+		// The priority ovfwd's workers give themselves.
+		fmt.Sprintf("nice %d", runner.WorkerNice),
 		"verb 1",
 	}, "\n") + "\n"
 	confPath := filepath.Join(dir, "openvpn-server.conf")
