@@ -5,8 +5,10 @@
 // stock openvpn client, PKI, control-channel wrapping and cipher
 // (appliance/testbed/vpne2e builds all of it). Runs alternate A B A B so drift on
 // a shared machine hits both servers alike; the summary is medians.
-// Both servers are placed alike: each in a session (scheduler autogroup)
-// of its own, apart from the client and iperf3; its data path at the nice
+// Both servers are placed alike: on ServerCPU (1; ovfwd's workers too),
+// while this process, the client and iperf3 stay on ClientCPU (0); each
+// in a session (scheduler autogroup) of its own, apart from the client
+// and iperf3; its data path at the nice
 // of ovfwd's workers (openvpn's nice option); no MSS clamp on either
 // server, so the client's mssfix sizes the segments of both (the MSS
 // column shows it).

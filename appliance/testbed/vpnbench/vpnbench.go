@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/runner"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -22,6 +24,12 @@ type Options struct {
 	Cipher   string        // data cipher both sides use; default AES-256-GCM
 	Tag      string        // namespace tag; default "vpb"
 	Dir      string        // work directory kept for inspection; default a temporary one, removed
+	// ServerCPU is the CPU either server runs on (and ovfwd's workers);
+	// zero means CPU 1, -1 leaves them where the daemon and the scheduler
+	// put them. ClientCPU is where this process, and so the client and
+	// iperf3 it starts, runs: CPU 0 by default, -1 unpinned.
+	ServerCPU int
+	ClientCPU int
 }
 
 func (o *Options) defaults() error {
@@ -43,6 +51,15 @@ func (o *Options) defaults() error {
 	}
 	if o.Tag == "" {
 		o.Tag = "vpb"
+	}
+	if o.ServerCPU == 0 {
+		o.ServerCPU = 1
+	}
+	if runtime.NumCPU() < 2 {
+		o.ServerCPU, o.ClientCPU = -1, -1
+	}
+	if o.ServerCPU >= 0 && o.ServerCPU == o.ClientCPU {
+		return fmt.Errorf("vpnbench: server and client both on CPU %d", o.ServerCPU)
 	}
 	return nil
 }
@@ -98,6 +115,14 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	if o.ClientCPU >= 0 {
+		// Before anything starts: what this process starts inherits it.
+		restore, err := netns.PinProcess(o.ClientCPU)
+		if err != nil {
+			return nil, fmt.Errorf("vpnbench: client on CPU %d: %w", o.ClientCPU, err)
+		}
+		defer restore()
+	}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ovfwd-vpnbench-")
@@ -119,9 +144,10 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	srvOpts := vpne2e.ServerOptions{Ciphers: []string{o.Cipher}}
+	srvOpts := vpne2e.ServerOptions{Ciphers: []string{o.Cipher}, Pin: o.ServerCPU >= 0, CPU: o.ServerCPU}
 	fmt.Fprintf(w, "VPN benchmark: 1 stock openvpn client, %s, tls-crypt, TCP iperf3 %v each way to a host behind the server, %d round(s) of ovfwd (AF_XDP copy) then openvpn (--server, userspace, kernel forwarding)\n",
 		o.Cipher, o.Duration, o.Rounds)
+	fmt.Fprintf(w, "servers on %s, client and iperf3 on %s\n", cpuName(o.ServerCPU), cpuName(o.ClientCPU))
 	fmt.Fprintf(w, "both servers: a session (scheduler autogroup) of their own, data path at nice %d (ovfwd's workers; openvpn's nice option), no server-side MSS clamp (the client's mssfix sizes segments; MSS column)\n", runner.WorkerNice)
 	fmt.Fprintf(w, "CPU s: the server process's utime+stime (all threads, /proc/PID/stat) over the two transfers; idle: the same with the client connected and no traffic\n")
 	const row = "%-6s %-8s %8s %10s %6s %7s %9s %7s %9s\n"
@@ -244,6 +270,13 @@ func ratio(a, b float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func cpuName(cpu int) string {
+	if cpu < 0 {
+		return "any CPU"
+	}
+	return "CPU " + strconv.Itoa(cpu)
 }
 
 func f0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }

@@ -38,6 +38,19 @@ type ServerOptions struct {
 	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
 	// tls-crypt); clients need pki.Profile.TLSCryptV2.
 	TLSCryptV2 string
+	// Pin puts the server on CPU (taskset, and ovfwd's workers there);
+	// otherwise openvpn floats and ovfwd's workers take the daemon's
+	// default CPUs.
+	Pin bool
+	CPU int
+}
+
+// pinned prefixes args with taskset when o pins the server.
+func (o ServerOptions) pinned(args ...string) []string {
+	if !o.Pin {
+		return args
+	}
+	return append([]string{"taskset", "-c", strconv.Itoa(o.CPU)}, args...)
 }
 
 func (o ServerOptions) ciphers() []string {
@@ -132,7 +145,10 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	sock := filepath.Join(l.Dir, "ovfwd.sock")
 	var appliance string
 	if o.NeighbourReachable > 0 {
-		appliance = fmt.Sprintf("neighbour_reachable = %q", o.NeighbourReachable.String())
+		appliance = fmt.Sprintf("neighbour_reachable = %q\n", o.NeighbourReachable.String())
+	}
+	if o.Pin {
+		appliance += fmt.Sprintf("workers = [%d]\n", o.CPU)
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
@@ -149,7 +165,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	s := &Server{Name: "ovfwd", Config: cfgPath, Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
 	var err error
-	if s.p, err = start(l.App, s.Log, bin, "run", "-c", cfgPath); err != nil {
+	if s.p, err = start(l.App, s.Log, o.pinned(bin, "run", "-c", cfgPath)...); err != nil {
 		return nil, err
 	}
 	l.procs = append(l.procs, s.p)
@@ -207,7 +223,7 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 	s := &Server{Name: "openvpn", Log: filepath.Join(l.Dir, "openvpn-server.log"), stopSig: syscall.SIGTERM}
 	_ = os.Remove(s.Log)
 	var err error
-	if s.p, err = start(l.App, s.Log, "openvpn", "--config", cfgPath); err != nil {
+	if s.p, err = start(l.App, s.Log, o.pinned("openvpn", "--config", cfgPath)...); err != nil {
 		return nil, err
 	}
 	l.procs = append(l.procs, s.p)

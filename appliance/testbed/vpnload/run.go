@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -206,7 +205,7 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 	}
 	defer t.destroy()
 	if o.GenCPU >= 0 {
-		restore, err := pinProcess(o.GenCPU)
+		restore, err := netns.PinProcess(o.GenCPU)
 		if err != nil {
 			return nil, fmt.Errorf("vpnload: generator on CPU %d: %w", o.GenCPU, err)
 		}
@@ -430,38 +429,6 @@ func cpuName(cpu int) string {
 		return "any CPU"
 	}
 	return fmt.Sprintf("cpu %d", cpu)
-}
-
-// pinProcess binds every thread of this process to cpu (threads started
-// later inherit it from theirs) and returns the undo.
-func pinProcess(cpu int) (func(), error) {
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return nil, err
-	}
-	set.Set(cpu)
-	each := func(s *unix.CPUSet) error {
-		tasks, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			return err
-		}
-		var errs []error
-		for _, t := range tasks {
-			tid, err := strconv.Atoi(t.Name())
-			if err != nil {
-				continue
-			}
-			if err := unix.SchedSetaffinity(tid, s); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	if err := each(&set); err != nil {
-		_ = each(&old)
-		return nil, err
-	}
-	return func() { _ = each(&old) }, nil
 }
 
 func genThreads(o *Options) string {

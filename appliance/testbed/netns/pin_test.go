@@ -1,4 +1,4 @@
-package vpnload
+package netns
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinProcess binds every thread, and its undo gives each its old set back.
+// PinProcess binds every thread, and its undo gives each its old set back.
 func TestPinProcess(t *testing.T) {
 	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
@@ -33,7 +33,7 @@ func TestPinProcess(t *testing.T) {
 			}
 		}
 	}
-	restore, err := pinProcess(cpu)
+	restore, err := PinProcess(cpu)
 	if err != nil {
 		t.Fatal(err)
 	}
