@@ -5,6 +5,11 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version=$(VERSION)
 # Packages with no privileged code run under the race detector too.
 PURE     := ./config/... ./fwd/... ./vpn/... ./mlx5/...
+# So do the appliance packages with unprivileged tests of concurrent code
+# (worker loop and wake, reload, uplinks, status, metrics, netlink sync);
+# as root their namespace tests run under it too.
+RACE     := $(PURE) ./appliance/runner ./appliance/daemon ./appliance/status ./appliance/metrics \
+            ./appliance/nlsync ./appliance/afxdp ./appliance/testbed ./appliance/testbed/netns
 FUZZTIME ?= 20s
 
 .PHONY: build test deps lab bench fuzz vet package clean vmtest
@@ -22,7 +27,7 @@ vet:
 # (OVFWD_REQUIRE_PRIV=1 turns a missing privilege into a failure, never a skip).
 test: deps build vet
 	OVFWD_REQUIRE_PRIV=1 OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 35m -p 1 ./...
-	$(GO) test -race -count=1 -timeout 15m $(PURE)
+	$(GO) test -race -count=1 -timeout 15m $(RACE)
 
 # Only the QEMU guests (VFIO on a real kernel; the .deb under systemd).
 # `make test` runs them too. Kernel and images are cached in

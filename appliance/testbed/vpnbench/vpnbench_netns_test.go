@@ -53,7 +53,7 @@ func TestRunShort(t *testing.T) {
 	}
 }
 
-// BenchmarkVPN is the full comparison (ovfwd bench vpn --baseline):
+// BenchmarkVPN is the full comparison (ovfwd bench vpn -tcp):
 // go test -run '^$' -bench VPN -benchtime 1x ./appliance/testbed/vpnbench/
 func BenchmarkVPN(b *testing.B) {
 	netns.RequireRoot(b)
