@@ -172,13 +172,12 @@ func (s *Steering) Attach(ifindex int, want AttachMode) (AttachMode, error, erro
 	return attachXDP(&s.link, &s.mode, s.prog, ifindex, want)
 }
 
-// attachXDP attaches prog with cilium/ebpf's link.AttachXDP, a bpf_link.
-// Workaround for asavie/xdp defect 1 (feasibility.md §1): its
-// Program.Attach/Detach detach with flags 0, which targets native mode, and
-// then wait forever for a generic-mode program to go, so this package never
-// calls them. A bpf_link detaches the program in whatever mode it was
-// attached when it is closed, and cannot be left behind by a crash either:
-// the kernel drops the link with the process's last fd.
+// attachXDP attaches prog with cilium/ebpf's link.AttachXDP, a bpf_link,
+// which detaches the program in whatever mode it was attached when it is
+// closed, and cannot be left behind by a crash either: the kernel drops the
+// link with the process's last fd. (A netlink detach with flags 0 targets
+// native mode only: asavie/xdp v0.3.3's Program.Detach, program.go
+// removeProgram, waited forever on a generic-mode program that way.)
 func attachXDP(l *link.Link, got *AttachMode, prog *ebpf.Program, ifindex int, want AttachMode) (mode AttachMode, nativeErr, err error) {
 	if want == 0 || want == ModeNative {
 		lk, e := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeNative.flags()})

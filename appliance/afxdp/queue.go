@@ -48,9 +48,10 @@ type queueCounters struct {
 }
 
 // maxKicksPerTx bounds the sendto loop of one Tx call. In copy mode the
-// kernel sends at most txBudget frames per sendto (32 unless
-// XDP_MAX_TX_SKB_BUDGET took) and answers EAGAIN while more remain
-// (feasibility.md §1 item 3), so with 32 a full 256-packet batch needs 8.
+// kernel sends at most txBudget frames per sendto (net/xdp/xsk.c,
+// __xsk_generic_xmit: TX_BATCH_SIZE, 32, unless XDP_MAX_TX_SKB_BUDGET
+// took) and answers EAGAIN while more remain, so with 32 a full 256-packet
+// batch needs 8.
 const maxKicksPerTx = 12
 
 // reclaim moves transmitted frames from the completion ring to the free
@@ -167,9 +168,9 @@ func (qu *queue) transmit(b *fwd.Batch) int {
 }
 
 // kick pushes the TX ring to the device and reports whether it is down.
-// Workaround for asavie/xdp defect 3 (feasibility.md §1): its Transmit
-// panics on any sendto errno but EAGAIN/EBUSY/EINTR, so a link going down
-// would kill the process. Here ENETDOWN/ENXIO mark the queue down (its
+// sendto fails with more than EAGAIN/EBUSY/EINTR (asavie/xdp v0.3.3's
+// Socket.Transmit, xdp.go, panicked on the rest, so a link going down
+// killed the process). Here ENETDOWN/ENXIO mark the queue down (its
 // next batches are dropped and counted as link_down until a kick
 // succeeds), ENOBUFS and anything else are counted, and nothing panics.
 func (qu *queue) kick() (down bool) {

@@ -54,7 +54,7 @@ const (
 	ipv4FragOffset = 0x1fff
 
 	// OpenVPN: the first payload byte is opcode<<3 | key id; P_DATA_V2 is
-	// opcode 9 (research/openvpn.md §2).
+	// opcode 9 (openvpn src/openvpn/ssl_pkt.h: P_OPCODE_SHIFT, P_DATA_V2).
 	openvpnOpcodeShift = 3
 	openvpnPDataV2     = 9
 )

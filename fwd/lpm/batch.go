@@ -4,10 +4,10 @@ import "runtime"
 
 // batchWidth is how many lookups LookupBatch keeps in flight. Each walks
 // its own path, so their cache misses overlap instead of queueing behind
-// one another. 64 is a worker's default burst; measured on 1 M routes it
-// was about 15% faster per address than 16 or 32 (the rounds of a batch
-// cost memory latencies, so the more lanes share them the better, until
-// the core's miss buffers are full).
+// one another. 64 is a worker's default burst, and on 1 M routes it beat
+// 16 and 32 per address (docs/benchmarks.md): the rounds of a batch cost
+// memory latencies, so the more lanes share them the better, until the
+// core's miss buffers are full.
 const batchWidth = 64
 
 // touch loads the cache lines of n's header that a step reads, without

@@ -59,16 +59,15 @@
 // with routes (1 MiB when all have some).
 // A node costs 168 bytes plus 8 bytes per child and 4 bytes per prefix;
 // a leaf is a node header with no slices. Build trims builder slack and
-// path-copied slices are exact. One million random IPv4 routes of a BGP-like
-// length mix (60% /24) take about 21 MiB; 100,000 IPv6 routes (/32–/64 and
-// 20% /128 hosts) about 19 MiB (BenchmarkBuildV4_1M, BenchmarkBuildV6_100k
-// report it). Values are plain uint32s (a next-hop index, say); the table
-// does not interpret them.
+// path-copied slices are exact. BenchmarkBuildV4_1M (a million random IPv4
+// routes of a BGP-like length mix) and BenchmarkBuildV6_100k report the
+// bytes a table takes; docs/benchmarks.md keeps the figures. Values are
+// plain uint32s (a next-hop index, say); the table does not interpret them.
 //
 // # Cost
 //
-// Lookup is bounded by memory latency, not instructions: about 15 ns when
-// the nodes it touches are in cache, plus a dependent cache miss per node
+// Lookup is bounded by memory latency, not instructions: cheap
+// when the nodes it touches are in cache, plus a dependent cache miss per node
 // header, child slice and value read when they are not. With a million
 // routes and uniformly random destinations the working set exceeds the
 // caches and a lookup costs two or three DRAM accesses in a row.
@@ -76,5 +75,6 @@
 // level and, at each level, loads every lane's node header, then every
 // lane's value and child slot, before using any of them, so the misses of
 // the whole burst overlap: same answers, several times the throughput on
-// large tables. Figures: BenchmarkLookupV4_1M, BenchmarkLookupBatchV4_1M.
+// large tables. Figures: BenchmarkLookupV4_1M, BenchmarkLookupBatchV4_1M,
+// and docs/benchmarks.md.
 package lpm

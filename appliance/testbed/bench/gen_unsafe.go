@@ -11,8 +11,8 @@ import (
 
 // generator sends one prebuilt frame as fast as it can from an AF_PACKET
 // socket: sendmmsg of genBatch messages, PACKET_QDISC_BYPASS so the frames
-// go straight to the driver. feasibility.md §3: two such threads give
-// 1.31–1.34 M pps into a veth, the fastest generator measured here.
+// go straight to the driver: of the generators tried here, the fastest
+// into a veth (docs/benchmarks.md).
 const genBatch = 64
 
 type genThread struct {

@@ -18,8 +18,7 @@ import (
 // with whatever else runs. Boosting is not the default because it backfires
 // here: under load the kernel defers softirq work to ksoftirqd (nice 0),
 // which a boosted worker on the same CPU then starves; the ingress backlog
-// stalls and the generator's socket buffer fills (measured: the generator
-// fell from ~250 k to ~10 k pps).
+// stalls and the generator's socket buffer fills (docs/benchmarks.md).
 const boostNice = -15
 
 // runOvfwd opens the AF_XDP ports in the appliance namespace, runs the fwd

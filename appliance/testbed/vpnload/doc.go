@@ -29,8 +29,8 @@
 // limit. Note that the veth delivers to the server's port in the
 // sender's softirq, so the server-side receive work (ovfwd: XDP redirect
 // and copy into the AF_XDP ring; openvpn: IP and UDP receive) runs on the
-// generator's CPU, about half of its time, and is not in the server's
-// CPU figure.
+// generator's CPU, a large share of its time (docs/benchmarks.md), and is
+// not in the server's CPU figure.
 //
 // Like for like: Run pins itself (generator and clients) to GenCPU, 0 by
 // default, and either server to ServerCPU, 1 (taskset; ovfwd's worker too);

@@ -29,11 +29,10 @@ import (
 // Sealing: before an unpaced window, preseal fills a memory budget with
 // frames sealed in the order they will be sent, so the window spends its
 // time sending; once they run out (and in paced runs) each batch is
-// sealed on the fly into rawBatch reused frames. Measured on the 2-core
-// lab box, sealing ahead saves about 0.1-0.5 µs of the generator's
-// ~3.3 µs per 64 B packet (half of which is the server port's receive
-// work, see the package doc); at 1400 B the difference was within the
-// noise.
+// sealed on the fly into rawBatch reused frames. Sealing ahead takes the
+// AEAD out of the generator's per-packet time, so at 64 B the generator
+// offers more (docs/benchmarks.md); at 1400 B it made no measurable
+// difference.
 //
 // Keys: sealing on the fly reads the client's current data key every
 // rawRun packets (control.Client.SealNext), so a renegotiation costs at

@@ -29,8 +29,8 @@ type topology struct {
 	// sinkCount counts and drops the traffic to sinkNet at sk0's XDP hook.
 	// With the kernel's own receive path (IP receive, a route lookup to
 	// the blackhole) the sink's work ran in the transmitting server's
-	// system calls over the veth, about 1 µs a packet, and was charged to
-	// the server under test; the sink still answers pings and ARP.
+	// system calls over the veth and was charged to the server under test
+	// (docs/benchmarks.md); the sink still answers pings and ARP.
 	sinkCount *afxdp.DropCounter
 }
 
