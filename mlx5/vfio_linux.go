@@ -9,7 +9,7 @@ import (
 	"syscall"
 )
 
-// VFIO ioctls: _IO(';', 100 + n), mlx5.md §1.2.
+// VFIO ioctls: _IO(VFIO_TYPE ';', VFIO_BASE 100 + n), include/uapi/linux/vfio.h.
 const (
 	vfioGetAPIVersion      = 0x3B64
 	vfioCheckExtension     = 0x3B65
@@ -80,7 +80,8 @@ func ioctl(fd uintptr, req uintptr, arg uintptr) (uintptr, error) {
 
 // OpenVFIO opens the function at addr after Preflight: container, group,
 // type1 IOMMU, device fd, BAR0 mapping and the config region
-// (mlx5.md §1.3). hugepages2M is the DMA memory budget checked up front.
+// (the sequence of the kernel's Documentation/driver-api/vfio.rst example).
+// hugepages2M is the DMA memory budget checked up front.
 // On any error everything opened so far is closed again, so the group can
 // be reopened at once.
 func OpenVFIO(paths Paths, addr string, hugepages2M int) (*VFIO, error) {
