@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Paths are the filesystem roots the VFIO layer reads; tests point them at
@@ -189,10 +191,44 @@ func Preflight(paths Paths, addr string, hugepages2M int) error {
 				fmt.Sprintf("echo %d > /proc/sys/vm/nr_hugepages   (or vm.nr_hugepages in /etc/sysctl.d, or hugepages=%d on the kernel command line)", total+hugepages2M-free, total+hugepages2M-free))
 		}
 	}
+	if hugepages2M > 0 {
+		if p, ok := memlockProblem(paths, uint64(hugepages2M)<<21); ok {
+			add(p.What, p.Fix)
+		}
+	}
 	if len(e.Problems) > 0 {
 		return e
 	}
 	return nil
+}
+
+// capIPCLock is CAP_IPC_LOCK's bit (include/uapi/linux/capability.h).
+const capIPCLock = 14
+
+// memlockProblem reports a locked-memory limit too small for need bytes of
+// DMA memory. vfio_iommu_type1 pins every mapped page and charges it to
+// RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK
+// (drivers/vfio/vfio_iommu_type1.c vfio_pin_pages_remote), so without the
+// capability the first large VFIO_IOMMU_MAP_DMA fails with ENOMEM deep in
+// bring-up; this says so up front.
+func memlockProblem(paths Paths, need uint64) (SetupProblem, bool) {
+	if status, err := os.ReadFile(filepath.Join(paths.Proc, "self/status")); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				if eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && eff&(1<<capIPCLock) != 0 {
+					return SetupProblem{}, false
+				}
+			}
+		}
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY || lim.Cur >= need {
+		return SetupProblem{}, false
+	}
+	return SetupProblem{
+		fmt.Sprintf("locked-memory limit (RLIMIT_MEMLOCK) is %d KiB and the process has no CAP_IPC_LOCK; DMA memory needs %d KiB pinned", lim.Cur>>10, need>>10),
+		"run with CAP_IPC_LOCK (the packaged unit grants it), or raise the limit: LimitMEMLOCK=infinity in the unit, or `ulimit -l unlimited` / /etc/security/limits.conf",
+	}, true
 }
 
 func readDec(path string) (int, error) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ovfwd/ovfwd/mlx5"
 	"github.com/ovfwd/ovfwd/mlx5/model/sim"
 )
@@ -25,6 +27,9 @@ func newFakeHost(t *testing.T) *fakeHost {
 	h := &fakeHost{t: t, paths: mlx5.Paths{Sys: filepath.Join(root, "sys"), Dev: filepath.Join(root, "dev"), Proc: filepath.Join(root, "proc")}}
 	h.write("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "0\n")
 	h.write("proc/sys/vm/nr_hugepages", "0\n")
+	// CAP_IPC_LOCK, as the packaged unit grants: no locked-memory problem
+	// unless a test takes it away.
+	h.write("proc/self/status", "Name:\tovfwd\nCapEff:\t0000000000004000\n")
 	h.mkdir("dev")
 	h.mkdir("sys/bus/pci/drivers/vfio-pci")
 	h.mkdir("sys/bus/pci/drivers/mlx5_core")
@@ -216,5 +221,36 @@ func TestPreflightKernelWithoutVFIO(t *testing.T) {
 	mlx5.ProbePaths(&out, h.paths, "", fastOptions())
 	if !strings.Contains(out.String(), "built without VFIO") {
 		t.Errorf("probe output:\n%s", out.String())
+	}
+}
+
+// Without CAP_IPC_LOCK a locked-memory limit below the DMA budget is named
+// with its fix before any VFIO call; with the capability the limit does not
+// matter (vfio_iommu_type1 does not charge it).
+func TestPreflightLockedMemoryLimit(t *testing.T) {
+	var saved unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &saved); err != nil {
+		t.Fatal(err)
+	}
+	low := unix.Rlimit{Cur: 64 << 10, Max: saved.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &low); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_MEMLOCK, &saved) })
+
+	h := newFakeHost(t)
+	h.function(addr, "0x15b3", "0x1017", "vfio-pci", "12")
+	h.write("dev/vfio/vfio", "")
+	h.write("dev/vfio/12", "")
+	h.write("sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "64\n")
+	if err := mlx5.Preflight(h.paths, addr, 8); err != nil {
+		t.Fatalf("with CAP_IPC_LOCK: %v", err)
+	}
+	h.write("proc/self/status", "Name:\tovfwd\nCapEff:\t0000000000003000\n")
+	msg := problems(t, mlx5.Preflight(h.paths, addr, 8))
+	for _, want := range []string{"RLIMIT_MEMLOCK) is 64 KiB", "needs 16384 KiB", "CAP_IPC_LOCK", "LimitMEMLOCK=infinity"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
 	}
 }

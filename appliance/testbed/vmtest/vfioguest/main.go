@@ -694,10 +694,7 @@ func (g *guest) memlock() {
 		return "child passed", nil
 	})
 	os.Chown(dev, nobody, nobody)
-	// Probe checks no locked-memory limit up front, and its bring-up reads
-	// a register before the first DMA map, so on this (non-ConnectX)
-	// function it stops there; on a ConnectX the map's error would show.
-	g.probe("RLIMIT_MEMLOCK too low", e1000e, "bring-up failed", []string{"/vfioguest", "lowmem"},
+	g.probe("RLIMIT_MEMLOCK too low", e1000e, "RLIMIT_MEMLOCK", []string{"/vfioguest", "lowmem"},
 		&syscall.Credential{Uid: nobody, Gid: nobody})
 	os.Chown(dev, 0, 0)
 	g.step("RLIMIT_MEMLOCK: root reopens and maps DMA afterwards", func() (string, error) {
@@ -712,10 +709,20 @@ func (g *guest) memlock() {
 }
 
 func (g *guest) memlockChild() {
+	g.wantErr("memlock child: OpenVFIO with a DMA budget refuses up front (Preflight)", "RLIMIT_MEMLOCK", func() error {
+		v, err := mlx5.OpenVFIO(mlx5.DefaultPaths, e1000e, hugepages)
+		if err == nil {
+			quiesceE1000e(v)
+			v.Close()
+		}
+		return errors.Join(err, noLeak())
+	})
+	// Without a budget asked up front, the kernel's own refusal must come
+	// back as an error too.
 	var v *mlx5.VFIO
-	if !g.step("memlock child: OpenVFIO as uid 65534", func() (string, error) {
+	if !g.step("memlock child: OpenVFIO as uid 65534 (no budget asked)", func() (string, error) {
 		var err error
-		v, err = mlx5.OpenVFIO(mlx5.DefaultPaths, e1000e, hugepages)
+		v, err = mlx5.OpenVFIO(mlx5.DefaultPaths, e1000e, 0)
 		return fmt.Sprintf("uid %d", os.Getuid()), err
 	}) {
 		return
