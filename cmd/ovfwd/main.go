@@ -103,6 +103,26 @@ func main() {
 }
 
 // newFlags makes a command's flag set; -h prints synopsis and flags.
+// socketFlags adds -s and -c to a command that talks to the status socket;
+// the function it returns gives the socket's path once fs is parsed.
+func socketFlags(fs *flag.FlagSet) func() (string, error) {
+	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
+	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	return func() (string, error) {
+		if *cfgFile == "" {
+			return *sock, nil
+		}
+		c, err := config.Load(*cfgFile)
+		if err != nil {
+			return "", err
+		}
+		if c.Status.Socket == "" {
+			return "", fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
+		}
+		return c.Status.Socket, nil
+	}
+}
+
 func newFlags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("ovfwd "+name, flag.ContinueOnError)
 	fs.Usage = func() {
@@ -205,23 +225,16 @@ func checkCmd(args []string) error {
 
 func statusCmd(args []string) error {
 	fs := newFlags("status", "[-s SOCKET | -c FILE] [-json]")
-	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
-	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	socketPath := socketFlags(fs)
 	asJSON := fs.Bool("json", false, "print the raw JSON snapshot")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *cfgFile != "" {
-		c, err := config.Load(*cfgFile)
-		if err != nil {
-			return err
-		}
-		if c.Status.Socket == "" {
-			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
-		}
-		*sock = c.Status.Socket
+	sock, err := socketPath()
+	if err != nil {
+		return err
 	}
-	s, err := status.Fetch(*sock, 5*time.Second)
+	s, err := status.Fetch(sock, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -235,8 +248,7 @@ func statusCmd(args []string) error {
 // daemon's group only; see status.Authorized).
 func killCmd(args []string) error {
 	fs := newFlags("kill", "[-s SOCKET | -c FILE] [-halt] NAME|ADDR")
-	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
-	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	socketPath := socketFlags(fs)
 	halt := fs.Bool("halt", false, "tell the client to exit (HALT) instead of reconnecting (RESTART)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -245,17 +257,11 @@ func killCmd(args []string) error {
 	if err := wantArgs(fs, pos, 1, 1); err != nil {
 		return err
 	}
-	if *cfgFile != "" {
-		c, err := config.Load(*cfgFile)
-		if err != nil {
-			return err
-		}
-		if c.Status.Socket == "" {
-			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
-		}
-		*sock = c.Status.Socket
+	sock, err := socketPath()
+	if err != nil {
+		return err
 	}
-	n, err := status.Kill(*sock, pos[0], *halt, 5*time.Second)
+	n, err := status.Kill(sock, pos[0], *halt, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -516,24 +522,17 @@ func versionCmd(args []string) error {
 // the daemon's group only; see status.Authorized).
 func drainCmd(args []string) error {
 	fs := newFlags("drain", "[-s SOCKET | -c FILE] [-deadline D] [-cancel]")
-	sock := fs.String("s", defaultSocket, "status socket of the running ovfwd")
-	cfgFile := fs.String("c", "", "take the socket path from this config file's [status] socket")
+	socketPath := socketFlags(fs)
 	deadline := fs.Duration("deadline", 0, "tell the clients still connected after this long to reconnect elsewhere (0: wait until they leave)")
 	cancel := fs.Bool("cancel", false, "end the drain: announce the routes and admit clients again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *cfgFile != "" {
-		c, err := config.Load(*cfgFile)
-		if err != nil {
-			return err
-		}
-		if c.Status.Socket == "" {
-			return fmt.Errorf("%s turns the status socket off ([status] socket = \"\")", *cfgFile)
-		}
-		*sock = c.Status.Socket
+	sock, err := socketPath()
+	if err != nil {
+		return err
 	}
-	dr, err := status.StartDrain(*sock, *deadline, *cancel, 5*time.Second)
+	dr, err := status.StartDrain(sock, *deadline, *cancel, 5*time.Second)
 	if err != nil {
 		return err
 	}
