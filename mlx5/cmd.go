@@ -233,7 +233,7 @@ func (c *cmdq) execSlot(idx int, in []byte, outLen int) ([]byte, error) {
 	e[prm.CmdEntryToken] = c.token
 	// The kernel always signs the entry (XOR of all 64 bytes, with
 	// status_own = 1, is 0xFF), even with checksums disabled; whether
-	// firmware checks it before SET_HCA_CAP is unknown (docs/mlx5.md §4), so
+	// firmware checks it before SET_HCA_CAP is unknown (docs/mlx5.md section 4), so
 	// sign too. Mailbox blocks are left unsigned: checksums are disabled.
 	e[prm.CmdEntrySig] = ^(xor8(e) ^ prm.CmdOwnerHW)
 	// Ownership goes to hardware last; the atomic store keeps the compiler

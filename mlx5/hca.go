@@ -70,7 +70,7 @@ type HCA struct {
 
 // Open brings the function up in the order the firmware expects
 // (kernel main.c mlx5_function_setup, rdma-core mlx5_vfio_setup_function;
-// docs/mlx5.md §1) and creates the async EQ. On failure everything done so
+// docs/mlx5.md section 1) and creates the async EQ. On failure everything done so
 // far is undone, so the device is left disabled and holds no pages.
 func Open(bus Bus, opt Options) (*HCA, error) {
 	h := &HCA{bus: bus, opt: opt.withDefaults(), pages: map[uint64][]byte{}}
@@ -223,7 +223,7 @@ func (h *HCA) shutdown() error {
 }
 
 // enable runs ENABLE_HCA. A function left enabled by a previous owner
-// that died without teardown (vfio-pci's reset may not clear it; docs/mlx5.md §4) answers
+// that died without teardown (vfio-pci's reset may not clear it; docs/mlx5.md section 4) answers
 // BAD_SYS_STATE: tear it down, disable it and enable again, once. Pages the
 // firmware held for the dead owner are lost with its IOMMU mappings.
 func (h *HCA) enable() error {

@@ -346,8 +346,8 @@ func (h *hugeDMA) releaseAll() error {
 // enableVector0 registers an eventfd for interrupt vector 0: MSI-X vector
 // 0, which the async EQ names (eqc.intr = 0). The driver polls and never
 // reads it, but rdma-core always registers one and whether firmware
-// tolerates an EQ on a vector without a handler is unconfirmed (mlx5.md
-// §1.8, U1). A function without MSI-X gets its MSI vector instead: no
+// tolerates an EQ on a vector without a handler is unconfirmed (one of the
+// questions only a real card answers: docs/mlx5.md). A function without MSI-X gets its MSI vector instead: no
 // ConnectX is one, but the VFIO tests' emulated devices are.
 func enableVector0(dfd uintptr) (fd int, kind string, count int, err error) {
 	index, kind := uint32(vfioIRQIndexMSIX), "MSI-X"

@@ -21,12 +21,12 @@ type RxOptions struct {
 	PrefetchCQE bool
 }
 
-// DefaultPrefetchDistance is the stride-ahead distance (docs/mlx5.md §3).
+// DefaultPrefetchDistance is the stride-ahead distance (docs/mlx5.md section 3).
 const DefaultPrefetchDistance = 4
 
 // rxCtx is the per-RQ packet context: everything the delivery loop derives
 // for one packet. One lives in each RxQueue and is overwritten for every
-// completion; no per-packet struct is ever created (docs/mlx5.md §3).
+// completion; no per-packet struct is ever created (docs/mlx5.md section 3).
 type rxCtx struct {
 	handle   uint32
 	data     uint32 // offset of the first packet byte in the buffer

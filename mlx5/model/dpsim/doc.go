@@ -8,7 +8,7 @@
 // Its "DMA" can run without cache injection: with Flush set, every line the
 // model writes (packet data, the shinfo line behind it, CQEs) is evicted with
 // CLFLUSHOPT, so the driver meets DRAM misses as on a NIC without DDIO
-// (docs/mlx5.md §3). Memory comes in two layouts: one contiguous
+// (docs/mlx5.md section 3). Memory comes in two layouts: one contiguous
 // hugepage-like region, or buffer pages scattered at shuffled places as
 // page_pool pages are.
 //

@@ -401,7 +401,7 @@ func flowHash(f []byte) uint32 {
 }
 
 // maxBlockMinis: bytes 56..63 of an enhanced block stay a header (the
-// kernel's mlx5e_decompress_enhanced_cqe reads at most 7 minis; docs/mlx5.md §4).
+// kernel's mlx5e_decompress_enhanced_cqe reads at most 7 minis; docs/mlx5.md section 4).
 const maxBlockMinis = 7
 
 // writeBlock writes an enhanced-layout block of len(s) mini-CQEs at the

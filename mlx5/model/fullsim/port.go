@@ -39,7 +39,7 @@ func (p *Port) Close() error {
 // modelled function with MAC mac (nil: the model's default), bring-up
 // (mlx5.Open), and a forwarding port of queues queue pairs with RSS
 // (mlx5.NewFwdPort), promiscuous so it can bridge, stride-ahead prefetch at
-// the default distance (docs/mlx5.md §3). Frames the port transmits go nowhere until Connect or
+// the default distance (docs/mlx5.md section 3). Frames the port transmits go nowhere until Connect or
 // Device.SetSink; frames reach it through Device.Inject.
 //
 // Each port gets a process-unique buffer pool id from 0x8000 up (its

@@ -21,7 +21,7 @@ import (
 )
 
 // Config is the device's identity and capability knobs. DefaultConfig gives
-// a ConnectX-6 Dx-like function (docs/mlx5.md §2).
+// a ConnectX-6 Dx-like function (docs/mlx5.md section 2).
 type Config struct {
 	FWMajor, FWMinor, FWSub uint16
 	LogCmdqSize             uint8 // log2 command slots (5 = 32)
