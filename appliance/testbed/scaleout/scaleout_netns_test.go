@@ -147,8 +147,10 @@ func TestScaleOutFailover(t *testing.T) {
 		t.Fatalf("a's pool not announced again after restart")
 	}
 	t.Logf("ovfwd a restarted: pool announced again %v after the start", time.Since(restarted).Round(time.Millisecond))
-	if via := l.RouteVia(Anycast); len(via) != 2 {
-		t.Errorf("anycast after a's return via %v, want both", via)
+	// The anycast prefix is a separate BGP route: it may reach the upstream
+	// a scan after the pool does.
+	if !waitFor(5*time.Second, 20*time.Millisecond, func() bool { return len(l.RouteVia(Anycast)) == 2 }) {
+		t.Errorf("anycast 5 s after a's return via %v, want both", l.RouteVia(Anycast))
 	}
 	if log := a.OvfwdLog(); !strings.Contains(log, "route export") {
 		t.Errorf("no export in a's log:\n%s", log)
