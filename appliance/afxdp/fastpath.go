@@ -328,20 +328,32 @@ func (p *fastPort) counts() ([NumFastStats]uint64, error) {
 // fast path leaves to it (punting is always allowed). The sums run on
 // little-endian loads: a one's-complement sum of byte-swapped words is the
 // byte-swapped sum (RFC 1071 §2(B)), so the constants are swapped instead.
+// IPv4 sums the addresses at [12, 20) of its 20-byte header; IPv6 both
+// 16-byte addresses at [8, 40) (RFC 8200 §8.1) with L4 at 40.
 func partialCsum(proto int32, field int16) asm.Instructions {
+	return pseudoSumEquals(proto, 12, 20, 20+field)
+}
+
+func partialCsum6(proto int32, field int16) asm.Instructions {
+	return pseudoSumEquals(proto, 8, ipv6HeaderLen, ipv6HeaderLen+field)
+}
+
+// pseudoSumEquals jumps to "fp_partial" when the 16-bit word at r7+check
+// equals the folded sum of r2, proto and the words at r7+[from, to).
+func pseudoSumEquals(proto int32, from, to, check int16) asm.Instructions {
 	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
 	p := asm.Instructions{
 		asm.HostTo(asm.BE, r2, asm.Half),
 		asm.Add.Imm(r2, proto<<8),
 	}
-	for off := int16(12); off < 20; off += 2 {
+	for off := from; off < to; off += 2 {
 		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
 	}
 	for range 2 {
 		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
 	}
 	return append(p,
-		asm.LoadMem(r3, r7, 20+field, asm.Half),
+		asm.LoadMem(r3, r7, check, asm.Half),
 		asm.JEq.Reg(r3, r2, "fp_partial"),
 	)
 }
@@ -376,26 +388,6 @@ func fastPrologue(entry string) asm.Instructions {
 		asm.LoadMem(r3, r8, 4, H),
 		asm.JNE.Reg(r2, r3, "ovfwd"),
 	}
-}
-
-// partialCsum6 is partialCsum for IPv6: the pseudo-header sums both
-// 16-byte addresses (RFC 8200 §8.1), the L4 length in r2 and proto.
-func partialCsum6(proto int32, field int16) asm.Instructions {
-	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
-	p := asm.Instructions{
-		asm.HostTo(asm.BE, r2, asm.Half),
-		asm.Add.Imm(r2, proto<<8),
-	}
-	for off := int16(8); off < 40; off += 2 {
-		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
-	}
-	for range 2 {
-		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
-	}
-	return append(p,
-		asm.LoadMem(r3, r7, ipv6HeaderLen+field, asm.Half),
-		asm.JEq.Reg(r3, r2, "fp_partial"),
-	)
 }
 
 // fastPath6 emits the IPv6 fast path, entered at "fp6" like fastPath4 at
