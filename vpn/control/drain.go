@@ -47,15 +47,7 @@ func (s *Server) EvictAll() int {
 		all = append(all, sess)
 	}
 	s.mu.Unlock()
-	for _, sess := range all {
-		sess.sendText(msgRestartNext)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for _, sess := range all {
-		for time.Now().Before(deadline) && sess.unacked() {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	deliverText(all, msgRestartNext, time.Second, 2*time.Second)
 	for _, sess := range all {
 		s.teardown(sess)
 	}

@@ -707,11 +707,7 @@ func (s *Server) closeWith(sess *session, msg string) {
 		sess.peerAdded = false
 	}
 	sess.mu.Unlock()
-	sess.sendText(msg)
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) && sess.unacked() {
-		time.Sleep(20 * time.Millisecond)
-	}
+	deliverText([]*session{sess}, msg, 0, time.Second)
 	s.teardown(sess)
 }
 
@@ -820,22 +816,9 @@ func (s *Server) Close() error {
 	}
 	conn := s.conn
 	s.mu.Unlock()
-	// A client takes control messages only on its newest key; give
-	// renegotiations in flight a moment to settle first.
-	settle := time.Now().Add(time.Second)
-	for _, sess := range all {
-		for time.Now().Before(settle) && !sess.settled() {
-			time.Sleep(20 * time.Millisecond)
-		}
-		sess.sendText(msgRestart)
-	}
-	// Like openvpn's 2 s exit delay: let the reliable layer deliver.
-	deadline := time.Now().Add(2 * time.Second)
-	for _, sess := range all {
-		for time.Now().Before(deadline) && sess.unacked() {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	// Like openvpn's 2 s exit delay: let the reliable layer deliver, on
+	// the key the client takes control messages on.
+	deliverText(all, msgRestart, time.Second, 3*time.Second)
 	for _, sess := range all {
 		s.teardown(sess)
 	}

@@ -241,16 +241,56 @@ func (s *session) sendPacket(p *packet, now time.Time) {
 	s.srv.send(s.addr, out)
 }
 
-// sendText writes one NUL-terminated control message (one TLS record) on
-// the primary key: a 2.6 peer takes control messages only on its newest
-// key ("key IDs out of sync" otherwise).
-func (s *session) sendText(msg string) {
+// sendTextOnce writes msg (one NUL-terminated control message, one TLS
+// record) on the primary key unless it already went out on that key
+// (sent), and returns the key that now carries it: a 2.6 peer takes
+// control messages only on its newest key ("key IDs out of sync"
+// otherwise, openvpn ssl.c tls_pre_decrypt). A client that
+// starts a renegotiation after the write drops it as sent on an old key,
+// so a caller waiting for delivery calls this again until the key stops
+// changing. It waits for a renegotiation in flight to settle unless force.
+func (s *session) sendTextOnce(msg string, sent *keyState, force bool) *keyState {
 	s.mu.Lock()
 	ks := s.primary
-	ok := ks.established && !s.dead
+	ok := !s.dead && ks != sent && ks.established && (force || ks.promoted)
 	s.mu.Unlock()
-	if ok {
-		_, _ = ks.tls.Write(append([]byte(msg), 0))
+	if !ok {
+		return sent
+	}
+	_, _ = ks.tls.Write(append([]byte(msg), 0))
+	return ks
+}
+
+// deliverText tells every session msg on its newest key and waits until
+// each has acknowledged it or ack has passed. A renegotiation in flight
+// gets settle to finish first; one started after the write gets the
+// message again on its new key.
+func deliverText(all []*session, msg string, settle, ack time.Duration) {
+	start := time.Now()
+	sent := make([]*keyState, len(all))
+	for {
+		now := time.Now()
+		if now.Sub(start) >= ack {
+			return
+		}
+		force := now.Sub(start) >= settle
+		waiting := false
+		for i, sess := range all {
+			prev := sent[i]
+			sent[i] = sess.sendTextOnce(msg, prev, force)
+			switch {
+			case sent[i] == nil:
+				// No established key yet: wait for one until settle,
+				// then there is nothing a client would take.
+				waiting = waiting || !force && !sess.isDead()
+			case sent[i] != prev || sess.unackedOn(sent[i]):
+				waiting = waiting || !sess.isDead()
+			}
+		}
+		if !waiting {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -261,19 +301,18 @@ func (s *session) remote() netip.AddrPort {
 	return s.addr
 }
 
-// settled reports whether no renegotiation is in flight: the primary key
-// is established and the client has acknowledged our key method 2 on it.
-func (s *session) settled() bool {
+// unackedOn reports whether ks has messages in flight or is no longer the
+// session's primary key (the message must go out again).
+func (s *session) unackedOn(ks *keyState) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dead || s.primary.established && s.primary.promoted
+	return !s.dead && (ks != s.primary || ks.rel.pending())
 }
 
-// unacked reports whether any key has messages in flight.
-func (s *session) unacked() bool {
+func (s *session) isDead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.dead && (s.primary.rel.pending() || s.lame != nil && s.lame.rel.pending())
+	return s.dead
 }
 
 // tick runs the session's timers; a non-empty result means "tear down".
