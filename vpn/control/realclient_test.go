@@ -73,6 +73,9 @@ type realCase struct {
 	srvReneg time.Duration
 	cliReneg int
 	tls12    bool // client capped at TLS 1.2 (EKM over TLS 1.2 with EMS)
+	// closeInReneg closes the server after the client has started a
+	// renegotiation the server has not yet heard of (see closeDuringReneg).
+	closeInReneg bool
 	compLZO  bool // legacy profile line "comp-lzo no": server migrates it to stub-v2
 }
 
@@ -92,6 +95,7 @@ func TestRealClient(t *testing.T) {
 		{name: "tls-auth-sha256/AES-128-GCM/udp6", wrap: control.WrapTLSAuth, digest: control.DigestSHA256, auth: "SHA256", ciphers: "CHACHA20-POLY1305:AES-128-GCM", want: vpn.AES128GCM, v6: true},
 		{name: "tls-crypt/CHACHA20-POLY1305/udp6", wrap: control.WrapTLSCrypt, ciphers: "CHACHA20-POLY1305", want: vpn.ChaCha20Poly1305, v6: true},
 		{name: "tls-crypt/TLS1.2/comp-lzo-no", wrap: control.WrapTLSCrypt, want: vpn.AES256GCM, tls12: true, compLZO: true},
+		{name: "tls-auth-sha1/close-during-client-reneg", wrap: control.WrapTLSAuth, ciphers: "AES-128-GCM", want: vpn.AES128GCM, cliReneg: 4, closeInReneg: true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) { runRealClient(t, i, c) })
@@ -199,6 +203,11 @@ func runRealClient(t *testing.T, idx int, c realCase) {
 		srv.Close()
 		t.Fatal(err)
 	}
+	var held *holdConn
+	if c.closeInReneg {
+		held = newHoldConn(conn)
+		conn = held
+	}
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(conn) }()
 	defer func() {
@@ -230,6 +239,10 @@ func runRealClient(t *testing.T, idx int, c realCase) {
 		t.Fatalf("data plane has peers %v, want one", ids)
 	}
 	ps, _ := dp.Peer(ids[0])
+	if c.closeInReneg {
+		closeDuringReneg(t, srv, held, clientLog)
+		return
+	}
 	if km := ps.Keys[0]; km.Cipher != c.want {
 		t.Errorf("negotiated cipher %v, want %v", km.Cipher, c.want)
 	}
@@ -319,4 +332,67 @@ func waitFor(d time.Duration, cond func() bool) bool {
 func dataPlaneHasChaCha() bool {
 	_, err := vpn.NewDataKey(&vpn.KeyMaterial{Cipher: vpn.ChaCha20Poly1305})
 	return err == nil
+}
+
+// closeDuringReneg: the server is closed after the client has moved to a
+// new key the server has not yet heard of (its soft reset is held at the
+// server's socket). The RESTART sent on the old key is dropped by the
+// client ("key IDs out of sync"); once the soft reset gets through, the
+// server must send RESTART again on the new key.
+func closeDuringReneg(t *testing.T, srv *control.Server, held *holdConn, clientLog func() string) {
+	held.hold()
+	if !waitFor(15*time.Second, func() bool { return strings.Contains(clientLog(), "TLS: soft reset") }) {
+		held.release()
+		t.Fatal("the client did not start its renegotiation")
+	}
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }()
+	const outOfSync = "key IDs out of sync"
+	provoked := waitFor(10*time.Second, func() bool { return strings.Contains(clientLog(), outOfSync) })
+	held.release()
+	if !provoked {
+		t.Fatalf("the client never refused a message on its old key (%q): the case was not provoked", outOfSync)
+	}
+	if !waitFor(15*time.Second, func() bool { return strings.Contains(clientLog(), "server-pushed-connection-reset") }) {
+		t.Errorf("client never saw the server's RESTART on its new key")
+	}
+	select {
+	case <-closed:
+	case <-time.After(15 * time.Second):
+		t.Error("Close did not return")
+	}
+}
+
+// holdConn is the server's socket with a switch that holds received
+// datagrams (Serve blocks in ReadFrom) until release.
+type holdConn struct {
+	net.PacketConn
+	mu   sync.Mutex
+	cond *sync.Cond
+	held bool
+}
+
+func newHoldConn(c net.PacketConn) *holdConn {
+	h := &holdConn{PacketConn: c}
+	h.cond = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *holdConn) hold() { h.mu.Lock(); h.held = true; h.mu.Unlock() }
+
+func (h *holdConn) release() {
+	h.mu.Lock()
+	h.held = false
+	h.cond.Broadcast()
+	h.mu.Unlock()
+}
+
+func (h *holdConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, addr, err := h.PacketConn.ReadFrom(b)
+	h.mu.Lock()
+	for h.held {
+		h.cond.Wait()
+	}
+	h.mu.Unlock()
+	return n, addr, err
 }
