@@ -76,7 +76,7 @@ type realCase struct {
 	// closeInReneg closes the server after the client has started a
 	// renegotiation the server has not yet heard of (see closeDuringReneg).
 	closeInReneg bool
-	compLZO  bool // legacy profile line "comp-lzo no": server migrates it to stub-v2
+	compLZO      bool // legacy profile line "comp-lzo no": server migrates it to stub-v2
 }
 
 // TestRealClient runs a stock openvpn 2.6 client against the server in a
