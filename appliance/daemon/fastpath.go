@@ -23,6 +23,10 @@ type fastState struct {
 	at     time.Time
 	clamp  uint16
 	failed bool // last Apply failed (logged once until it succeeds)
+
+	bridge bool     // bridge mode: mirror the learned MACs, not the FIB
+	pvid   []uint16 // by port index: the untagged VLAN the port's program has
+	walked time.Time
 }
 
 // fastRefresh bounds how stale the fast path's neighbour ageing may be:
@@ -30,9 +34,14 @@ type fastState struct {
 // (learned neighbours age in place).
 const fastRefresh = time.Second
 
+// fastBridgeEvery paces the bridge mirror: the workers learn in place, so
+// the control loop reads the whole forwarding database this often (a
+// station that moved reaches the fast path within it plus a tick).
+const fastBridgeEvery = 40 * time.Millisecond
+
 // newFastPath makes the maps when the config may use them; nil otherwise.
 func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
-	if a.Mode != config.ModeRouter || a.FastPath == config.FastPathOff {
+	if (a.Mode != config.ModeRouter && a.Mode != config.ModeBridge) || a.FastPath == config.FastPathOff {
 		return nil, nil
 	}
 	return afxdp.NewFastPath()
@@ -69,7 +78,11 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 		return err
 	}
 	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp),
-		target: ifs, down: make([]bool, len(d.ports))}
+		target: ifs, down: make([]bool, len(d.ports)), bridge: a.Mode == config.ModeBridge, pvid: make([]uint16, len(d.ports))}
+	var bv fwd.FastBridgeView
+	if d.fast.bridge {
+		bv = d.engine.FastBridge()
+	}
 	for i, pt := range d.ports {
 		if pt.xdp == nil {
 			continue
@@ -84,7 +97,12 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 				}
 			}
 		}
-		if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
+		if d.fast.bridge {
+			d.fast.pvid[i] = bv.Ports[i].PVID
+			if err := pt.xdp.SetFastBridge(on, i, d.fast.pvid[i]); err != nil {
+				return err
+			}
+		} else if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
 			return err
 		}
 		d.fast.on[i] = on
@@ -118,6 +136,10 @@ func (d *daemon) syncFast(force bool) {
 			}
 		}
 	}
+	if f.bridge {
+		d.syncFastBridge(moved)
+		return
+	}
 	gen := d.engine.FastGen()
 	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
@@ -143,6 +165,34 @@ func (d *daemon) syncFast(force bool) {
 	}
 	f.failed = false
 	f.gen, f.at = gen, time.Now()
+}
+
+// syncFastBridge mirrors the bridge's learned MACs and the ports'
+// untagged VLANs (a reload may change them) every fastBridgeEvery.
+func (d *daemon) syncFastBridge(moved bool) {
+	f := d.fast
+	if !moved && time.Since(f.walked) < fastBridgeEvery {
+		return
+	}
+	f.walked = time.Now()
+	v := d.engine.FastBridge()
+	for i, pt := range d.ports {
+		if f.on[i] && i < len(v.Ports) && v.Ports[i].PVID != f.pvid[i] {
+			if err := pt.xdp.SetFastBridge(true, i, v.Ports[i].PVID); err != nil {
+				d.log.Error("xdp fast path: untagged VLAN", "port", pt.cfg.Name, "err", err)
+				continue
+			}
+			f.pvid[i] = v.Ports[i].PVID
+		}
+	}
+	if err := f.sync.ApplyBridge(v); err != nil {
+		if !f.failed {
+			d.log.Error("xdp fast path: writing the learned MACs", "err", err)
+		}
+		f.failed = true
+		return
+	}
+	f.failed = false
 }
 
 // veth reports whether the port's kernel interface is a veth.
