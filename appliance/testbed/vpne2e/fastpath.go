@@ -13,20 +13,23 @@ import (
 // included), and the veth ends facing ovfwd's ports get GRO, which is what
 // the kernel needs to take a frame an XDP program redirected into their
 // peer (drivers/net/veth.c veth_xdp_xmit: the receiving veth must run
-// NAPI, which an XDP program or GRO turns on). Unset, the suite runs as
-// configured (fast_path = "auto": nothing is redirected out of a veth).
+// NAPI, which an XDP program or GRO turns on). OVFWD_TEST_FAST_PATH=off
+// runs it with fast_path = "off" (no fast path in the XDP programs).
+// Unset, the suite runs as configured (fast_path = "auto": the ingress
+// programs have it, but nothing is redirected out of a veth).
 const FastPathEnv = "OVFWD_TEST_FAST_PATH"
 
 // FastPathForced says whether the suite runs with the fast path forced on.
 func FastPathForced() bool { return os.Getenv(FastPathEnv) == "xdp" }
 
-// WithFastPath is cfg (an ovfwd config) with fast_path = "xdp" when the
-// fast path is forced, unchanged otherwise.
+// WithFastPath is cfg (an ovfwd config) with the fast_path FastPathEnv
+// asks for, unchanged when it asks for none.
 func WithFastPath(cfg string) string {
-	if !FastPathForced() {
+	v := os.Getenv(FastPathEnv)
+	if v != "xdp" && v != "off" {
 		return cfg
 	}
-	const line = "fast_path = \"xdp\"\n"
+	line := "fast_path = \"" + v + "\"\n"
 	if strings.Contains(cfg, "[appliance]\n") {
 		return strings.Replace(cfg, "[appliance]\n", "[appliance]\n"+line, 1)
 	}
