@@ -25,6 +25,10 @@ type FastBridgePort struct {
 	MTU  int
 }
 
+// FastBridgeGen moves whenever a MAC is learned or changes port (not when
+// one is merely refreshed); ageing does not move it.
+func (e *Engine) FastBridgeGen() uint64 { return e.macs.changes.Load() }
+
 // fastBridgeMargin: a MAC this close to ageing out (at most half the
 // ageing time) is left out, so frames from it reach the workers, which
 // refresh it; frames the fast path forwards refresh nothing.

@@ -38,6 +38,34 @@ func TestFastBridgeViewLearnsAndAges(t *testing.T) {
 	if m, ok := find(v, macB); !ok || m.Port != 1 {
 		t.Fatalf("B: %+v %v", m, ok)
 	}
+	// The generation moves when a station is learned or moves, not when
+	// it is refreshed.
+	g0 := r.e.FastBridgeGen()
+	r.inject(0, l2(macB, macA)) // A again, same port, a second later
+	r.advance(time.Second)
+	r.poll()
+	r.drain(1)
+	if g := r.e.FastBridgeGen(); g != g0 {
+		t.Fatalf("generation moved on a refresh: %d → %d", g0, g)
+	}
+	r.inject(2, l2(macB, macA)) // A moves to port 2
+	r.poll()
+	r.drain(1)
+	if g := r.e.FastBridgeGen(); g == g0 {
+		t.Fatal("generation did not move when A moved")
+	}
+	g1 := r.e.FastBridgeGen()
+	r.inject(0, l2(macB, macC)) // C is new
+	r.poll()
+	r.drain(1)
+	if g := r.e.FastBridgeGen(); g == g1 {
+		t.Fatal("generation did not move when C was learned")
+	}
+	r.inject(0, l2(macB, macA)) // A back on port 0
+	r.poll()
+	r.drain(1)
+	r.drain(2)
+
 	// A keeps talking, B falls silent: 296 s later (default ageing 300 s)
 	// B is within the margin and left out, A is not.
 	r.advance(296 * time.Second)

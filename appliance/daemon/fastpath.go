@@ -27,6 +27,7 @@ type fastState struct {
 	bridge bool     // bridge mode: mirror the learned MACs, not the FIB
 	pvid   []uint16 // by port index: the untagged VLAN the port's program has
 	walked time.Time
+	bgen   uint64 // fwd.Engine.FastBridgeGen at the last good walk
 }
 
 // fastRefresh bounds how stale the fast path's neighbour ageing may be:
@@ -34,10 +35,16 @@ type fastState struct {
 // (learned neighbours age in place).
 const fastRefresh = time.Second
 
-// fastBridgeEvery paces the bridge mirror: the workers learn in place, so
-// the control loop reads the whole forwarding database this often (a
-// station that moved reaches the fast path within it plus a tick).
-const fastBridgeEvery = 40 * time.Millisecond
+// The bridge mirror (runFastBridge) looks every fastBridgePoll for a
+// station learned or moved (the forwarding database's generation) or a
+// link change, and then reads the whole table, at most every
+// fastBridgeMinGap unless a link changed (a walk of 64 Ki slots costs
+// about a millisecond); fastRefresh bounds ageing (a MAC is left out in
+// its last seconds).
+const (
+	fastBridgePoll   = 10 * time.Millisecond
+	fastBridgeMinGap = 20 * time.Millisecond
+)
 
 // newFastPath makes the maps when the config may use them; nil otherwise.
 func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
@@ -108,20 +115,21 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 		d.fast.on[i] = on
 		d.log.Info("xdp fast path", "port", pt.cfg.Name, "on", on, "why", why)
 	}
+	if d.fast.bridge {
+		d.syncFastBridge(true)
+		d.control.Add(1)
+		go func() { defer d.control.Done(); d.runFastBridge() }()
+		return nil
+	}
 	d.syncFast(true)
 	return nil
 }
 
-// syncFast mirrors the engine's tables into the fast path when they
-// changed, when force (a neighbour event) or when fastRefresh passed, and
-// the MSS clamp into the ports.
-func (d *daemon) syncFast(force bool) {
+// fastTargets takes a port whose link went down out of the redirect
+// targets (its frames go to the workers, which count them as link_down)
+// until it comes back; it reports whether any changed.
+func (d *daemon) fastTargets() bool {
 	f := d.fast
-	if f == nil {
-		return
-	}
-	// A port whose link went down is no redirect target (its frames go to
-	// the workers, which count them as link_down) until it comes back.
 	moved := false
 	for i, pt := range d.ports {
 		if f.target[i] == 0 {
@@ -136,10 +144,18 @@ func (d *daemon) syncFast(force bool) {
 			}
 		}
 	}
-	if f.bridge {
-		d.syncFastBridge(moved)
+	return moved
+}
+
+// syncFast mirrors the engine's tables into the fast path when they
+// changed, when force (a neighbour event) or when fastRefresh passed, and
+// the MSS clamp into the ports.
+func (d *daemon) syncFast(force bool) {
+	f := d.fast
+	if f == nil || f.bridge { // the bridge has its own loop (runFastBridge)
 		return
 	}
+	moved := d.fastTargets()
 	gen := d.engine.FastGen()
 	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
@@ -167,11 +183,28 @@ func (d *daemon) syncFast(force bool) {
 	f.gen, f.at = gen, time.Now()
 }
 
+// runFastBridge is the bridge mirror's loop, until the daemon stops.
+func (d *daemon) runFastBridge() {
+	tk := time.NewTicker(fastBridgePoll)
+	defer tk.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-tk.C:
+			d.syncFastBridge(false)
+		}
+	}
+}
+
 // syncFastBridge mirrors the bridge's learned MACs and the ports'
-// untagged VLANs (a reload may change them) every fastBridgeEvery.
-func (d *daemon) syncFastBridge(moved bool) {
+// untagged VLANs (a reload may change them) when a station was learned or
+// moved, a link changed, fastRefresh passed, or force.
+func (d *daemon) syncFastBridge(force bool) {
 	f := d.fast
-	if !moved && time.Since(f.walked) < fastBridgeEvery {
+	moved := d.fastTargets()
+	gen, since := d.engine.FastBridgeGen(), time.Since(f.walked)
+	if !force && !moved && since < fastRefresh && (gen == f.bgen || since < fastBridgeMinGap) {
 		return
 	}
 	f.walked = time.Now()
@@ -190,9 +223,11 @@ func (d *daemon) syncFastBridge(moved bool) {
 			d.log.Error("xdp fast path: writing the learned MACs", "err", err)
 		}
 		f.failed = true
+		f.bgen = gen - 1 // retried after fastBridgeMinGap
 		return
 	}
 	f.failed = false
+	f.bgen = gen // read before the walk: what changed during it moves it again
 }
 
 // veth reports whether the port's kernel interface is a veth.

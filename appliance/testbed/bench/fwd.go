@@ -169,7 +169,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	case o.NoFastPath:
 		fmt.Fprintf(w, "ovfwd: XDP fast path off (every frame through the worker)\n")
 	case o.Bridge:
-		fmt.Fprintf(w, "ovfwd: XDP fast path on (bridged frames between learned MACs forwarded in the ingress XDP program, counted in napi; learned MACs mirrored every %v)\n", benchBridgeSync)
+		fmt.Fprintf(w, "ovfwd: XDP fast path on (bridged frames between learned MACs forwarded in the ingress XDP program, counted in napi; learned MACs mirrored from the control loop's tick when one is learned or moves)\n")
 	default:
 		fmt.Fprintf(w, "ovfwd: XDP fast path on (fast_path = auto: routed IPv4 forwarded in the ingress XDP program, counted in napi)\n")
 	}

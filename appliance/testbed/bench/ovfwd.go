@@ -96,17 +96,20 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	if fp != nil {
 		// The tables are static for the run: one sync, as the daemon's
 		// control loop would do after publishing them. A bridge learns in
-		// place: its MACs are mirrored from the control loop's tick, on
-		// the appliance CPU, as the daemon does.
+		// place: its MACs are mirrored when a station was learned or
+		// moved, as the daemon does, here from the control loop's tick so
+		// that the cost lands on the appliance CPU.
 		fs, err := afxdp.NewFastSync(fp, []int{pa.Ifindex(), pb.Ifindex()})
 		switch {
 		case err != nil:
 		case o.Bridge:
 			err = pa.SetFastBridge(true, 0, 1)
 			var last time.Time
+			gen := ^uint64(0)
 			tick = func() {
-				if time.Since(last) >= benchBridgeSync {
-					last = time.Now()
+				g := e.FastBridgeGen()
+				if g != gen || time.Since(last) >= time.Second {
+					gen, last = g, time.Now()
 					_ = fs.ApplyBridge(e.FastBridge())
 				}
 			}
@@ -193,10 +196,6 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	}
 	return r, err
 }
-
-// benchBridgeSync is the daemon's pace for mirroring learned MACs
-// (appliance/daemon fastBridgeEvery).
-const benchBridgeSync = 40 * time.Millisecond
 
 // puntReasons lists the non-zero punt counters, " (reason=n ...)".
 func puntReasons(fs [afxdp.NumFastStats]uint64) string {
