@@ -203,6 +203,10 @@ func (d *daemon) runFastBridge() {
 func (d *daemon) syncFastBridge(force bool) {
 	f := d.fast
 	moved := d.fastTargets()
+	// A reload that changes a port's VLANs publishes new tables.
+	if tg := d.engine.FastGen(); tg != f.gen {
+		f.gen, moved = tg, true
+	}
 	gen, since := d.engine.FastBridgeGen(), time.Since(f.walked)
 	if !force && !moved && since < fastRefresh && (gen == f.bgen || since < fastBridgeMinGap) {
 		return
