@@ -27,6 +27,11 @@ vet:
 # (OVFWD_REQUIRE_PRIV=1 turns a missing privilege into a failure, never a skip).
 test: deps build vet
 	OVFWD_REQUIRE_PRIV=1 OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 35m -p 1 ./...
+	@# The XDP fast path forced on (docs/fastpath.md): the afxdp suite, and the
+	@# vpne2e tests whose traffic crosses the box outside the tunnel.
+	OVFWD_REQUIRE_PRIV=1 OVFWD_TEST_FAST_PATH=xdp $(GO) test -count=1 -timeout 5m ./appliance/afxdp/
+	OVFWD_REQUIRE_PRIV=1 OVFWD_TEST_FAST_PATH=xdp OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m \
+		-run 'TestRoutedBesideTunnel|TestOneClient' ./appliance/testbed/vpne2e/
 	$(GO) test -race -count=1 -timeout 15m $(RACE)
 
 # Only the QEMU guests (VFIO on a real kernel; the .deb under systemd).

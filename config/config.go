@@ -67,7 +67,7 @@ type Appliance struct {
 	// Default 300s.
 	BridgeAging time.Duration
 	// FastPath is the in-kernel XDP fast path of AF_XDP ports (router
-	// mode): FastPathAuto (default) on copy-mode ports, FastPathXDP on
+	// and bridge modes): FastPathAuto (default) on copy-mode ports, FastPathXDP on
 	// every AF_XDP port, FastPathOff nowhere.
 	FastPath string
 }

@@ -26,6 +26,13 @@ type macTable struct {
 	slots []macSlot
 	mask  uint64
 	aging uint32 // seconds
+	// changes counts keys claimed and ports changed (not refreshes), so
+	// the control plane mirrors the table only when it moved
+	// (Engine.FastBridgeGen); on its own cache line, away from what every
+	// lookup reads.
+	_       [64]byte
+	changes atomic.Uint64
+	_       [56]byte
 }
 
 type macSlot struct {
@@ -87,12 +94,16 @@ func (t *macTable) learn(key uint64, port uint16, now uint32) bool {
 		k := s.key.Load()
 		if k == 0 && s.key.CompareAndSwap(0, key) {
 			s.value.Store(val)
+			t.changes.Add(1)
 			return true
 		}
 		k = s.key.Load()
 		if k == key {
-			if s.value.Load() != val {
+			if old := s.value.Load(); old != val {
 				s.value.Store(val)
+				if uint16(old>>48) != port {
+					t.changes.Add(1)
+				}
 			}
 			return true
 		}
@@ -108,5 +119,6 @@ func (t *macTable) learn(key uint64, port uint16, now uint32) bool {
 	stale.value.Store(0)
 	stale.key.Store(key)
 	stale.value.Store(val)
+	t.changes.Add(1)
 	return true
 }

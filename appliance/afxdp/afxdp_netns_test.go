@@ -48,10 +48,18 @@ func openIn(t testing.TB, ns *netns.NS, ifname string, o Options) *Port {
 	t.Helper()
 	var p *Port
 	o.Logf = t.Logf
+	suite := false
+	if o.FastPath == nil {
+		o.FastPath = suiteFastPath(t)
+		suite = o.FastPath != nil
+	}
 	if err := ns.Do(func() (err error) { p, err = Open(ifname, o); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	if suite {
+		suiteFastOn(t, p, o.Index)
+	}
 	return p
 }
 

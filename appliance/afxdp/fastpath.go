@@ -41,6 +41,7 @@ type FastPath struct {
 	route6 *ebpf.Map // LPM trie: {prefixlen u32, addr [16]byte} -> next hop id
 	nh     *ebpf.Map // array: id -> fastNH
 	devs   *ebpf.Map // devmap hash: ifindex -> ifindex (redirect targets)
+	macs   *ebpf.Map // hash: fastMACKey -> fastMAC (bridge mode's learned MACs)
 }
 
 // Map names, which are also the program's map symbols.
@@ -49,6 +50,7 @@ const (
 	mapFPRoute6 = "ovfwd_fp_rt6"
 	mapFPNH     = "ovfwd_fp_nh"
 	mapFPDevs   = "ovfwd_fp_devs"
+	mapFPMACs   = "ovfwd_fp_macs"
 	mapFPConf   = "ovfwd_fp_conf"
 	mapFPStats  = "ovfwd_fp_stats"
 	mapFPTest   = "ovfwd_fp_test"
@@ -58,6 +60,18 @@ const (
 	maxFastRoutes   = 1 << 16
 	maxFastNextHops = 1 << 12
 	maxFastDevices  = 256
+	maxFastMACs     = 1 << 16
+)
+
+// fastMACKey is a learned address as the program looks it up: the MAC,
+// then the VLAN (native order), 8 bytes. fastMAC is its value, 12 bytes
+// in native order: the egress ifindex (0: the engine's), the egress MTU
+// (L3) and the engine port it was learned on. The ifindex comes first so
+// the bridge path shares the routed path's counting and redirect tail,
+// which read it at offset 0 as in a fastNH.
+const (
+	fastMACKeySize = 8
+	fastMACSize    = 12
 )
 
 // fastNH is a next hop as the program reads it (native byte order, 24
@@ -102,6 +116,10 @@ func NewFastPath() (*FastPath, error) {
 	if f.devs, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPDevs, Type: ebpf.DevMapHash, KeySize: 4, ValueSize: 4,
 		MaxEntries: maxFastDevices}); err != nil {
 		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPDevs, err))
+	}
+	if f.macs, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPMACs, Type: ebpf.Hash, KeySize: fastMACKeySize, ValueSize: fastMACSize,
+		MaxEntries: maxFastMACs, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPMACs, err))
 	}
 	return f, nil
 }
@@ -199,12 +217,12 @@ func (f *FastPath) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
-	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs} {
+	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs, f.macs} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	f.route4, f.route6, f.nh, f.devs = nil, nil, nil, nil
+	f.route4, f.route6, f.nh, f.devs, f.macs = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -225,11 +243,15 @@ const (
 	FastPuntNextHop // the route's next hop is the engine's: ours, tunnel, unresolved, NAT'd, link down…
 	FastPuntMTU
 	FastPuntPartial // TCP/UDP checksum left for the device to finish (the engine finishes it)
+	FastPuntVLAN    // bridge: tagged, or the port has no untagged VLAN
+	FastPuntFlood   // bridge: group or unknown destination (the engine floods)
+	FastPuntLearn   // bridge: source not learned on this port (the engine learns it)
 	NumFastStats
 )
 
 var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "punt_options", "punt_fragment", "punt_ttl",
-	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial"}
+	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial",
+	"punt_vlan", "punt_flood", "punt_learn"}
 
 func (s FastStat) String() string {
 	if s >= 0 && s < NumFastStats {
@@ -239,14 +261,18 @@ func (s FastStat) String() string {
 }
 
 // fastConf is a port's fast-path settings as the program reads them:
-// its MAC, on/off, and whether TCP SYNs go to the engine (MSS clamping).
+// its MAC, routing on/off, whether TCP SYNs go to the engine (MSS
+// clamping), bridging on/off, and for bridging the port's untagged VLAN
+// and engine port (native order).
 //
-//	0 MAC (6 bytes), 6 on, 7 punt SYN
-const fastConfSize = 8
+//	0 MAC (6 bytes), 6 route, 7 punt SYN, 8 bridge, 10 PVID u16, 12 port u32
+const fastConfSize = 16
 
 // fastPort is one port's share of the fast path: the shared tables and
 // its own settings and counters.
 type fastPort struct {
+	mu    sync.Mutex
+	cur   [fastConfSize]byte
 	fp    *FastPath
 	conf  *ebpf.Map // array[1] fastConf
 	stats *ebpf.Map // per-CPU array[NumFastStats] u64
@@ -286,23 +312,56 @@ func (p *fastPort) close() error {
 
 func (p *fastPort) maps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{mapFPRoute4: p.fp.route4, mapFPRoute6: p.fp.route6, mapFPNH: p.fp.nh, mapFPDevs: p.fp.devs,
-		mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
+		mapFPMACs: p.fp.macs, mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
 }
 
-// set turns the port's fast path on or off.
+// set turns the port's routed fast path on or off.
 func (p *fastPort) set(on bool, mac net.HardwareAddr, puntSYN bool) error {
-	v := make([]byte, fastConfSize)
+	if len(mac) != 6 {
+		return fmt.Errorf("afxdp: fast path: MAC %v", mac)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.cur
+	copy(v[:], mac)
+	v[6], v[7] = 0, 0
 	if on {
-		if len(mac) != 6 {
-			return fmt.Errorf("afxdp: fast path: MAC %v", mac)
-		}
-		copy(v, mac)
 		v[6] = 1
 		if puntSYN {
 			v[7] = 1
 		}
 	}
-	return p.conf.Put(uint32(0), v)
+	return p.put(v)
+}
+
+// setBridge turns the port's bridge fast path on or off: port is its
+// engine index, pvid its untagged VLAN.
+func (p *fastPort) setBridge(on bool, mac net.HardwareAddr, port int, pvid uint16) error {
+	if len(mac) != 6 || port < 0 {
+		return fmt.Errorf("afxdp: fast path: MAC %v, port %d", mac, port)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.cur
+	copy(v[:], mac)
+	v[8] = 0
+	if on {
+		v[8] = 1
+	}
+	binary.NativeEndian.PutUint16(v[10:], pvid)
+	binary.NativeEndian.PutUint32(v[12:], uint32(port))
+	return p.put(v)
+}
+
+func (p *fastPort) put(v [fastConfSize]byte) error {
+	if v == p.cur {
+		return nil
+	}
+	if err := p.conf.Put(uint32(0), v[:]); err != nil {
+		return err
+	}
+	p.cur = v
+	return nil
 }
 
 // counts sums the per-CPU counters.
@@ -486,7 +545,8 @@ func fastPath6() asm.Instructions {
 
 // fastPath4 emits the IPv4 fast path, entered at label "fp4" with r6 =
 // ctx, r7 = the IPv4 header (20 bytes of it known to be in the frame), r9 =
-// data_end. Whatever it does not forward goes to label "ovfwd". With
+// data_end. What it does not forward goes to label "ovfwd" (the bridge
+// fast path, then the engine) or, counted as a punt, to "xsk". With
 // verdictOnly (the BPF_PROG_TEST_RUN shape) it records the egress ifindex
 // in the test map and returns XDP_REDIRECT instead of redirecting.
 func fastPath4(verdictOnly bool) asm.Instructions {
@@ -620,7 +680,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.LoadMem(r3, r8, 16, W),
 		asm.StoreMem(r4, 8, r3, W),
 		// Count: packets and bytes (the frame: datagram + Ethernet header).
-		asm.Mov.Reg(r3, r5),
+		asm.Mov.Reg(r3, r5).WithSymbol("fp_count"),
 		asm.Add.Imm(r3, ethHeaderLen),
 		asm.StoreMem(r10, -24, r3, DW),
 		asm.StoreImm(r10, -4, int64(FastForwarded), W),
@@ -675,7 +735,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 	}{{"fp_options", FastPuntOptions}, {"fp_fragment", FastPuntFragment}, {"fp_ttl", FastPuntTTL},
 		{"fp_length", FastPuntLength}, {"fp_checksum", FastPuntChecksum}, {"fp_l4", FastPuntL4},
 		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNextHop}, {"fp_mtu", FastPuntMTU},
-		{"fp_partial", FastPuntPartial}} {
+		{"fp_partial", FastPuntPartial}, {"fpb_vlan", FastPuntVLAN}, {"fpb_flood", FastPuntFlood}, {"fpb_learn", FastPuntLearn}} {
 		q := punt(c.stat)
 		q[0] = q[0].WithSymbol(c.label)
 		p = append(p, q...)
@@ -687,12 +747,108 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Mov.Reg(r2, r10),
 		asm.Add.Imm(r2, -4),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "ovfwd"),
+		asm.JEq.Imm(r0, 0, "xsk"),
 		asm.LoadMem(r2, r0, 0, DW),
 		asm.Add.Imm(r2, 1),
 		asm.StoreMem(r0, 0, r2, DW),
-		asm.Ja.Label("ovfwd"),
+		asm.Ja.Label("xsk"),
 	)
+}
+
+// fastBridge emits the bridge fast path at label "ovfwd", where every
+// frame bound for the engine arrives (r6 = ctx, r9 = data_end): an
+// untagged unicast frame whose source was learned on this port and whose
+// destination was learned on another port that is a redirect target and
+// carries the VLAN untagged, within its MTU, is redirected there
+// unchanged; the rest goes on to "xsk". It leaves r8 = the fastMAC
+// (ifindex at 0) and r5 = the frame's length without the Ethernet header
+// for the routed path's counting tail at "fp_count".
+func fastBridge() asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R6, asm.R7, asm.R8, asm.R9, asm.R10
+		W, H, B                                     = asm.Word, asm.Half, asm.Byte
+	)
+	// key stores the MAC at r7+off and the port's PVID (r8+10) at fp-16.
+	key := func(off int16) asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMem(r2, r7, off, W),
+			asm.StoreMem(r10, -16, r2, W),
+			asm.LoadMem(r2, r7, off+4, H),
+			asm.StoreMem(r10, -12, r2, H),
+			asm.LoadMem(r2, r8, 10, H),
+			asm.StoreMem(r10, -10, r2, H),
+			asm.LoadMapPtr(r1, 0).WithReference(mapFPMACs),
+			asm.Mov.Reg(r2, r10),
+			asm.Add.Imm(r2, -16),
+			asm.FnMapLookupElem.Call(),
+		}
+	}
+	p := asm.Instructions{
+		asm.LoadMem(r7, r6, xdpMDData, W).WithSymbol("ovfwd"),
+		asm.Mov.Reg(r2, r7),
+		asm.Add.Imm(r2, ethHeaderLen),
+		asm.JGT.Reg(r2, r9, "xsk"),
+		asm.StoreImm(r10, -4, 0, W),
+		asm.LoadMapPtr(r1, 0).WithReference(mapFPConf),
+		asm.Mov.Reg(r2, r10),
+		asm.Add.Imm(r2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(r0, 0, "xsk"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 8, B),
+		asm.JEq.Imm(r2, 0, "xsk"),
+		// Tags are the engine's (membership, retagging); so is a port
+		// without an untagged VLAN (it drops).
+		asm.LoadMem(r2, r7, 12, H),
+		asm.JEq.Imm(r2, be16(ethTypeVLAN), "fpb_vlan"),
+		asm.JEq.Imm(r2, be16(ethTypeQinQ), "fpb_vlan"),
+		asm.LoadMem(r2, r8, 10, H),
+		asm.JEq.Imm(r2, 0, "fpb_vlan"),
+		// Group destinations flood, group sources are dropped: the engine's.
+		asm.LoadMem(r2, r7, 0, B),
+		asm.And.Imm(r2, 1),
+		asm.JNE.Imm(r2, 0, "fpb_flood"),
+		asm.LoadMem(r2, r7, 6, B),
+		asm.And.Imm(r2, 1),
+		asm.JNE.Imm(r2, 0, "fpb_learn"),
+		// The box's own MAC is the engine's too.
+		asm.LoadMem(r2, r7, 0, W),
+		asm.LoadMem(r3, r8, 0, W),
+		asm.JNE.Reg(r2, r3, "fpb_src"),
+		asm.LoadMem(r2, r7, 4, H),
+		asm.LoadMem(r3, r8, 4, H),
+		asm.JEq.Reg(r2, r3, "fp_neigh"),
+	}
+	// The source must be known on this port: a new or moved station's
+	// frames teach the engine (forwarded here they would teach it nothing).
+	src := key(6)
+	src[0] = src[0].WithSymbol("fpb_src")
+	p = append(p, src...)
+	p = append(p,
+		asm.JEq.Imm(r0, 0, "fpb_learn"),
+		asm.LoadMem(r2, r0, 8, W),
+		asm.LoadMem(r3, r8, 12, W),
+		asm.JNE.Reg(r2, r3, "fpb_learn"),
+	)
+	p = append(p, key(0)...)
+	p = append(p,
+		asm.JEq.Imm(r0, 0, "fpb_flood"),
+		// Learned on this port: the engine drops it (DropLoop).
+		asm.LoadMem(r2, r0, 8, W),
+		asm.LoadMem(r3, r8, 12, W),
+		asm.JEq.Reg(r2, r3, "fp_neigh"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 0, W),
+		asm.JEq.Imm(r2, 0, "fp_neigh"),
+		asm.Mov.Reg(r1, r6),
+		asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Reg(r5, r0),
+		asm.Add.Imm(r5, -ethHeaderLen),
+		asm.LoadMem(r2, r8, 4, W),
+		asm.JGT.Reg(r5, r2, "fp_mtu"),
+		asm.Ja.Label("fp_count"),
+	)
+	return p
 }
 
 // FastSync writes engine views (fwd.Engine.FastView) into a FastPath,
@@ -706,6 +862,7 @@ type FastSync struct {
 	nhs     map[fastNHKey]uint32
 	free    []uint32
 	next    uint32
+	macs    map[[fastMACKeySize]byte][fastMACSize]byte // what ApplyBridge wrote
 }
 
 type fastNHKey struct {
@@ -795,6 +952,55 @@ func (s *FastSync) Apply(v fwd.FastView) error {
 			errs = append(errs, s.fp.SetNextHop(id, FastNextHop{}))
 			delete(s.nhs, k)
 			s.free = append(s.free, id)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyBridge makes the bridge fast path forward exactly to the MACs v
+// lists (bridge mode): each is a redirect to its port when that port is a
+// redirect target and sends the VLAN untagged; otherwise the entry still
+// tells the program where the MAC was learned (its frames count as known
+// sources) and punts frames to it.
+func (s *FastSync) ApplyBridge(v fwd.FastBridgeView) error {
+	want := make(map[[fastMACKeySize]byte][fastMACSize]byte, len(v.MACs))
+	for _, m := range v.MACs {
+		if m.Port < 0 || m.Port >= len(v.Ports) {
+			continue
+		}
+		var k [fastMACKeySize]byte
+		var val [fastMACSize]byte
+		copy(k[:], m.MAC[:])
+		binary.NativeEndian.PutUint16(k[6:], m.VLAN)
+		pc := v.Ports[m.Port]
+		if m.Port < len(s.ifindex) && s.ifindex[m.Port] != 0 && pc.PVID == m.VLAN {
+			binary.NativeEndian.PutUint32(val[0:], uint32(s.ifindex[m.Port]))
+			binary.NativeEndian.PutUint32(val[4:], uint32(pc.MTU))
+		}
+		binary.NativeEndian.PutUint32(val[8:], uint32(m.Port))
+		want[k] = val
+	}
+	if s.macs == nil {
+		s.macs = map[[fastMACKeySize]byte][fastMACSize]byte{}
+	}
+	var errs []error
+	for k, val := range want {
+		if old, ok := s.macs[k]; ok && old == val {
+			continue
+		}
+		if err := s.fp.macs.Put(k[:], val[:]); err != nil {
+			errs = append(errs, err) // e.g. the map is full: the engine forwards to it
+			continue
+		}
+		s.macs[k] = val
+	}
+	for k := range s.macs {
+		if _, ok := want[k]; !ok {
+			if err := s.fp.macs.Delete(k[:]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.macs, k)
 		}
 	}
 	return errors.Join(errs...)

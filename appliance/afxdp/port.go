@@ -219,6 +219,12 @@ func (p *Port) Alloc(q int, b *fwd.Batch, n int) int { return p.queues[q].alloc(
 // been opened with Options.FastPath.
 func (p *Port) SetFast(on, puntSYN bool) error { return p.steer.SetFast(on, p.info.MAC, puntSYN) }
 
+// SetFastBridge turns the bridge fast path on or off on this port's
+// ingress (engine port index, untagged VLAN pvid).
+func (p *Port) SetFastBridge(on bool, index int, pvid uint16) error {
+	return p.steer.SetFastBridge(on, p.info.MAC, index, pvid)
+}
+
 // FastStats reads the port's fast-path counters (ingress side).
 func (p *Port) FastStats() ([NumFastStats]uint64, error) { return p.steer.FastStats() }
 

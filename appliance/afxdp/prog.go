@@ -208,6 +208,17 @@ func (s *Steering) SetFast(on bool, mac []byte, puntSYN bool) error {
 	return s.fast.set(on, mac, puntSYN)
 }
 
+// SetFastBridge turns the bridge fast path on or off for this port: port
+// is its engine index, pvid its untagged VLAN, mac its own address (frames
+// to it stay the engine's). The program must have been built with a
+// FastPath.
+func (s *Steering) SetFastBridge(on bool, mac []byte, port int, pvid uint16) error {
+	if s.fast == nil {
+		return errors.New("afxdp: steering program has no fast path")
+	}
+	return s.fast.setBridge(on, mac, port, pvid)
+}
+
 // FastStats reads the port's fast-path counters (zero without a fast path).
 func (s *Steering) FastStats() ([NumFastStats]uint64, error) {
 	if s.fast == nil {
@@ -556,20 +567,25 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.Mov.Imm(r0, xdpPass).WithSymbol("pass"),
 		asm.Return(),
 	)
+	// To the engine: "ovfwd", which with the fast path is the bridge fast
+	// path's entry, then the queue's socket at "xsk".
+	xsk := "ovfwd"
 	if fast {
 		p = append(p, fastPath4(verdictOnly)...)
 		p = append(p, fastPath6()...)
+		p = append(p, fastBridge()...)
+		xsk = "xsk"
 	}
 
 	// To the queue's socket; XDP_PASS if the queue has none.
 	if verdictOnly {
 		return append(p,
-			asm.Mov.Imm(r0, xdpTX).WithSymbol("ovfwd"),
+			asm.Mov.Imm(r0, xdpTX).WithSymbol(xsk),
 			asm.Return(),
 		)
 	}
 	return append(p,
-		asm.LoadMapPtr(r1, 0).WithReference(mapXSKs).WithSymbol("ovfwd"),
+		asm.LoadMapPtr(r1, 0).WithReference(mapXSKs).WithSymbol(xsk),
 		asm.LoadMem(r2, r6, xdpMDRxQueueIndex, W),
 		asm.Mov.Imm(r3, xdpPass),
 		asm.FnRedirectMap.Call(),

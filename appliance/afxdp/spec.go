@@ -31,6 +31,7 @@ const (
 	ethTypeIPv4   = 0x0800
 	ethTypeIPv6   = 0x86dd
 	ethTypeVLAN   = 0x8100
+	ethTypeQinQ   = 0x88a8 // IEEE 802.1ad service tag
 	ipProtoUDP    = 17
 	ipProtoTCP    = 6
 	ipProtoICMP   = 1

@@ -75,7 +75,7 @@ func TestRingsMappedBeforeBind(t *testing.T) {
 	if pa.Info().Pool != 7 || pb.Info().Pool != 7 {
 		t.Fatalf("pools %d, %d: want the Share's 7 for both (the join fell back)", pa.Info().Pool, pb.Info().Pool)
 	}
-	runBridge(t, pa, pb)
+	runBridge(t, tp, pa, pb)
 	floodPing(t, tp, 200)
 }
 

@@ -23,6 +23,11 @@ type fastState struct {
 	at     time.Time
 	clamp  uint16
 	failed bool // last Apply failed (logged once until it succeeds)
+
+	bridge bool     // bridge mode: mirror the learned MACs, not the FIB
+	pvid   []uint16 // by port index: the untagged VLAN the port's program has
+	walked time.Time
+	bgen   uint64 // fwd.Engine.FastBridgeGen at the last good walk
 }
 
 // fastRefresh bounds how stale the fast path's neighbour ageing may be:
@@ -30,9 +35,20 @@ type fastState struct {
 // (learned neighbours age in place).
 const fastRefresh = time.Second
 
+// The bridge mirror (runFastBridge) looks every fastBridgePoll for a
+// station learned or moved (the forwarding database's generation) or a
+// link change, and then reads the whole table, at most every
+// fastBridgeMinGap unless a link changed (a walk of 64 Ki slots costs
+// about a millisecond); fastRefresh bounds ageing (a MAC is left out in
+// its last seconds).
+const (
+	fastBridgePoll   = 10 * time.Millisecond
+	fastBridgeMinGap = 20 * time.Millisecond
+)
+
 // newFastPath makes the maps when the config may use them; nil otherwise.
 func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
-	if a.Mode != config.ModeRouter || a.FastPath == config.FastPathOff {
+	if (a.Mode != config.ModeRouter && a.Mode != config.ModeBridge) || a.FastPath == config.FastPathOff {
 		return nil, nil
 	}
 	return afxdp.NewFastPath()
@@ -69,7 +85,11 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 		return err
 	}
 	d.fast = &fastState{fp: fp, sync: s, on: make([]bool, len(d.ports)), clamp: uint16(a.MSSClamp),
-		target: ifs, down: make([]bool, len(d.ports))}
+		target: ifs, down: make([]bool, len(d.ports)), bridge: a.Mode == config.ModeBridge, pvid: make([]uint16, len(d.ports))}
+	var bv fwd.FastBridgeView
+	if d.fast.bridge {
+		bv = d.engine.FastBridge()
+	}
 	for i, pt := range d.ports {
 		if pt.xdp == nil {
 			continue
@@ -84,26 +104,32 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 				}
 			}
 		}
-		if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
+		if d.fast.bridge {
+			d.fast.pvid[i] = bv.Ports[i].PVID
+			if err := pt.xdp.SetFastBridge(on, i, d.fast.pvid[i]); err != nil {
+				return err
+			}
+		} else if err := pt.xdp.SetFast(on, a.MSSClamp != 0); err != nil {
 			return err
 		}
 		d.fast.on[i] = on
 		d.log.Info("xdp fast path", "port", pt.cfg.Name, "on", on, "why", why)
 	}
+	if d.fast.bridge {
+		d.syncFastBridge(true)
+		d.control.Add(1)
+		go func() { defer d.control.Done(); d.runFastBridge() }()
+		return nil
+	}
 	d.syncFast(true)
 	return nil
 }
 
-// syncFast mirrors the engine's tables into the fast path when they
-// changed, when force (a neighbour event) or when fastRefresh passed, and
-// the MSS clamp into the ports.
-func (d *daemon) syncFast(force bool) {
+// fastTargets takes a port whose link went down out of the redirect
+// targets (its frames go to the workers, which count them as link_down)
+// until it comes back; it reports whether any changed.
+func (d *daemon) fastTargets() bool {
 	f := d.fast
-	if f == nil {
-		return
-	}
-	// A port whose link went down is no redirect target (its frames go to
-	// the workers, which count them as link_down) until it comes back.
 	moved := false
 	for i, pt := range d.ports {
 		if f.target[i] == 0 {
@@ -118,6 +144,18 @@ func (d *daemon) syncFast(force bool) {
 			}
 		}
 	}
+	return moved
+}
+
+// syncFast mirrors the engine's tables into the fast path when they
+// changed, when force (a neighbour event) or when fastRefresh passed, and
+// the MSS clamp into the ports.
+func (d *daemon) syncFast(force bool) {
+	f := d.fast
+	if f == nil || f.bridge { // the bridge has its own loop (runFastBridge)
+		return
+	}
+	moved := d.fastTargets()
 	gen := d.engine.FastGen()
 	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {
 		return
@@ -143,6 +181,57 @@ func (d *daemon) syncFast(force bool) {
 	}
 	f.failed = false
 	f.gen, f.at = gen, time.Now()
+}
+
+// runFastBridge is the bridge mirror's loop, until the daemon stops.
+func (d *daemon) runFastBridge() {
+	tk := time.NewTicker(fastBridgePoll)
+	defer tk.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-tk.C:
+			d.syncFastBridge(false)
+		}
+	}
+}
+
+// syncFastBridge mirrors the bridge's learned MACs and the ports'
+// untagged VLANs (a reload may change them) when a station was learned or
+// moved, a link changed, fastRefresh passed, or force.
+func (d *daemon) syncFastBridge(force bool) {
+	f := d.fast
+	moved := d.fastTargets()
+	// A reload that changes a port's VLANs publishes new tables.
+	if tg := d.engine.FastGen(); tg != f.gen {
+		f.gen, moved = tg, true
+	}
+	gen, since := d.engine.FastBridgeGen(), time.Since(f.walked)
+	if !force && !moved && since < fastRefresh && (gen == f.bgen || since < fastBridgeMinGap) {
+		return
+	}
+	f.walked = time.Now()
+	v := d.engine.FastBridge()
+	for i, pt := range d.ports {
+		if f.on[i] && i < len(v.Ports) && v.Ports[i].PVID != f.pvid[i] {
+			if err := pt.xdp.SetFastBridge(true, i, v.Ports[i].PVID); err != nil {
+				d.log.Error("xdp fast path: untagged VLAN", "port", pt.cfg.Name, "err", err)
+				continue
+			}
+			f.pvid[i] = v.Ports[i].PVID
+		}
+	}
+	if err := f.sync.ApplyBridge(v); err != nil {
+		if !f.failed {
+			d.log.Error("xdp fast path: writing the learned MACs", "err", err)
+		}
+		f.failed = true
+		f.bgen = gen - 1 // retried after fastBridgeMinGap
+		return
+	}
+	f.failed = false
+	f.bgen = gen // read before the walk: what changed during it moves it again
 }
 
 // veth reports whether the port's kernel interface is a veth.

@@ -441,6 +441,7 @@ func benchCmd(args []string) error {
 		fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "the forwarding CPU (default 1)")
 		fs.BoolVar(&o.NAT, "nat", false, "translate the source: ovfwd NAT44 vs Linux nftables masquerade")
 		fs.BoolVar(&o.NoFastPath, "no-fast-path", false, "ovfwd without the XDP fast path (every frame through the worker)")
+		fs.BoolVar(&o.Bridge, "bridge", false, "bridge instead of route: ovfwd bridge mode vs a Linux bridge")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -38,6 +39,9 @@ type FwdOptions struct {
 	// the worker. The default has it, as the daemon's fast_path = "auto"
 	// does on these copy-mode veths.
 	NoFastPath bool
+	// Bridge bridges instead of routing: ovfwd in bridge mode against a
+	// Linux bridge (bridge.go).
+	Bridge bool
 }
 
 func (o *FwdOptions) defaults() {
@@ -85,6 +89,7 @@ type Run struct {
 	Softirq   float64
 	WorkerCPU []float64
 	RingDrops uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
+	Fast      uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
 	Note      string // side-specific counters (ovfwd drops, queue modes)
 }
 
@@ -131,9 +136,21 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		return nil, err
 	}
 	defer sink.Close()
+	what := "through"
+	if o.Bridge {
+		if o.NAT {
+			return nil, errors.New("bench: -bridge and -nat exclude each other")
+		}
+		// Bridged: the frames go to the sink's MAC.
+		t.frame = udpFrame(t.sinkMAC, t.genMAC, net.ParseIP(genIP).To4(), net.ParseIP(sinkIP).To4())
+		what = "bridged by"
+	}
 
-	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s through the appliance namespace; generator: %d AF_PACKET sendmmsg threads on CPU %d; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
-		genIP, sinkIP, o.GenThreads, o.GenCPU, o.FwdCPU)
+	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s %s the appliance namespace; generator: %d AF_PACKET sendmmsg threads on CPU %d; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
+		genIP, sinkIP, what, o.GenThreads, o.GenCPU, o.FwdCPU)
+	if o.Bridge {
+		fmt.Fprintf(w, "bridge: ovfwd bridge mode vs a Linux bridge of the same veths (%s); both learn the sink's MAC from a broadcast it sends before each run\n", bridgeNetfilterOff(t))
+	}
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(w, "load average before: %s (other work on these CPUs skews every number)\n", strings.Join(strings.Fields(string(la))[:3], " "))
 	}
@@ -148,9 +165,12 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	if o.Boost {
 		fmt.Fprintf(w, "ovfwd worker and NAPI threads at nice %d (Linux forwards in softirq, above every task)\n", boostNice)
 	}
-	if o.NoFastPath {
+	switch {
+	case o.NoFastPath:
 		fmt.Fprintf(w, "ovfwd: XDP fast path off (every frame through the worker)\n")
-	} else {
+	case o.Bridge:
+		fmt.Fprintf(w, "ovfwd: XDP fast path on (bridged frames between learned MACs forwarded in the ingress XDP program, counted in napi; learned MACs mirrored from the control loop's tick when one is learned or moves)\n")
+	default:
 		fmt.Fprintf(w, "ovfwd: XDP fast path on (fast_path = auto: routed IPv4 forwarded in the ingress XDP program, counted in napi)\n")
 	}
 	fmt.Fprintf(w, "ns/pkt: CPU %d's busy time (/proc/stat, every tick counted once, whatever ran) per forwarded packet; before: its busy share just before the generator started (other load); softirq%d, worker, napi: the breakdown (softirq from /proc/stat; threads' utime+stime, which include softirq run inside them)\n", o.FwdCPU, o.FwdCPU)
@@ -377,6 +397,23 @@ func newSink(t *topology) (*afxdp.DropCounter, error) {
 }
 
 func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions) (Run, error) {
+	if o.Bridge {
+		undo, err := linuxBridge(t)
+		if err != nil {
+			return Run{}, err
+		}
+		defer undo()
+		if err := teachSink(t); err != nil {
+			return Run{}, err
+		}
+		if !o.IngressOnGenCPU {
+			if err := steerRPS(t, o); err != nil {
+				return Run{}, err
+			}
+			defer unsteerRPS(t)
+		}
+		return measure(ctx, t, sink, o, "linux", nil, nil)
+	}
 	if err := nsWrite(t.app, "/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
 		return Run{}, err
 	}

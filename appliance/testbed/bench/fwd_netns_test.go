@@ -56,6 +56,35 @@ func TestFwdShort(t *testing.T) {
 	}
 }
 
+// A short bridged run: both bridges pass the generator's frames to the
+// sink, and ovfwd's did it in the fast path (the sink's and the
+// generator's MACs learned and mirrored into its map). Nothing about speed.
+func TestFwdBridgeShort(t *testing.T) {
+	netns.RequireRoot(t)
+	var res *FwdResult
+	for attempt := 1; ; attempt++ {
+		var out bytes.Buffer
+		var err error
+		res, err = Fwd(context.Background(), &out, FwdOptions{Bridge: true, Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 3 || !generatorStalled(res) {
+			break
+		}
+		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
+	}
+	for _, r := range res.Runs {
+		if r.Sent == 0 || r.Forwarded == 0 {
+			t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
+		}
+		if r.Side == "ovfwd" && r.Fast < r.Forwarded/2 {
+			t.Errorf("ovfwd: the fast path forwarded %d frames of the %d the sink counted in the window", r.Fast, r.Forwarded)
+		}
+	}
+}
+
 // BenchmarkFwd is `ovfwd bench fwd` as a Go benchmark (root; run it with
 // -benchtime 1x: one full A B A B run per iteration). Set
 // OVFWD_BENCH_INGRESS_ON_GEN=1 to leave the ingress softirq on the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/runner"
@@ -61,7 +63,11 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 			}
 		}
 	}
-	e, err := fwd.New(fwd.Config{Mode: fwd.ModeRouter}, []fwd.Port{pa, pb})
+	mode := fwd.ModeRouter
+	if o.Bridge {
+		mode = fwd.ModeBridge
+	}
+	e, err := fwd.New(fwd.Config{Mode: mode}, []fwd.Port{pa, pb})
 	if err != nil {
 		return Run{}, err
 	}
@@ -69,27 +75,48 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		port int
 		pfx  string
 	}{{0, appAPrefix}, {1, appBPrefix}} {
+		if o.Bridge {
+			break
+		}
 		if err := e.AddAddress(s.port, netip.MustParsePrefix(s.pfx)); err != nil {
 			return Run{}, err
 		}
 	}
-	if err := e.SetNeighbour(1, netip.MustParseAddr(sinkIP), t.sinkMAC); err != nil {
-		return Run{}, err
+	if !o.Bridge {
+		if err := e.SetNeighbour(1, netip.MustParseAddr(sinkIP), t.sinkMAC); err != nil {
+			return Run{}, err
+		}
 	}
 	if o.NAT {
 		if err := ovfwdNAT(e); err != nil {
 			return Run{}, err
 		}
 	}
+	var tick func()
 	if fp != nil {
 		// The tables are static for the run: one sync, as the daemon's
-		// control loop would do after publishing them.
+		// control loop would do after publishing them. A bridge learns in
+		// place: its MACs are mirrored when a station was learned or
+		// moved, as the daemon does, here from the control loop's tick so
+		// that the cost lands on the appliance CPU.
 		fs, err := afxdp.NewFastSync(fp, []int{pa.Ifindex(), pb.Ifindex()})
-		if err == nil {
-			err = fs.Apply(e.FastView())
-		}
-		if err == nil {
-			err = pa.SetFast(true, false)
+		switch {
+		case err != nil:
+		case o.Bridge:
+			err = pa.SetFastBridge(true, 0, 1)
+			var last time.Time
+			gen := ^uint64(0)
+			tick = func() {
+				g := e.FastBridgeGen()
+				if g != gen || time.Since(last) >= time.Second {
+					gen, last = g, time.Now()
+					_ = fs.ApplyBridge(e.FastBridge())
+				}
+			}
+		default:
+			if err = fs.Apply(e.FastView()); err == nil {
+				err = pa.SetFast(true, false)
+			}
 		}
 		if err != nil {
 			return Run{}, fmt.Errorf("fast path: %w", err)
@@ -123,13 +150,19 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	}
 	// The daemon's loop (appliance/runner), its nice and control pace, on
 	// the appliance CPU.
-	ro := runner.Options{CPUs: []int{o.FwdCPU}}
+	ro := runner.Options{CPUs: []int{o.FwdCPU}, Tick: tick}
 	if o.Boost {
 		ro.Nice = boostNice
 	}
 	run, err := runner.Start(e, []fwd.Port{pa, pb}, ro)
 	if err != nil {
 		return Run{}, err
+	}
+	if o.Bridge {
+		if err := teachSink(t); err != nil {
+			run.Stop(0)
+			return Run{}, err
+		}
 	}
 	var threads []string
 	for _, tid := range run.TIDs() {
@@ -152,7 +185,8 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	fast := ""
 	if fp != nil {
 		if fs, err := pa.FastStats(); err == nil {
-			fast = fmt.Sprintf("; fast path forwarded=%d punted=%d", fs[afxdp.FastForwarded], sumPunts(fs))
+			fast = fmt.Sprintf("; fast path forwarded=%d punted=%d%s", fs[afxdp.FastForwarded], sumPunts(fs), puntReasons(fs))
+			r.Fast = fs[afxdp.FastForwarded]
 		}
 	}
 	r.Note = fmt.Sprintf("[since open: xsk rx_ring_full=%d fill_empty=%d rx_dropped=%d; engine copies=%d drops:%s%s]",
@@ -161,6 +195,20 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		r.Note += fmt.Sprintf(" [nat translated=%d]", e.NATStats().Translated)
 	}
 	return r, err
+}
+
+// puntReasons lists the non-zero punt counters, " (reason=n ...)".
+func puntReasons(fs [afxdp.NumFastStats]uint64) string {
+	var parts []string
+	for i := afxdp.FastPuntOptions; i < afxdp.NumFastStats; i++ {
+		if fs[i] > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", i, fs[i]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, " ") + ")"
 }
 
 func sumPunts(fs [afxdp.NumFastStats]uint64) uint64 {

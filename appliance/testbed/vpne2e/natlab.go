@@ -134,6 +134,12 @@ func NewNATLab(tag, dir string, n, queues int) (l *NATLab, err error) {
 			return l, err
 		}
 	}
+	if err := PeerNAPI(l.Switch, "sa"); err != nil {
+		return l, err
+	}
+	if err := PeerNAPI(l.Router, "r0"); err != nil {
+		return l, err
+	}
 	if err := pki.Init(l.PKI); err != nil {
 		return l, err
 	}
@@ -214,7 +220,7 @@ func (l *NATLab) StartOvfwd(bin string, queues int, appliance, natOptions string
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
 		filepath.Join(l.PKI, pki.TLSCryptFile), NATPool4, NATPool6, NATPool4, natOptions, sock)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(WithFastPath(cfg)), 0o600); err != nil {
 		return nil, err
 	}
 	s := &Server{Name: "ovfwd", Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}

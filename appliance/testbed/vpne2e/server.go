@@ -156,6 +156,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
 	}
+	cfg = WithFastPath(cfg)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

@@ -110,6 +110,9 @@ func newSiteLab(t *testing.T) *siteLab {
 			addrs []string
 		}{{v.a, v.ia, v.addrsA}, {v.b, v.ib, v.addrsB}} {
 			l.run(side.ns, "ethtool", "-K", side.dev, "tx", "off", "tso", "off", "gso", "off")
+			if err := PeerNAPI(side.ns, side.dev); err != nil {
+				l.t.Fatal(err)
+			}
 			for _, a := range side.addrs {
 				l.run(side.ns, "ip", "addr", "add", a, "dev", side.dev, "nodad")
 			}
@@ -184,7 +187,7 @@ func (l *siteLab) startOpenVPNServer() {
 
 // startOvfwdServer runs ovfwd as site B's server with an iroute for site A.
 func (l *siteLab) startOvfwdServer() {
-	conf := l.writeFile("srv.toml", fmt.Sprintf(`
+	conf := l.writeFile("srv.toml", WithFastPath(fmt.Sprintf(`
 [[port]]
 name = "wan"
 driver = "afxdp-copy"
@@ -220,7 +223,7 @@ listen = ""
 socket = %q
 `, wanB, VPNPort, filepath.Join(l.pki, pki.CACertFile), filepath.Join(l.pki, pki.ServerCertFile),
 		filepath.Join(l.pki, pki.ServerKeyFile), filepath.Join(l.pki, pki.TLSCryptFile), sitePool4, sitePool6,
-		siteCN, siteANet4, siteANet6, l.statusSrv))
+		siteCN, siteANet4, siteANet6, l.statusSrv)))
 	l.server = l.start(l.srv, "server.log", l.bin, "run", "-c", conf)
 	l.waitStatus(l.server, l.statusSrv, "server.log", func(s *status.Snapshot) bool { return s.VPN != nil })
 }
@@ -231,7 +234,7 @@ func (l *siteLab) startSiteA() {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	conf := l.writeFile("a.toml", fmt.Sprintf(`
+	conf := l.writeFile("a.toml", WithFastPath(fmt.Sprintf(`
 [[port]]
 name = "lan"
 driver = "afxdp-copy"
@@ -259,7 +262,7 @@ listen = ""
 [status]
 socket = %q
 `, wanA, wanB, VPNPort, filepath.Join(l.pki, pki.CACertFile), cert, key, filepath.Join(l.pki, pki.TLSCryptFile),
-		siteBNet4, siteBNet6, l.statusA))
+		siteBNet4, siteBNet6, l.statusA)))
 	l.siteA = l.start(l.appA, "ovfwd-a.log", l.bin, "run", "-c", conf)
 	l.waitStatus(l.siteA, l.statusA, "ovfwd-a.log", func(s *status.Snapshot) bool {
 		return len(s.Uplinks) == 1 && s.Uplinks[0].State == "connected"

@@ -149,6 +149,17 @@ func NewLab(tag, dir string, n int) (l *Lab, err error) {
 			return l, err
 		}
 	}
+	// The far ends of ovfwd's ports, for a forced fast path (FastPathEnv).
+	p0peer, p0dev := l.Switch, "sa"
+	if n == 1 {
+		p0peer, p0dev = l.Clients[0], "c0"
+	}
+	if err := PeerNAPI(p0peer, p0dev); err != nil {
+		return l, err
+	}
+	if err := PeerNAPI(l.LAN, "lan0"); err != nil {
+		return l, err
+	}
 	if err := pki.Init(l.PKI); err != nil {
 		return l, err
 	}
