@@ -101,9 +101,7 @@ func Start(o Options, sink Sink) (*Sync, error) {
 		}, s.route, s.markStale)
 	}
 	if err == nil && o.Neighbours {
-		err = follow(s, "neighbours", func(ch chan<- netlink.NeighUpdate, done <-chan struct{}, onErr func(error)) error {
-			return netlink.NeighSubscribeWithOptions(ch, done, netlink.NeighSubscribeOptions{Namespace: s.foreign(), ListExisting: true, ErrorCallback: onErr})
-		}, s.neigh, nil)
+		err = follow(s, "neighbours", s.subscribeNeigh, s.neigh, nil)
 	}
 	if err != nil {
 		s.Close()
@@ -477,27 +475,25 @@ const (
 // the kernel's multicast mappings, which the engine derives itself.)
 const pinned = unix.NUD_PERMANENT
 
-func (s *Sync) neigh(u netlink.NeighUpdate) {
-	port, ok := s.o.Ports[u.LinkIndex]
-	if !ok || u.IP == nil {
+func (s *Sync) neigh(u neighUpdate) {
+	port, ok := s.o.Ports[u.ifindex]
+	if !ok || !u.ip.IsValid() {
 		return
 	}
-	a, ok := netip.AddrFromSlice(u.IP)
-	if !ok {
-		return
-	}
-	a = a.Unmap()
+	a := u.ip.Unmap()
 	if !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
 		return // multicast, loopback, unspecified: not next hops
 	}
-	ours := u.Flags&MirrorFlag != 0
-	if u.Type == unix.RTM_NEWNEIGH && u.State&pinned != 0 && !ours && len(u.HardwareAddr) == 6 {
-		s.sink.KernelNeighbour(port, a, u.HardwareAddr)
+	ours := u.flags&MirrorFlag != 0
+	if u.typ == unix.RTM_NEWNEIGH && u.state&pinned != 0 && !ours && u.macLen == 6 {
+		mac := make(net.HardwareAddr, 6) // the sink keeps it; operator pins are rare
+		copy(mac, u.mac[:])
+		s.sink.KernelNeighbour(port, a, mac)
 		return
 	}
 	// An entry ovfwd mirrored, deleted, demoted or (re)written: whatever
 	// pin an operator had there is gone.
-	if u.Type == unix.RTM_DELNEIGH || u.State&pinned == 0 || ours {
+	if u.typ == unix.RTM_DELNEIGH || u.state&pinned == 0 || ours {
 		s.sink.KernelNeighbour(port, a, nil)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,3 +133,107 @@ func TestRouteBurstOverflowRecovers(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// neighSink counts neighbour reports and keeps the pins.
+type neighSink struct {
+	countSink
+	reports atomic.Int64
+	pmu     sync.Mutex
+	pins    map[netip.Addr]string
+}
+
+func (c *neighSink) KernelNeighbour(_ int, ip netip.Addr, mac net.HardwareAddr) {
+	c.reports.Add(1)
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if mac != nil {
+		c.pins[ip] = mac.String()
+	} else {
+		delete(c.pins, ip)
+	}
+}
+
+func (c *neighSink) pin(ip netip.Addr) string {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.pins[ip]
+}
+
+// Every entry the kernel mirror writes comes back to the neighbour
+// subscription, so its cost per message is paid at the mirror's full rate
+// in a neighbour storm: it must not allocate per message (netlink's
+// NeighSubscribe allocated 64 KiB per message, about 100 MiB/s of garbage
+// in the soak). An operator's pin still arrives, and a mirrored entry
+// (extern_learn, the mirror's flag) is no pin.
+func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
+	ns := netns.New(t, "nln")
+	peer := netns.New(t, "nln")
+	netns.Link(t, ns, "p0", peer, "x0")
+	netns.Run(t, ns, "ip", "addr", "add", "198.18.58.254/24", "dev", "p0")
+	sink := &neighSink{pins: map[netip.Addr]string{}}
+	var s *Sync
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName("p0")
+		if err != nil {
+			return err
+		}
+		s, err = Start(Options{Neighbours: true, Ports: map[int]int{ifi.Index: 0}}, sink)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (%d reports)", what, sink.reports.Load())
+			}
+		}
+	}
+	op := netip.MustParseAddr("198.18.58.7")
+	netns.Run(t, ns, "ip", "neigh", "replace", op.String(), "lladdr", "02:00:00:00:00:07", "nud", "permanent", "dev", "p0")
+	wait("the operator's pin", func() bool { return sink.pin(op) == "02:00:00:00:00:07" })
+
+	const n = 2000 // 1,000 mirror-like writes and their deletes
+	var batch strings.Builder
+	for i := range n / 2 {
+		fmt.Fprintf(&batch, "neigh replace 198.18.58.%d lladdr 02:00:00:00:%02x:%02x nud permanent extern_learn dev p0\n", 10+i%200, i>>8, i&0xff)
+		fmt.Fprintf(&batch, "neigh del 198.18.58.%d dev p0\n", 10+i%200)
+	}
+	path := filepath.Join(t.TempDir(), "neigh")
+	if err := os.WriteFile(path, []byte(batch.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := sink.reports.Load()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	netns.Run(t, ns, "ip", "-batch", path)
+	// Until the echoes stop coming (a burst may overflow the socket and
+	// cost a resubscription, which replays the table: more reports).
+	last := int64(-1)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		cur := sink.reports.Load()
+		if cur == last && cur-before >= n/2 {
+			break
+		}
+		last = cur
+	}
+	runtime.ReadMemStats(&m1)
+	got := sink.reports.Load() - before
+	if got < n/2 {
+		t.Fatalf("%d neighbour reports for %d kernel changes", got, n)
+	}
+	per := (m1.TotalAlloc - m0.TotalAlloc) / uint64(got)
+	t.Logf("%d neighbour messages: %d bytes allocated per message (the whole test process)", got, per)
+	if per > 512 {
+		t.Errorf("%d bytes allocated per neighbour message, want next to none", per)
+	}
+	sink.pmu.Lock()
+	pins := fmt.Sprint(sink.pins)
+	sink.pmu.Unlock()
+	if want := fmt.Sprint(map[netip.Addr]string{op: "02:00:00:00:00:07"}); pins != want {
+		t.Errorf("pins %s: want only the operator's, %s", pins, want)
+	}
+}

@@ -118,20 +118,20 @@ func TestNeighbourPins(t *testing.T) {
 	s, sink := newTestSync()
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 0x77}
 	ip := net.ParseIP("198.18.51.77")
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT}})
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT}}))
 	a := netip.MustParseAddr("198.18.51.77")
 	if sink.neigh[a].String() != mac.String() {
 		t.Fatalf("permanent neighbour not pinned: %v", sink.neigh)
 	}
 	// Non-permanent states (a kernel resolution attempt) unpin.
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, State: unix.NUD_INCOMPLETE}})
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, State: unix.NUD_INCOMPLETE}}))
 	if _, ok := sink.neigh[a]; ok {
 		t.Fatal("neighbour still pinned after the kernel demoted it")
 	}
 	// Multicast mappings (NOARP) and foreign interfaces are ignored.
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: net.ParseIP("ff02::16"), HardwareAddr: net.HardwareAddr{0x33, 0x33, 0, 0, 0, 0x16}, State: unix.NUD_NOARP}})
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: net.ParseIP("ff02::16"), HardwareAddr: net.HardwareAddr{0x33, 0x33, 0, 0, 0, 0x16}, State: unix.NUD_PERMANENT}})
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 3, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT}})
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: net.ParseIP("ff02::16"), HardwareAddr: net.HardwareAddr{0x33, 0x33, 0, 0, 0, 0x16}, State: unix.NUD_NOARP}}))
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: net.ParseIP("ff02::16"), HardwareAddr: net.HardwareAddr{0x33, 0x33, 0, 0, 0, 0x16}, State: unix.NUD_PERMANENT}}))
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 3, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT}}))
 	if len(sink.neigh) != 0 {
 		t.Fatal("neighbour of a foreign interface pinned")
 	}
@@ -146,18 +146,18 @@ func TestMirroredNeighbourNeverPinned(t *testing.T) {
 	a := netip.MustParseAddr("198.18.51.77")
 	for i := range 200 {
 		mac := net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}
-		s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT, Flags: MirrorFlag}})
+		s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: mac, State: unix.NUD_PERMANENT, Flags: MirrorFlag}}))
 	}
 	if len(sink.neigh) != 0 {
 		t.Fatalf("mirrored entries pinned: %v", sink.neigh)
 	}
 	op := net.HardwareAddr{2, 0, 0, 0, 0, 0x99}
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT}})
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT}}))
 	if sink.neigh[a].String() != op.String() {
 		t.Fatalf("operator's write not pinned: %v", sink.neigh)
 	}
 	// The mirror writing it again (the operator's pin gone) unpins.
-	s.neigh(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT, Flags: MirrorFlag}})
+	s.neigh(upd(netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: netlink.Neigh{LinkIndex: 9, IP: ip, HardwareAddr: op, State: unix.NUD_PERMANENT, Flags: MirrorFlag}}))
 	if _, ok := sink.neigh[a]; ok {
 		t.Fatal("a mirrored entry left the operator's pin in place")
 	}
@@ -195,4 +195,12 @@ func TestResyncKeepsRoutes(t *testing.T) {
 	if len(sink.routes) != 0 {
 		t.Errorf("after a failed dump: %v", sink.routes)
 	}
+}
+
+// upd is what parseNeigh makes of the kernel's message for u.
+func upd(u netlink.NeighUpdate) neighUpdate {
+	v := neighUpdate{typ: u.Type, ifindex: u.LinkIndex, state: uint16(u.State), flags: uint8(u.Flags)}
+	v.ip, _ = netip.AddrFromSlice(u.IP)
+	v.macLen = copy(v.mac[:], u.HardwareAddr)
+	return v
 }
