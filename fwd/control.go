@@ -2,7 +2,6 @@ package fwd
 
 import (
 	"cmp"
-	"net"
 	"net/netip"
 	"slices"
 )
@@ -16,12 +15,13 @@ const (
 )
 
 // Event tells the control plane (which mirrors neighbours into the kernel)
-// what the data plane learned.
+// what the data plane learned. It is a value: a neighbour storm makes
+// thousands a second, and none of them may cost an allocation.
 type Event struct {
 	Kind EventKind
 	Port int
 	Addr netip.Addr
-	MAC  net.HardwareAddr
+	MAC  [6]byte
 }
 
 // maxEvents bounds the event queue; older events are kept, newer counted
@@ -54,7 +54,6 @@ func (e *Engine) Service() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.cfg.Now()
-	changed := false
 	reach := int64(e.limits.Load().NeighReachable)
 	resync := false
 	for _, w := range e.workers {
@@ -76,8 +75,10 @@ func (e *Engine) Service() {
 				}
 				n = &neighbour{port: m.port, addr: m.addr, is4: m.is4}
 				n.confirmed.Store(m.confirmed)
-				e.neighs[k] = n
-				changed = true
+				// Complete before the workers can see it.
+				n.expires.Store(now + reach)
+				n.mac.Store(mac)
+				e.putNeigh(k, n)
 			case !m.moved && n.mac.Load() != mac && n.confirmed.Load() && !m.confirmed:
 				return // made meanwhile from an answer; a request does not move it
 			}
@@ -96,13 +97,27 @@ func (e *Engine) Service() {
 			}
 		}
 		if !n.static && n.expires.Load() < now {
-			delete(e.neighs, k)
-			changed = true
+			e.dropNeigh(k)
 			e.event(EventNeighbourExpired, n, n.mac.Load())
 		}
 	}
-	if changed {
+}
+
+// putNeigh adds or replaces the entry for k, in e.neighs and in the
+// workers' table; dropNeigh removes it. Caller holds e.mu.
+func (e *Engine) putNeigh(k neighKey, n *neighbour) {
+	e.neighs[k] = n
+	if !e.neigh.Load().put(n) {
 		e.neigh.Store(buildNeighTable(e.neighs))
+	}
+	e.neighGen.Add(1)
+}
+
+func (e *Engine) dropNeigh(k neighKey) {
+	if n, ok := e.neighs[k]; ok {
+		delete(e.neighs, k)
+		e.neigh.Load().remove(n)
+		e.neighGen.Add(1)
 	}
 }
 
@@ -111,15 +126,17 @@ func (e *Engine) Service() {
 // static entries never. A batch (1/64 of the table) keeps a flood of new
 // entries from costing a sweep each. It reports whether anything went.
 func (e *Engine) makeRoom() bool {
-	var victims []*neighbour
+	victims := e.victims[:0] // kept: a flood calls this every few entries
 	for _, n := range e.neighs {
 		if !n.static {
 			victims = append(victims, n)
 		}
 	}
+	e.victims = victims
 	if len(victims) == 0 {
 		return false
 	}
+	defer clear(victims) // no evicted entry stays reachable from here
 	slices.SortFunc(victims, func(a, b *neighbour) int {
 		if ac, bc := a.confirmed.Load(), b.confirmed.Load(); ac != bc {
 			if ac {
@@ -130,7 +147,7 @@ func (e *Engine) makeRoom() bool {
 		return cmp.Compare(a.expires.Load(), b.expires.Load())
 	})
 	for _, n := range victims[:max(1, min(len(victims), e.cfg.NeighTable/64))] {
-		delete(e.neighs, neighKey{port: n.port, addr: n.addr})
+		e.dropNeigh(neighKey{port: n.port, addr: n.addr})
 		e.neighEvicted++
 		e.event(EventNeighbourExpired, n, n.mac.Load())
 	}
@@ -145,8 +162,8 @@ func (e *Engine) event(kind EventKind, n *neighbour, mac uint64) {
 	if kind == EventNeighbourLearned {
 		n.reported = mac
 	}
-	ev := Event{Kind: kind, Port: int(n.port), MAC: make(net.HardwareAddr, 6)}
-	unpackMAC(mac, ev.MAC)
+	ev := Event{Kind: kind, Port: int(n.port)}
+	unpackMAC(mac, ev.MAC[:])
 	ev.Addr = netip.AddrFrom16(n.addr)
 	if n.is4 {
 		ev.Addr = ev.Addr.Unmap()
@@ -181,8 +198,8 @@ func (e *Engine) Neighbours() []Event {
 	defer e.mu.Unlock()
 	var out []Event
 	for _, n := range e.neighs {
-		ev := Event{Kind: EventNeighbourLearned, Port: int(n.port), MAC: make(net.HardwareAddr, 6)}
-		unpackMAC(n.mac.Load(), ev.MAC)
+		ev := Event{Kind: EventNeighbourLearned, Port: int(n.port)}
+		unpackMAC(n.mac.Load(), ev.MAC[:])
 		ev.Addr = netip.AddrFrom16(n.addr)
 		if n.is4 {
 			ev.Addr = ev.Addr.Unmap()

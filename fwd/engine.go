@@ -138,6 +138,8 @@ type Engine struct {
 	evDrops  uint64
 
 	neighFull, neighEvicted uint64
+	victims                 []*neighbour    // makeRoom's scratch
+	neighGen                atomic.Uint64   // moves when an entry comes or goes (FastGen)
 	asked                   []atomic.Uint64 // glean.go
 }
 
@@ -431,15 +433,14 @@ func (e *Engine) SetNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mac == nil {
-		delete(e.neighs, k)
+		e.dropNeigh(k)
 	} else {
 		n := &neighbour{port: k.port, addr: k.addr, is4: ip.Is4(), static: true}
 		n.mac.Store(packMAC(mac))
 		n.expires.Store(1<<63 - 1)
 		n.confirmed.Store(true) // the operator's word
-		e.neighs[k] = n
+		e.putNeigh(k, n)
 	}
-	e.neigh.Store(buildNeighTable(e.neighs))
 	return nil
 }
 

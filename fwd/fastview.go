@@ -120,8 +120,8 @@ func (pc *portConf) isTagged() bool { return pc.routerTag != 0 }
 // ageing changes in place and does not move it).
 type FastGen struct {
 	t *tables
-	n *neighTable
+	n uint64 // Engine.neighGen
 }
 
 // FastGen is the current generation, comparable with ==.
-func (e *Engine) FastGen() FastGen { return FastGen{e.tables.Load(), e.neigh.Load()} }
+func (e *Engine) FastGen() FastGen { return FastGen{e.tables.Load(), e.neighGen.Load()} }

@@ -56,7 +56,7 @@ func TestARPResolutionHoldsAndReleases(t *testing.T) {
 	// The control plane learns B and reports it.
 	r.e.Service()
 	ev := r.e.Events(nil)
-	if len(ev) != 1 || ev[0].Kind != fwd.EventNeighbourLearned || ev[0].Addr != bV4 || ev[0].Port != 1 || !bytes.Equal(ev[0].MAC, macB) {
+	if len(ev) != 1 || ev[0].Kind != fwd.EventNeighbourLearned || ev[0].Addr != bV4 || ev[0].Port != 1 || !bytes.Equal(ev[0].MAC[:], macB) {
 		t.Fatalf("events %+v", ev)
 	}
 	// Now traffic flows without another request.

@@ -157,37 +157,102 @@ func neighHash(port uint16, a *[16]byte) uint64 {
 	return h ^ h>>29
 }
 
-// neighTable is an immutable open-addressing index over the entries, built
-// by the control plane at most a few times per second.
+// neighTable is an open-addressing index over the entries. Workers read
+// it without a lock while the control plane (under e.mu) changes it in
+// place: an insert fills a free or deleted slot of its key's chain, a
+// delete leaves a tombstone, so a concurrent lookup finds every entry
+// present throughout and stops only at a never-used slot. Rebuilding it
+// per change instead made a neighbour storm's main garbage (8 KiB per
+// control pass). Tombstones lengthen chains: when live and deleted slots
+// would pass half the table, the control plane builds a fresh one and
+// publishes it (Engine.putNeigh), once per cap/4 deletions or so.
 type neighTable struct {
-	slots []*neighbour
-	mask  uint64
+	slots      []atomic.Pointer[neighbour]
+	mask       uint64
+	used, dead int // control plane only
 }
+
+// neighDeleted marks a slot whose entry was deleted (a tombstone).
+var neighDeleted = &neighbour{port: 0xffff}
 
 func buildNeighTable(all map[neighKey]*neighbour) *neighTable {
 	n := 16
-	for n < 2*len(all) {
+	for n < 4*len(all) {
 		n <<= 1
 	}
-	t := &neighTable{slots: make([]*neighbour, n), mask: uint64(n - 1)}
+	t := &neighTable{slots: make([]atomic.Pointer[neighbour], n), mask: uint64(n - 1)}
 	for _, e := range all {
 		h := neighHash(e.port, &e.addr)
-		for t.slots[h&t.mask] != nil {
+		for t.slots[h&t.mask].Load() != nil {
 			h++
 		}
-		t.slots[h&t.mask] = e
+		t.slots[h&t.mask].Store(e)
 	}
+	t.used = len(all)
 	return t
 }
 
 func (t *neighTable) lookup(port uint16, a *[16]byte) *neighbour {
 	h := neighHash(port, a)
 	for {
-		e := t.slots[h&t.mask]
-		if e == nil || e.port == port && e.addr == *a {
+		e := t.slots[h&t.mask].Load()
+		if e == nil || e.port == port && e.addr == *a && e != neighDeleted {
 			return e
 		}
 		h++
+	}
+}
+
+// put adds n, or replaces the entry with its key. It reports false,
+// changing nothing, when the table is too full to take it.
+func (t *neighTable) put(n *neighbour) bool {
+	var free *atomic.Pointer[neighbour] // the chain's first tombstone
+	h := neighHash(n.port, &n.addr)
+	for ; ; h++ {
+		s := &t.slots[h&t.mask]
+		e := s.Load()
+		switch {
+		case e == neighDeleted:
+			if free == nil {
+				free = s
+			}
+			continue
+		case e == nil:
+		case e.port == n.port && e.addr == n.addr:
+			s.Store(n)
+			return true
+		default:
+			continue
+		}
+		if free != nil {
+			free.Store(n)
+			t.dead--
+		} else {
+			if 2*(t.used+t.dead+1) > len(t.slots) {
+				return false
+			}
+			s.Store(n)
+		}
+		t.used++
+		return true
+	}
+}
+
+// remove deletes the entry with n's key, if there is one.
+func (t *neighTable) remove(n *neighbour) {
+	h := neighHash(n.port, &n.addr)
+	for ; ; h++ {
+		s := &t.slots[h&t.mask]
+		e := s.Load()
+		if e == nil {
+			return
+		}
+		if e != neighDeleted && e.port == n.port && e.addr == n.addr {
+			s.Store(neighDeleted)
+			t.used--
+			t.dead++
+			return
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -25,10 +26,12 @@ import (
 // Make it in the namespace of the ports (its netlink socket stays there).
 // It is control plane: any goroutine, serialised by a mutex.
 type NeighMirror struct {
-	mu  sync.Mutex
-	fd  int
-	seq uint32
-	buf []byte
+	mu     sync.Mutex
+	fd     int
+	seq    uint32
+	buf    []byte
+	req    [128]byte // one request: header, ndmsg and three attributes
+	kernel unix.SockaddrNetlink
 }
 
 // NewNeighMirror opens a NETLINK_ROUTE socket in the calling thread's namespace.
@@ -43,7 +46,7 @@ func NewNeighMirror() (*NeighMirror, error) {
 	}
 	tv := unix.Timeval{Sec: 2}
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	return &NeighMirror{fd: fd, buf: make([]byte, 4096)}, nil
+	return &NeighMirror{fd: fd, buf: make([]byte, 4096), kernel: unix.SockaddrNetlink{Family: unix.AF_NETLINK}}, nil
 }
 
 // Set adds or replaces ip → mac on ifindex (netlink RTM_NEWNEIGH, like
@@ -64,10 +67,14 @@ func (m *NeighMirror) Delete(ifindex int, ip netip.Addr) error {
 // Close closes the netlink socket.
 func (m *NeighMirror) Close() error { return unix.Close(m.fd) }
 
+// do sends one request and waits for its ack. A neighbour storm makes
+// the daemon call it at the mirror's full rate (2,000 a second), so it
+// builds the request in m.req and reads the ack into m.buf: nothing is
+// allocated per call (TestNeighMirrorNoGarbage).
 func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, mac net.HardwareAddr) error {
 	ip = ip.Unmap()
 	if !ip.IsValid() {
-		return fmt.Errorf("afxdp: neighbour: invalid address")
+		return errInvalidNeigh
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,15 +83,20 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 	if ip.Is6() {
 		family = unix.AF_INET6
 	}
-	msg := make([]byte, unix.NLMSG_HDRLEN, 64)
-	// struct ndmsg
-	nd := make([]byte, 12)
+	msg := m.req[:unix.NLMSG_HDRLEN+unix.SizeofNdMsg]
+	clear(msg)
+	nd := msg[unix.NLMSG_HDRLEN:] // struct ndmsg
 	nd[0] = family
 	binary.NativeEndian.PutUint32(nd[4:], uint32(ifindex))
 	binary.NativeEndian.PutUint16(nd[8:], unix.NUD_PERMANENT)
 	nd[10] = nlsync.MirrorFlag
-	msg = append(msg, nd...)
-	msg = appendAttr(msg, unix.NDA_DST, ip.AsSlice())
+	if ip.Is4() {
+		a := ip.As4()
+		msg = appendAttr(msg, unix.NDA_DST, a[:])
+	} else {
+		a := ip.As16()
+		msg = appendAttr(msg, unix.NDA_DST, a[:])
+	}
 	msg = appendAttr(msg, ndaProtocol, []byte{nlsync.MirrorProtocol})
 	if mac != nil {
 		msg = appendAttr(msg, unix.NDA_LLADDR, mac)
@@ -93,11 +105,13 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 	binary.NativeEndian.PutUint16(msg[4:], typ)
 	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|flags)
 	binary.NativeEndian.PutUint32(msg[8:], m.seq)
-	if err := unix.Sendto(m.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err := unix.Sendto(m.fd, msg, 0, &m.kernel); err != nil {
 		return fmt.Errorf("afxdp: netlink send: %w", err)
 	}
 	for range 8 { // skip anything that is not our ack, boundedly
-		n, _, err := unix.Recvfrom(m.fd, m.buf, 0)
+		// Read, not Recvfrom: only the kernel answers on this socket, and
+		// Recvfrom's address is an allocation per call.
+		n, err := unix.Read(m.fd, m.buf)
 		if err != nil {
 			return fmt.Errorf("afxdp: netlink receive: %w", err)
 		}
@@ -112,8 +126,13 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 		}
 		return nil
 	}
-	return fmt.Errorf("afxdp: netlink: no ack")
+	return errNoAck
 }
+
+var (
+	errInvalidNeigh = errors.New("afxdp: neighbour: invalid address")
+	errNoAck        = errors.New("afxdp: netlink: no ack")
+)
 
 // ndaProtocol is NDA_PROTOCOL (linux/neighbour.h; x/sys does not name it).
 const ndaProtocol = 12

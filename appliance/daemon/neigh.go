@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -14,6 +13,13 @@ import (
 type neighKey struct {
 	port int
 	addr netip.Addr
+}
+
+// change is a pending kernel write: mac, or a delete. Values, so a storm's
+// thousands of changes a second cost no allocation.
+type change struct {
+	mac [6]byte
+	del bool
 }
 
 // mirrorPerPass bounds the kernel writes of one control pass (every
@@ -36,8 +42,8 @@ type neighbours struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	mirrored map[neighKey]net.HardwareAddr // what the kernel holds from us
-	pending  map[neighKey]net.HardwareAddr // to write; a nil MAC deletes
+	mirrored map[neighKey][6]byte // what the kernel holds from us
+	pending  map[neighKey]change  // to write
 	pinned   map[neighKey]bool
 	ok, fail uint64
 	deferred uint64 // writes that waited for a later pass
@@ -46,7 +52,7 @@ type neighbours struct {
 
 func newNeighbours(eng *fwd.Engine, ports []*port, mirror *afxdp.NeighMirror, log *slog.Logger) *neighbours {
 	return &neighbours{eng: eng, ports: ports, mirror: mirror, log: log,
-		mirrored: map[neighKey]net.HardwareAddr{}, pending: map[neighKey]net.HardwareAddr{},
+		mirrored: map[neighKey][6]byte{}, pending: map[neighKey]change{},
 		pinned: map[neighKey]bool{}}
 }
 
@@ -61,9 +67,9 @@ func (n *neighbours) engineEvent(ev fwd.Event) {
 	defer n.mu.Unlock()
 	switch ev.Kind {
 	case fwd.EventNeighbourLearned:
-		n.pending[k] = ev.MAC
+		n.pending[k] = change{mac: ev.MAC}
 	case fwd.EventNeighbourExpired:
-		n.pending[k] = nil
+		n.pending[k] = change{del: true}
 	}
 }
 
@@ -75,8 +81,8 @@ func (n *neighbours) flush() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	budget := mirrorPerPass
-	for k, mac := range n.pending {
-		if cur, ok := n.mirrored[k]; mac == nil && !ok || mac != nil && ok && bytes.Equal(cur, mac) {
+	for k, c := range n.pending {
+		if cur, ok := n.mirrored[k]; c.del && !ok || !c.del && ok && cur == c.mac {
 			delete(n.pending, k) // the kernel already has it so
 			continue
 		}
@@ -88,9 +94,9 @@ func (n *neighbours) flush() {
 		delete(n.pending, k)
 		pt := n.ports[k.port]
 		var err error
-		if mac != nil {
-			n.mirrored[k] = mac
-			err = n.mirror.Set(pt.ifindex, k.addr, mac)
+		if !c.del {
+			n.mirrored[k] = c.mac
+			err = n.mirror.Set(pt.ifindex, k.addr, c.mac[:])
 		} else {
 			delete(n.mirrored, k)
 			err = n.mirror.Delete(pt.ifindex, k.addr)

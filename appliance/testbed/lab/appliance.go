@@ -96,7 +96,7 @@ func (a *Appliance) mirrorEvent(ev fwd.Event) {
 	var err error
 	switch ev.Kind {
 	case fwd.EventNeighbourLearned:
-		if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC); err == nil {
+		if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC[:]); err == nil {
 			a.installed[mirrored{ifindex, ev.Addr}] = true
 		}
 	case fwd.EventNeighbourExpired:
