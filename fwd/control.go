@@ -192,6 +192,14 @@ func (e *Engine) Punts(fn func(port int, frame []byte)) int {
 	return n
 }
 
+// NeighbourCount is how many neighbour entries there are (status asks it
+// every snapshot; Neighbours would copy them all to count them).
+func (e *Engine) NeighbourCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.neighs)
+}
+
 // Neighbours lists the current neighbour entries (for status and tests).
 func (e *Engine) Neighbours() []Event {
 	e.mu.Lock()

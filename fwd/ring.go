@@ -19,7 +19,11 @@ func newSPSCRing[T any](size int) *spscRing[T] {
 	for n < size {
 		n <<= 1
 	}
-	return &spscRing[T]{slots: make([]T, n), mask: uint64(n - 1)}
+	r := &spscRing[T]{mask: uint64(n - 1)}
+	if r.slots = offHeapSlots[T](r, n); r.slots == nil {
+		r.slots = make([]T, n)
+	}
+	return r
 }
 
 // slot returns the next free slot for the producer to fill in place, or nil

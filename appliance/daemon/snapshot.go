@@ -31,7 +31,7 @@ func (d *daemon) snapshot() status.Snapshot {
 			"neighbour_refused": st.NeighRefused, "neighbour_unsolicited": st.NeighUnsolicited,
 			"neighbour_table_full": st.NeighTableFull, "neighbour_evicted": st.NeighEvicted,
 		},
-		Neighbours: len(d.engine.Neighbours()),
+		Neighbours: d.engine.NeighbourCount(),
 		Reload:     rl,
 		NAT:        d.natSnapshot(),
 	}

@@ -166,10 +166,9 @@ func TestSoakHostileLAN(t *testing.T) {
 	waitCmd(t, h.a, 15*time.Second, "ping", "-c", "1", "-W", "1", "198.18.65.1")
 	waitCmd(t, h.a, 15*time.Second, "ping", "-c", "1", "-W", "1", "2001:db8:65::1")
 
-	// Transfers before the storm warm everything up, and RSS is taken once
-	// the daemon has run 15 s: its Go heap has grown to the size the
-	// collector keeps for its live data by then (a fresh process's RSS
-	// rises for a few seconds whatever it does).
+	// Transfers before the storm warm everything up (up to ten, or 15 s of
+	// the daemon's life); the start figure is RSS right after them, the
+	// tunnel up and the daemon idle, just before the attack.
 	const n = 4 << 20
 	for i := 0; i < 10 && (i < 2 || time.Since(s.Started) < 15*time.Second); i++ {
 		if r, err := lab.TCPTransfer(context.Background(), h.b, h.a, client, n, 60*time.Second); err != nil || !r.OK(n) {
@@ -213,12 +212,12 @@ func TestSoakHostileLAN(t *testing.T) {
 	}()
 	storms := make(chan int)
 	go func() { storms <- storm(ctx, t, h) }()
-	// RSS every 5 s of the storm. The reference is the sample 10 s in: by
-	// then the Go heap has grown to its collection target (a step of about
-	// 12 MiB over the idle figure in the first 5-10 s, flat after: the
-	// storm's garbage cycles the heap through a target of ~21.5 MiB, where
-	// idle it never filled its 13.7 MiB; the live heap stays ~9 MiB);
-	// growth after that would be what the storm keeps costing.
+	// RSS every 5 s of the storm, for the log; the end is held to the
+	// start (issue 13). What the storm may add is the Go heap cycling up to
+	// its collection target under the storm's garbage (about 3 MiB: the
+	// target follows the daemon's live data, ~3 MiB, since the frame rings
+	// left the heap) and the pages of rings and UMEM frames the storm's
+	// traffic touches first.
 	monitor := make(chan []string)
 	go func() {
 		var out []string
@@ -309,12 +308,12 @@ func TestSoakHostileLAN(t *testing.T) {
 		t.Errorf("tunnel transfers: %s", summary)
 	}
 	peak := slices.Max(append(series, rss1))
-	t.Logf("RSS idle before the storm %d KiB; every 5 s of the storm %v KiB (peak %d); after %d KiB", rss0, series, peak, rss1)
+	t.Logf("RSS idle before the storm %d KiB; every 5 s of the storm %v KiB (peak %d); after %d KiB (%+.1f %%)", rss0, series, peak, rss1, 100*float64(rss1-rss0)/float64(rss0))
 	if len(series) < 2 {
 		t.Fatalf("RSS series %v", series)
 	}
-	if ref := series[1]; rss1 > ref*6/5 || rss1 < ref*4/5 {
-		t.Errorf("RSS %d KiB 10 s into the storm → %d KiB at its end: more than 20 %% off", ref, rss1)
+	if rss1 > rss0*6/5 {
+		t.Errorf("RSS %d KiB before the storm → %d KiB at its end (%+.1f %%): more than 20 %% over its start", rss0, rss1, 100*float64(rss1-rss0)/float64(rss0))
 	}
 	if frames < 100_000 && os.Getenv("SOAK_PARTS") == "" {
 		t.Errorf("only %d attacker frames: the storm did not storm", frames)
@@ -433,10 +432,10 @@ func storm(ctx context.Context, t *testing.T, h *hostileLAN) int {
 }
 
 // goMem is the daemon's Go memory, from its metrics: the heap in use, the
-// next collection's target, and the stacks.
+// next collection's target, the stacks, and all it allocated so far.
 func goMem(t *testing.T, ns *netns.NS) string {
 	const a = "127.0.0.1:19472"
-	return fmt.Sprintf("Go heap in use %d KiB, next GC at %d KiB, stacks %d KiB",
+	return fmt.Sprintf("Go heap in use %d KiB, next GC at %d KiB, stacks %d KiB, allocated %d KiB since start",
 		scrape(t, ns, a, "go_memstats_heap_inuse_bytes")>>10, scrape(t, ns, a, "go_memstats_next_gc_bytes")>>10,
-		scrape(t, ns, a, "go_memstats_stack_inuse_bytes")>>10)
+		scrape(t, ns, a, "go_memstats_stack_inuse_bytes")>>10, scrape(t, ns, a, "go_memstats_alloc_bytes_total")>>10)
 }
