@@ -93,3 +93,34 @@ func TestNeighTableConcurrentLookup(t *testing.T) {
 		t.Fatalf("%d lookups missed an entry present throughout", m)
 	}
 }
+
+// Neighbours numbered in sequence (::1, ::2, ... of a /64; .1, .2, ...
+// of a /24) spread over the table's slots and the glean buckets: the
+// former hash gave every such IPv6 neighbour one home slot (a lookup
+// walked them all) and one glean budget (a scanner starved its
+// neighbours).
+func TestNeighHashSpreads(t *testing.T) {
+	for _, v4 := range []bool{false, true} {
+		slots := map[uint64]int{}
+		buckets := map[uint64]bool{}
+		for i := range 256 {
+			var a [16]byte
+			if v4 {
+				a = key4([]byte{198, 18, 1, byte(i)})
+			} else {
+				a[0], a[1], a[14], a[15] = 0x20, 0x01, byte(i>>8), byte(i)
+			}
+			h := neighHash(1, &a)
+			slots[h&1023]++
+			buckets[h%gleanBuckets] = true
+		}
+		worst := 0
+		for _, n := range slots {
+			worst = max(worst, n)
+		}
+		// 256 keys in 1,024 slots: a fair hash puts at most a few in one.
+		if worst > 5 || len(buckets) < 128 {
+			t.Errorf("v4 %v: %d keys share a home slot; %d of 256 glean buckets used", v4, worst, len(buckets))
+		}
+	}
+}

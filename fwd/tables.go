@@ -153,8 +153,18 @@ func neighHash(port uint16, a *[16]byte) uint64 {
 		uint64(a[4])<<32 | uint64(a[5])<<40 | uint64(a[6])<<48 | uint64(a[7])<<56
 	hi := uint64(a[8]) | uint64(a[9])<<8 | uint64(a[10])<<16 | uint64(a[11])<<24 |
 		uint64(a[12])<<32 | uint64(a[13])<<40 | uint64(a[14])<<48 | uint64(a[15])<<56
-	h := (lo*0x9e3779b97f4a7c15 ^ hi*0xc2b2ae3d27d4eb4f ^ uint64(port)) * 0x165667b19e3779f9
-	return h ^ h>>29
+	// Every bit of the result must depend on every byte of the address:
+	// callers index with the low bits (the table's home slot, the glean
+	// bucket) and tag with the high ones. The finaliser is MurmurHash3's
+	// fmix64. (The former single multiply left the low bits independent
+	// of an IPv6 address's last three bytes: every host of a /64 numbered
+	// ::1, ::2, ... shared one home slot and one glean budget.)
+	h := (lo^uint64(port))*0x9e3779b97f4a7c15 ^ hi
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	return h ^ h>>33
 }
 
 // neighTable is an open-addressing index over the entries. Workers read
