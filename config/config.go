@@ -63,6 +63,14 @@ type Appliance struct {
 	// NeighbourTable bounds the ARP/ND entries the engine keeps; when it is
 	// full, unconfirmed entries go first. Default 16384.
 	NeighbourTable int
+	// GleanSourceRate and GleanSourceBurst: how many resolutions of
+	// unknown neighbours one LAN sender may start per second and at once;
+	// GleanPortRate and GleanPortBurst: the same for a port as a whole.
+	// Defaults 50, 64, 500, 256.
+	GleanSourceRate  int
+	GleanSourceBurst int
+	GleanPortRate    int
+	GleanPortBurst   int
 	// BridgeAging is how long a learned MAC stays without traffic from it.
 	// Default 300s.
 	BridgeAging time.Duration
@@ -328,6 +336,10 @@ func Default() *Config {
 			NeighbourTimeout:   3 * time.Second,
 			NeighbourHold:      4,
 			NeighbourTable:     16384,
+			GleanSourceRate:    50,
+			GleanSourceBurst:   64,
+			GleanPortRate:      500,
+			GleanPortBurst:     256,
 			BridgeAging:        300 * time.Second,
 			FastPath:           FastPathAuto,
 		},

@@ -51,6 +51,14 @@ type Config struct {
 	// full, unconfirmed entries are evicted first, then those nearest to
 	// expiry; static entries never.
 	NeighTable int
+	// Glean limits (glean.go): a sender (input port and source address)
+	// may start GleanSourceRate resolutions of unknown neighbours a second,
+	// GleanSourceBurst at once (defaults 50 and 64); an input port as a
+	// whole GleanPortRate, GleanPortBurst at once (defaults 500 and 256).
+	GleanSourceRate  int
+	GleanSourceBurst int
+	GleanPortRate    int
+	GleanPortBurst   int
 
 	// Bridge: forwarding database size (entries, default 65536) and MAC
 	// aging (default 300 s).
@@ -83,6 +91,10 @@ func (c *Config) setDefaults() {
 	def(&c.NeighProbes, 3)
 	def(&c.NeighHold, 4)
 	def(&c.NeighTable, 16384)
+	def(&c.GleanSourceRate, 50)
+	def(&c.GleanSourceBurst, 64)
+	def(&c.GleanPortRate, 500)
+	def(&c.GleanPortBurst, 256)
 	def(&c.BridgeTable, 1<<16)
 	defD(&c.BridgeAging, 300*time.Second)
 	if c.Now == nil {

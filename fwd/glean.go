@@ -5,8 +5,11 @@ package fwd
 // sender looping over a /64 turns that into a solicitation flood and fills
 // the hold table with addresses nobody will answer for. So:
 //   - each sender (input port and source address, hashed into buckets)
-//     and each input port has a token bucket of new questions; a packet
-//     that would start one without a token is dropped as glean_limited;
+//     and each input port has a token bucket of new questions (Limits'
+//     GleanSourceRate/Burst: a host legitimately talks to a few new
+//     neighbours at a time, a scanner to thousands; GleanPortRate/Burst
+//     against a flood with spoofed sources); a packet that would start one
+//     without a token is dropped as glean_limited;
 //   - a new question always gets a hold slot, taking the oldest one's when
 //     none is free (holdPacket), so held packets are dropped before
 //     resolution stops;
@@ -14,15 +17,6 @@ package fwd
 //     so an answer makes the entry even after its slot was taken.
 const (
 	gleanBuckets = 256 // per worker; a hash collision only shares a budget
-
-	// A sender may start gleanSourceRate resolutions a second (burst
-	// gleanSourceBurst): a host legitimately talks to a few new neighbours
-	// at a time, a scanner to thousands.
-	gleanSourceRate  = 50
-	gleanSourceBurst = 64
-	// An input port as a whole, against a flood with spoofed sources.
-	gleanPortRate  = 500
-	gleanPortBurst = 256
 
 	askedSlots = 4096 // remembered questions, engine-wide (a power of two)
 )
@@ -39,7 +33,13 @@ func (b *tokenBucket) take(now int64, rate, burst int64) bool {
 		b.tokens, b.last = burst*1e9, now
 	}
 	if d := now - b.last; d > 0 {
-		b.tokens = min(b.tokens+d*rate, burst*1e9)
+		// d*rate would overflow after hours idle at a high rate: a bucket
+		// idle long enough to fill is full.
+		if full := burst * 1e9; d >= full/max(rate, 1) {
+			b.tokens = full
+		} else {
+			b.tokens = min(b.tokens+d*rate, full)
+		}
 		b.last = now
 	}
 	if b.tokens < 1e9 {
@@ -71,10 +71,11 @@ func (w *Worker) gleanBudget(t *tables, p *Packet) bool {
 	copy(a[:], src)
 	h := neighHash(p.InPort, &a)
 	g := &w.glean
-	if !w.fromUs(t, p) && !g.sources[h%gleanBuckets].take(w.now, gleanSourceRate, gleanSourceBurst) {
+	l := &w.lim
+	if !w.fromUs(t, p) && !g.sources[h%gleanBuckets].take(w.now, int64(l.GleanSourceRate), int64(l.GleanSourceBurst)) {
 		return false
 	}
-	return int(p.InPort) >= len(g.ports) || g.ports[p.InPort].take(w.now, gleanPortRate, gleanPortBurst)
+	return int(p.InPort) >= len(g.ports) || g.ports[p.InPort].take(w.now, int64(l.GleanPortRate), int64(l.GleanPortBurst))
 }
 
 // The engine remembers questions in askedSlots words shared by the

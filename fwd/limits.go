@@ -6,7 +6,8 @@ import (
 )
 
 // Limits are the engine knobs a running engine can change (SetLimits):
-// the MSS clamp, the ICMP error rate and the neighbour timers. Fields mean
+// the MSS clamp, the ICMP error rate, the neighbour timers and the glean
+// limits. Fields mean
 // what the Config fields of the same names mean, zeros included.
 //
 // Workers copy the published Limits at the start of a poll when the
@@ -21,6 +22,10 @@ type Limits struct {
 	NeighProbeBefore time.Duration
 	NeighRetrans     time.Duration
 	NeighProbes      int
+	GleanSourceRate  int
+	GleanSourceBurst int
+	GleanPortRate    int
+	GleanPortBurst   int
 }
 
 func (c *Config) limits() *Limits {
@@ -28,6 +33,8 @@ func (c *Config) limits() *Limits {
 		MSSClamp: c.MSSClamp, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
 		NeighReachable: c.NeighReachable, NeighProbeBefore: c.NeighProbeBefore,
 		NeighRetrans: c.NeighRetrans, NeighProbes: c.NeighProbes,
+		GleanSourceRate: c.GleanSourceRate, GleanSourceBurst: c.GleanSourceBurst,
+		GleanPortRate: c.GleanPortRate, GleanPortBurst: c.GleanPortBurst,
 	}
 }
 
@@ -37,13 +44,16 @@ func (e *Engine) Limits() Limits { return *e.limits.Load() }
 // SetLimits publishes new limits to every worker (from its next poll)
 // and to the control plane. Zero fields take New's defaults.
 func (e *Engine) SetLimits(l Limits) error {
-	if l.ICMPBurst < 0 || l.NeighReachable < 0 || l.NeighProbeBefore < 0 || l.NeighRetrans < 0 || l.NeighProbes < 0 {
+	if l.ICMPBurst < 0 || l.NeighReachable < 0 || l.NeighProbeBefore < 0 || l.NeighRetrans < 0 || l.NeighProbes < 0 ||
+		l.GleanSourceRate < 0 || l.GleanSourceBurst < 0 || l.GleanPortRate < 0 || l.GleanPortBurst < 0 {
 		return errors.New("fwd: negative limit")
 	}
 	c := Config{
 		MSSClamp: l.MSSClamp, ICMPRate: l.ICMPRate, ICMPBurst: l.ICMPBurst,
 		NeighReachable: l.NeighReachable, NeighProbeBefore: l.NeighProbeBefore,
 		NeighRetrans: l.NeighRetrans, NeighProbes: l.NeighProbes,
+		GleanSourceRate: l.GleanSourceRate, GleanSourceBurst: l.GleanSourceBurst,
+		GleanPortRate: l.GleanPortRate, GleanPortBurst: l.GleanPortBurst,
 		Now: e.cfg.Now,
 	}
 	c.setDefaults()

@@ -474,3 +474,51 @@ func TestNeighbourStormControlPlaneGarbage(t *testing.T) {
 		t.Errorf("%d allocations (%d bytes) for %d new entries in %d passes", allocs, bytes, made, passes)
 	}
 }
+
+// The glean limits are configuration (Config, and Limits on a reload): a
+// sender's burst and rate of new resolutions follow them, and a port's
+// budget bounds all senders together.
+func TestGleanLimitsConfigured(t *testing.T) {
+	base := bV6.As16()
+	i := 0
+	// burst sends n packets from src to n new addresses in one poll and
+	// returns how many were glean-limited.
+	burst := func(r *rig, src netip.Addr, n int) uint64 {
+		d0 := r.drops(fwd.DropGleanLimited)
+		for range n {
+			dst := base
+			binary.BigEndian.PutUint64(dst[8:], uint64(0x6000000+i))
+			i++
+			r.inject(0, eth(macR0, macA, 0x86dd, ipv6(src, netip.AddrFrom16(dst), 17, 64, udp(1, 2, []byte("x")))))
+		}
+		r.poll()
+		r.drain(1)
+		return r.drops(fwd.DropGleanLimited) - d0
+	}
+	a1, a2 := netip.MustParseAddr("2001:db8::66"), netip.MustParseAddr("2001:db8::1234")
+	r := newRig(t, rigOpt{cfg: fwd.Config{GleanSourceRate: 10, GleanSourceBurst: 5, GleanPortRate: 1000, GleanPortBurst: 8}})
+	if l := burst(r, a1, 20); l != 15 {
+		t.Errorf("source burst 5: %d of 20 limited, want 15", l)
+	}
+	if l := burst(r, a2, 20); l != 17 { // the port's burst of 8 had 3 left
+		t.Errorf("port burst 8: %d of another sender's 20 limited, want 17", l)
+	}
+	r.advance(time.Second) // a1: 10 more tokens, capped at its burst of 5
+	if l := burst(r, a1, 20); l != 15 {
+		t.Errorf("after 1 s at 10/s: %d of 20 limited, want 15", l)
+	}
+	// A reload raises them for the next poll.
+	l := r.e.Limits()
+	l.GleanSourceBurst, l.GleanPortBurst = 50, 100
+	must(t, r.e.SetLimits(l))
+	r.advance(10 * time.Second)
+	if l := burst(r, a1, 40); l != 0 {
+		t.Errorf("after raising the bursts: %d of 40 limited", l)
+	}
+	for range 10 {
+		r.advance(time.Second)
+		r.poll()
+		r.drain(1)
+	}
+	r.checkNoLeak()
+}

@@ -310,6 +310,10 @@ func engineConfig(a config.Appliance, vpnOn bool) fwd.Config {
 		NeighProbeBefore: min(5*time.Second, a.NeighbourReachable/2),
 		NeighHold:        a.NeighbourHold,
 		NeighTable:       a.NeighbourTable,
+		GleanSourceRate:  a.GleanSourceRate,
+		GleanSourceBurst: a.GleanSourceBurst,
+		GleanPortRate:    a.GleanPortRate,
+		GleanPortBurst:   a.GleanPortBurst,
 		BridgeAging:      a.BridgeAging,
 	}
 	if a.ICMPRate == 0 {
@@ -334,12 +338,15 @@ func engineLimits(c fwd.Config) fwd.Limits {
 		MSSClamp: c.MSSClamp, ICMPRate: c.ICMPRate, ICMPBurst: c.ICMPBurst,
 		NeighReachable: c.NeighReachable, NeighProbeBefore: c.NeighProbeBefore,
 		NeighRetrans: c.NeighRetrans, NeighProbes: c.NeighProbes,
+		GleanSourceRate: c.GleanSourceRate, GleanSourceBurst: c.GleanSourceBurst,
+		GleanPortRate: c.GleanPortRate, GleanPortBurst: c.GleanPortBurst,
 	}
 }
 
 // applianceRestartPart is [appliance] without what engineLimits covers.
 func applianceRestartPart(a config.Appliance) config.Appliance {
 	a.MSSClamp, a.ICMPRate, a.NeighbourReachable, a.NeighbourTimeout = 0, 0, 0, 0
+	a.GleanSourceRate, a.GleanSourceBurst, a.GleanPortRate, a.GleanPortBurst = 0, 0, 0, 0
 	return a
 }
 

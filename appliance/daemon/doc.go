@@ -31,9 +31,9 @@
 // Applied at once, without touching ports, workers or VPN sessions:
 // [[route]] (diffed against what is installed), [log] level and format,
 // [netlink] (resubscribed), [metrics] listen and [status] socket; the
-// engine's limits (mss_clamp, icmp_rate, neighbour_reachable and
-// neighbour_timeout, through Engine.SetLimits, from each worker's next
-// poll); and [vpn]'s push_routes, keepalive, reneg_sec, tun_mtu,
+// engine's limits (mss_clamp, icmp_rate, neighbour_reachable,
+// neighbour_timeout and the glean_* limits, through Engine.SetLimits, from
+// each worker's next poll); and [vpn]'s push_routes, keepalive, reneg_sec, tun_mtu,
 // max_half_open, handshake_rate and max_peers up to its start value
 // (through control.Server.Reconfigure, for sessions that start from now
 // on: established clients keep the options they were pushed, and are

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -103,5 +104,21 @@ func TestEngineLimits(t *testing.T) {
 	if l.MSSClamp != 1300 || l.ICMPRate >= 0 || l.NeighRetrans != 2*time.Second || l.NeighProbes != 3 ||
 		l.NeighReachable != a.NeighbourReachable || l.NeighProbeBefore != c.NeighProbeBefore {
 		t.Errorf("limits %+v from %+v", l, a)
+	}
+}
+
+// The glean_* keys reach the engine at start and on reload, and changing
+// them is no "restart to apply" change.
+func TestGleanLimitsReload(t *testing.T) {
+	a := config.Default().Appliance
+	a.GleanSourceRate, a.GleanSourceBurst, a.GleanPortRate, a.GleanPortBurst = 7, 9, 70, 90
+	c := engineConfig(a, false)
+	l := engineLimits(c)
+	if c.GleanSourceRate != 7 || c.GleanSourceBurst != 9 || c.GleanPortRate != 70 || c.GleanPortBurst != 90 ||
+		l.GleanSourceRate != 7 || l.GleanSourceBurst != 9 || l.GleanPortRate != 70 || l.GleanPortBurst != 90 {
+		t.Errorf("config %+v, limits %+v from %+v", c, l, a)
+	}
+	if !reflect.DeepEqual(applianceRestartPart(a), applianceRestartPart(config.Default().Appliance)) {
+		t.Error("a change of the glean limits asks for a restart")
 	}
 }
