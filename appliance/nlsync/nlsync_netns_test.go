@@ -196,29 +196,40 @@ func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
 	netns.Run(t, ns, "ip", "neigh", "replace", op.String(), "lladdr", "02:00:00:00:00:07", "nud", "permanent", "dev", "p0")
 	wait("the operator's pin", func() bool { return sink.pin(op) == "02:00:00:00:00:07" })
 
-	const n = 2000 // 1,000 mirror-like writes and their deletes
-	var batch strings.Builder
-	for i := range n / 2 {
-		fmt.Fprintf(&batch, "neigh replace 198.18.58.%d lladdr 02:00:00:00:%02x:%02x nud permanent extern_learn dev p0\n", 10+i%200, i>>8, i&0xff)
-		fmt.Fprintf(&batch, "neigh del 198.18.58.%d dev p0\n", 10+i%200)
-	}
-	path := filepath.Join(t.TempDir(), "neigh")
-	if err := os.WriteFile(path, []byte(batch.String()), 0o644); err != nil {
-		t.Fatal(err)
+	// 1,000 mirror-like writes and their deletes, in batches of 200 as the
+	// daemon's mirror writes them (at most 100 a pass, coalesced): one
+	// burst of 2,000 could overflow the socket on a loaded machine and
+	// cost a resubscription, and the test would count the replay instead.
+	const n, batchN = 2000, 200
+	var paths []string
+	for b := range n / batchN {
+		var batch strings.Builder
+		for i := b * batchN / 2; i < (b+1)*batchN/2; i++ {
+			fmt.Fprintf(&batch, "neigh replace 198.18.58.%d lladdr 02:00:00:00:%02x:%02x nud permanent extern_learn dev p0\n", 10+i%200, i>>8, i&0xff)
+			fmt.Fprintf(&batch, "neigh del 198.18.58.%d dev p0\n", 10+i%200)
+		}
+		paths = append(paths, filepath.Join(t.TempDir(), "neigh"))
+		if err := os.WriteFile(paths[b], []byte(batch.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	before := sink.reports.Load()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	netns.Run(t, ns, "ip", "-batch", path)
-	// Until the echoes stop coming (a burst may overflow the socket and
-	// cost a resubscription, which replays the table: more reports).
-	last := int64(-1)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		cur := sink.reports.Load()
-		if cur == last && cur-before >= n/2 {
-			break
+	for b, path := range paths {
+		netns.Run(t, ns, "ip", "-batch", path) // its exec's allocations count too: ~2 KiB a batch
+		// Until this batch's echoes are in, or stop coming (a
+		// resubscription replays the table instead), within 5 s.
+		want := before + int64((b+1)*batchN)
+		last, still := sink.reports.Load(), 0
+		for deadline := time.Now().Add(5 * time.Second); last < want && still < 20 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			if cur := sink.reports.Load(); cur == last {
+				still++
+			} else {
+				last, still = cur, 0
+			}
 		}
-		last = cur
 	}
 	runtime.ReadMemStats(&m1)
 	got := sink.reports.Load() - before
@@ -227,7 +238,10 @@ func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
 	}
 	per := (m1.TotalAlloc - m0.TotalAlloc) / uint64(got)
 	t.Logf("%d neighbour messages: %d bytes allocated per message (the whole test process)", got, per)
-	if per > 512 {
+	// Next to none per message; the bound leaves room for the test's own
+	// execs, -race, and a resubscription's new 64 KiB buffer now and then
+	// on a loaded machine — NeighSubscribe's was 64 KiB per message.
+	if per > 4096 {
 		t.Errorf("%d bytes allocated per neighbour message, want next to none", per)
 	}
 	sink.pmu.Lock()
