@@ -818,7 +818,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	// Like openvpn's 2 s exit delay: let the reliable layer deliver, on
 	// the key the client takes control messages on.
-	deliverText(all, msgRestart, time.Second, 3*time.Second)
+	deliverText(all, msgRestart, time.Second, 2*time.Second)
 	for _, sess := range all {
 		s.teardown(sess)
 	}
