@@ -108,20 +108,44 @@ func (l *lossyLink) send(pkt []byte) {
 	}
 }
 
+// reorderHold is how long a packet picked for reordering waits for a
+// later one to overtake it. Without a bound a held packet waited for the
+// link's next packet, which on an idle control channel is the peer's next
+// retransmission, up to maxRetransmit away: a held final ACK then cost
+// retransmissions as a loss would, and a run with a few of them outlasted
+// the test's deadline.
+const reorderHold = 20 * time.Millisecond
+
 func (l *lossyLink) run() {
 	var held []byte
-	for pkt := range l.ch {
-		l.mu.Lock()
-		hold := held == nil && l.rng.Float64() < l.reorder
-		l.mu.Unlock()
-		if hold {
-			held = pkt // deliver after the next packet
-			continue
-		}
-		l.deliver(append([]byte(nil), pkt...))
-		if held != nil {
-			l.deliver(held)
-			held = nil
+	release := time.NewTimer(time.Hour)
+	release.Stop()
+	defer release.Stop()
+	for {
+		select {
+		case pkt, ok := <-l.ch:
+			if !ok {
+				return
+			}
+			l.mu.Lock()
+			hold := held == nil && l.rng.Float64() < l.reorder
+			l.mu.Unlock()
+			if hold {
+				held = pkt // deliver after the next packet, or on its own after reorderHold
+				release.Reset(reorderHold)
+				continue
+			}
+			l.deliver(append([]byte(nil), pkt...))
+			if held != nil {
+				release.Stop()
+				l.deliver(held)
+				held = nil
+			}
+		case <-release.C:
+			if held != nil {
+				l.deliver(held)
+				held = nil
+			}
 		}
 	}
 }
