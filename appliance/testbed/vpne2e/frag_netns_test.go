@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	pingLoss = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
-	pingRTT  = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
+	pingReply = regexp.MustCompile(`(?m)^\d+ bytes from .* icmp_seq=(\d+) `)
+	pingRTT   = regexp.MustCompile(`rtt min/avg/max/mdev = [0-9.]+/([0-9.]+)/`)
 )
 
 // pingAvg is the average round trip ping reported, or "-".
@@ -28,23 +28,22 @@ func pingAvg(out string) string {
 }
 
 // pingLossPct pings to from ns count times with size bytes of payload
-// and returns the loss in percent (100 when ping fails outright). With a
-// deadline (-w) ping waits for every reply, however late, and sends
-// another probe for each one missing, so a lost packet still shows as
-// loss; with -W alone it stopped 2 RTTs after its last probe and counted
-// a reply the scheduler delayed longer as lost.
+// and returns the share of those count probes never answered, in percent
+// (100 when ping fails outright). Ping runs with a deadline (-w 5): it
+// waits for every reply, however late, and sends another probe for each
+// one still missing; the probes past count are not judged. With -W alone
+// it stopped 2 RTTs after its last probe and counted a reply the
+// scheduler delayed longer as lost; ping's own summary with -w counts the
+// extra probes still in flight at exit as lost.
 func pingLossPct(ns *netns.NS, to netip.Addr, size, count int) (float64, string) {
-	out, _ := ns.Run("ping", "-n", "-q", "-c", strconv.Itoa(count), "-i", "0.1", "-w", "5", "-s", strconv.Itoa(size), to.String())
-	m := pingLoss.FindStringSubmatch(out)
-	if m == nil {
-		return 100, out
+	out, _ := ns.Run("ping", "-n", "-c", strconv.Itoa(count), "-i", "0.1", "-w", "5", "-s", strconv.Itoa(size), to.String())
+	answered := map[int]bool{}
+	for _, m := range pingReply.FindAllStringSubmatch(out, -1) {
+		if seq, err := strconv.Atoi(m[1]); err == nil && seq >= 1 && seq <= count {
+			answered[seq] = true
+		}
 	}
-	tx, _ := strconv.Atoi(m[1])
-	rx, _ := strconv.Atoi(m[2])
-	if tx == 0 {
-		return 100, out
-	}
-	return 100 * float64(tx-rx) / float64(tx), out
+	return 100 * float64(count-len(answered)) / float64(count), out
 }
 
 // TestFullSizeInnerPackets: a stock openvpn 2.6 client at its default
