@@ -491,7 +491,11 @@ func stopWithin5s(t *testing.T, cmd *exec.Cmd, exited <-chan error, what string)
 		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 		return true
 	case <-time.After(5 * time.Second):
-		t.Fatal("ovfwd still running 5 s after SIGTERM")
+		// Where it is stuck: Go's goroutine dump on SIGQUIT lands in the
+		// log the test prints when it fails (the cleanup then kills it).
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(2 * time.Second)
+		t.Fatal("ovfwd still running 5 s after SIGTERM (goroutine dump in its log)")
 		return false
 	}
 }
