@@ -268,6 +268,27 @@ func TestHandshakeOverLossyLink(t *testing.T) {
 	}
 }
 
+// The client's ack of the server's reset is lost. The server keeps no
+// state until a packet acks its reset (the stateless three-way
+// handshake), so the client's next packets must ack it again, as a stock
+// 2.6 client's and clientSession's do, or the handshake never completes.
+func TestHandshakeLostResetAck(t *testing.T) {
+	r := newRig(t, WrapTLSCrypt, 41, 0, 0, 0, nil)
+	r.up.mu.Lock()
+	r.up.dropSeq = map[int]bool{2: true} // 1: the client's reset, 2: its ack of the server's
+	r.up.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, k := r.connect(t, ctx)
+	k.km = splitKey2Like(k, vpn.AES256GCM)
+	checkKeys(t, r.dp, 0, k, vpn.AES256GCM)
+	r.up.mu.Lock()
+	defer r.up.mu.Unlock()
+	if r.up.dropped != 1 {
+		t.Errorf("the link dropped %d packets, want the one ack", r.up.dropped)
+	}
+}
+
 // splitKey2Like re-derives k's keys now that the cipher is known (the
 // client learns it from PUSH_REPLY).
 func splitKey2Like(k *clientKey, c vpn.Cipher) vpn.KeyMaterial {
