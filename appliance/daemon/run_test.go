@@ -81,7 +81,7 @@ func TestRunMLX5Sim(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, path, slog.New(slog.DiscardHandler)) }()
 	var s *status.Snapshot
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 1200; i++ { // 30 s at least: a loaded machine under -race starts it slowly
 		select {
 		case err := <-done:
 			cancel()

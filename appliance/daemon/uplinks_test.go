@@ -115,7 +115,9 @@ func TestUplinkConnects(t *testing.T) {
 	for i := range 40 {
 		eng.route(uint16(i%2), pkt)
 	}
-	for i := 0; i < 100 && (u.list[0].txPackets.Load() < 20 || u.list[1].txDown.Load() < 20); i++ {
+	// The pump drains every millisecond or so; a loaded machine under the
+	// race detector can hold it back far longer.
+	for i := 0; i < 1000 && (u.list[0].txPackets.Load() < 20 || u.list[1].txDown.Load() < 20); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if tx, down := u.list[0].txPackets.Load(), u.list[1].txDown.Load(); tx != 20 || down != 20 || u.list[0].txDown.Load() != 0 {

@@ -204,7 +204,10 @@ func TestHandshakeOverLossyLink(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.mode, tc.seed, 0.2, 0.1, 0.2, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// Each negotiation gets what the server gives it, hand-window:
+			// over 20 % loss each way a message can need several
+			// retransmissions, whose backoff doubles up to 16 s.
+			ctx, cancel := context.WithTimeout(context.Background(), handWindow)
 			defer cancel()
 			push, k0 := r.connect(t, ctx)
 			for _, want := range []string{",ifconfig 198.18.8.2 255.255.255.0,", ",ifconfig-ipv6 2001:db8:8::1000/64 2001:db8:8::1,", ",peer-id 0,", ",cipher AES-256-GCM,", "protocol-flags cc-exit tls-ekm"} {
@@ -216,6 +219,8 @@ func TestHandshakeOverLossyLink(t *testing.T) {
 			checkKeys(t, r.dp, 0, k0, vpn.AES256GCM)
 
 			// Client-initiated renegotiation to key_id 1.
+			ctx, cancel = context.WithTimeout(context.Background(), handWindow)
+			defer cancel()
 			r.cli.mu.Lock()
 			k1 := r.cli.newKey(1, opControlSoftResetV1)
 			r.cli.flush(time.Now())
@@ -226,7 +231,7 @@ func TestHandshakeOverLossyLink(t *testing.T) {
 			checkKeys(t, r.dp, 0, k1, vpn.AES256GCM)
 			// Promotion waits for the client's ack of our last message,
 			// which the lossy link may delay through several backoffs.
-			deadline := time.Now().Add(30 * time.Second)
+			deadline := time.Now().Add(handWindow)
 			for r.dp.primaryOf(0) != 1 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -260,6 +265,27 @@ func TestHandshakeOverLossyLink(t *testing.T) {
 			}
 			t.Logf("both directions: %d sent, %d dropped; server drops %v", sent, dropped, r.srv.Drops())
 		})
+	}
+}
+
+// The client's ack of the server's reset is lost. The server keeps no
+// state until a packet acks its reset (the stateless three-way
+// handshake), so the client's next packets must ack it again, as a stock
+// 2.6 client's and clientSession's do, or the handshake never completes.
+func TestHandshakeLostResetAck(t *testing.T) {
+	r := newRig(t, WrapTLSCrypt, 41, 0, 0, 0, nil)
+	r.up.mu.Lock()
+	r.up.dropSeq = map[int]bool{2: true} // 1: the client's reset, 2: its ack of the server's
+	r.up.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, k := r.connect(t, ctx)
+	k.km = splitKey2Like(k, vpn.AES256GCM)
+	checkKeys(t, r.dp, 0, k, vpn.AES256GCM)
+	r.up.mu.Lock()
+	defer r.up.mu.Unlock()
+	if r.up.dropped != 1 {
+		t.Errorf("the link dropped %d packets, want the one ack", r.up.dropped)
 	}
 }
 

@@ -62,7 +62,7 @@ func TestOffloadsOnLANHost(t *testing.T) {
 			if failed > 0 {
 				t.Errorf("%d of 4 TCP transfers failed with offloads on", failed)
 			}
-			r, err := vpne2e.Datagrams(l.LAN, c.NS, c.V4, 1000, 1000, 10, 5*time.Millisecond)
+			r, err := vpne2e.DatagramsWindowed(l.LAN, c.NS, c.V4, 1000, 1000, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
