@@ -43,6 +43,7 @@ type RxStats struct {
 // cqRing is a CQ seen from the consumer.
 type cqRing struct {
 	ring    []byte
+	slots   *cqSlots // ring as CQEs (ring_unsafe.go); index with at
 	logSize uint8
 	mask    uint32
 	dbr     []byte
@@ -67,32 +68,28 @@ func newCQRing(c *CQMem) (cqRing, error) {
 		// rxq_cq_decompress): not decoded here.
 		return cqRing{}, fmt.Errorf("dp: mini-CQE format %d not supported (HASH, CSUM and CSUM_STRIDX are)", c.MiniFormat)
 	}
-	return cqRing{ring: c.Ring, logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
+	return cqRing{ring: c.Ring, slots: cqSlotsOf(c.Ring), logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
 		comp: c.Compressed, enh: c.Compressed && c.Enhanced, miniFmt: c.MiniFormat, base: addrOf(c.Ring)}, nil
 }
 
-func (c *cqRing) slot(i uint32) []byte {
-	o := (i & c.mask) * CQESize
-	return c.ring[o : o+CQESize : o+CQESize]
-}
+// at is the CQE at counter i: the mask keeps it inside the ring, the
+// constant mask inside the array type (no bounds check).
+func (c *cqRing) at(i uint32) *[CQESize]byte { return &c.slots[i&c.mask&(1<<24-1)] }
+
+func (c *cqRing) slot(i uint32) []byte { return c.at(i)[:] }
 
 // owned reports whether software owns the CQE at counter i: owner bit equal
 // to the lap parity, and not the INVALID opcode the ring is pre-filled with.
-func (c *cqRing) owned(i uint32) (cqe []byte, opOwn uint8, ok bool) {
-	cqe = c.slot(i)
+// w is the atomically loaded bytes 60..63 (wqe_counter, signature, op_own).
+func (c *cqRing) owned(i uint32) (cqe *[CQESize]byte, w uint32, ok bool) {
+	cqe = c.at(i)
+	w = loadOwnerWord(cqe)
 	if c.enh {
 		// Enhanced layout: valid iff validity_iteration_count is this lap's.
-		w := loadOwnerWord(cqe)
-		if uint8(w>>16) != uint8(i>>c.logSize) {
-			return nil, 0, false
-		}
-		return cqe, uint8(w >> 24), true
+		return cqe, w, uint8(w>>16) == uint8(i>>c.logSize)
 	}
-	opOwn = loadOpOwn(cqe)
-	if opOwn&CQEOwnerMask != uint8(i>>c.logSize)&1 || opOwn>>CQEOpcodeShift == CQEInvalid {
-		return nil, 0, false
-	}
-	return cqe, opOwn, true
+	op := uint8(w >> 24)
+	return cqe, w, op&CQEOwnerMask == uint8(i>>c.logSize)&1 && op>>CQEOpcodeShift != CQEInvalid
 }
 
 // release tells the device the CQ slots before cc are free again.
@@ -126,54 +123,21 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			// Without DDIO every CQE is a DRAM miss too; fetch a few ahead.
 			prefetchLine(c.base + uintptr(((c.cc+cqePrefetchAhead)&c.mask)*CQESize))
 		}
-		cqe, op, ok := c.owned(c.cc)
+		cqe, w, ok := c.owned(c.cc)
 		if !ok {
 			break
 		}
-		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp && c.enh {
-			cnt := uint32(op>>CQEOpcodeShift) + 1
-			if !q.titleOK || cnt > MiniCQEArraySize-1 {
-				// The block still consumed cnt indices; the slots after
-				// it were not written this lap, so stepping by one would
-				// wait on them forever.
-				q.Stats.Malformed++
-				c.cc += cnt
-				continue
-			}
-			if n+int(cnt) > len(out) {
-				more = true
-				if n > 0 {
-					break
-				}
-				n = q.spillSession(q.decompressBlock(cqe, cnt, q.spill), out)
-				break
-			}
-			n += q.decompressBlock(cqe, cnt, out[n:])
-			continue
-		}
+		op := uint8(w >> 24)
 		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp {
-			cnt := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
-			if cnt < 2 || cnt > c.mask+1 || !c.comp {
-				// Not a session this CQ can hold: skip the slot.
-				q.Stats.Malformed++
-				c.cc++
-				continue
-			}
-			if n+int(cnt) > len(out) {
-				more = true
-				if n > 0 {
-					break // the next poll starts with this session
-				}
-				// The batch is smaller than the session: decode it
-				// whole and keep what does not fit for the next polls.
-				n = q.spillSession(q.decompress(cqe, cnt, q.spill), out)
+			var stop bool
+			n, more, stop = q.pollCompressed(cqe, op, out, n)
+			if stop {
 				break
 			}
-			n += q.decompress(cqe, cnt, out[n:])
 			continue
 		}
 		c.cc++
-		if q.decodeOne(cqe, op, &out[n]) {
+		if q.decodeOne(cqe, w, &out[n]) {
 			n++
 		}
 	}
@@ -185,6 +149,49 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		c.release()
 	}
 	return n, more
+}
+
+// pollCompressed handles a compressed slot at the consumer index (a
+// basic-layout session title or an enhanced mini-CQE block): it decodes the
+// whole session into out[n:], or into the spill when out is too short, and
+// returns the new count, whether more completions wait and whether the
+// poll must stop.
+func (q *RxQueue) pollCompressed(cqe *[CQESize]byte, op uint8, out []rxDesc, n int) (int, bool, bool) {
+	c := &q.cq
+	if c.enh {
+		cnt := uint32(op>>CQEOpcodeShift) + 1
+		if !q.titleOK || cnt > MiniCQEArraySize-1 {
+			// The block still consumed cnt indices; the slots after
+			// it were not written this lap, so stepping by one would
+			// wait on them forever.
+			q.Stats.Malformed++
+			c.cc += cnt
+			return n, false, false
+		}
+		if n+int(cnt) > len(out) {
+			if n > 0 {
+				return n, true, true
+			}
+			return q.spillSession(q.decompressBlock(cqe[:], cnt, q.spill), out), true, true
+		}
+		return n + q.decompressBlock(cqe[:], cnt, out[n:]), false, false
+	}
+	cnt := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
+	if cnt < 2 || cnt > c.mask+1 || !c.comp {
+		// Not a session this CQ can hold: skip the slot.
+		q.Stats.Malformed++
+		c.cc++
+		return n, false, false
+	}
+	if n+int(cnt) > len(out) {
+		if n > 0 {
+			return n, true, true // the next poll starts with this session
+		}
+		// The batch is smaller than the session: decode it whole and
+		// keep what does not fit for the next polls.
+		return q.spillSession(q.decompress(cqe[:], cnt, q.spill), out), true, true
+	}
+	return n + q.decompress(cqe[:], cnt, out[n:]), false, false
 }
 
 // spillSession moves the first len(out) of the k packets decoded into
@@ -199,28 +206,35 @@ func (q *RxQueue) spillSession(k int, out []rxDesc) int {
 }
 
 // decodeOne handles one uncompressed CQE and reports whether it is a packet.
-func (q *RxQueue) decodeOne(cqe []byte, op uint8, d *rxDesc) bool {
+// w is the owner word already loaded (bytes 60..63: wqe_counter, signature,
+// op_own, little-endian). The descriptor is written field by field: a
+// composite literal is built on the stack and copied with wide loads that
+// cannot be forwarded from its narrow stores (a stall on every CQE).
+func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
+	op := uint8(w >> 24)
 	bc := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
 	wqe := binary.BigEndian.Uint16(cqe[CQEOffWQEID:])
-	stride := binary.BigEndian.Uint16(cqe[CQEOffWQECounter:])
+	stride := uint16(w)<<8 | uint16(w)>>8
 	cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
+	// hds_ip_ext, l4_l3_hdr_type and vlan_info are bytes 28..31.
+	hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
 	if q.cq.enh {
 		// The last normal CQE is the title of the mini-CQE blocks after it.
-		q.title = rxDesc{wqe: wqe, stride: stride + cs, hdrType: cqe[CQEOffL4L3HdrType],
-			hdsOK: cqe[CQEOffHdsIPExt], vlan: binary.BigEndian.Uint16(cqe[CQEOffVLANInfo:])}
+		q.title = rxDesc{wqe: wqe, stride: stride + cs, hdrType: uint8(hv >> 8),
+			hdsOK: uint8(hv), vlan: uint16(hv>>16)<<8 | uint16(hv>>24)}
 		q.titleOK = op>>CQEOpcodeShift == CQERespSend
 	}
 	if !q.account(wqe, stride, cs) {
 		return false
 	}
-	switch op >> CQEOpcodeShift {
-	case CQERespSend:
-	case CQERespErr, CQEReqErr:
-		q.Stats.ErrCQEs++
-		q.Stats.LastSyndrome = cqe[ErrCQEOffSyndrome]
-		return false
-	default:
-		q.Stats.Malformed++
+	if op>>CQEOpcodeShift != CQERespSend {
+		switch op >> CQEOpcodeShift {
+		case CQERespErr, CQEReqErr:
+			q.Stats.ErrCQEs++
+			q.Stats.LastSyndrome = cqe[ErrCQEOffSyndrome]
+		default:
+			q.Stats.Malformed++
+		}
 		return false
 	}
 	if bc&MPWRQFillerFlag != 0 {
@@ -228,13 +242,11 @@ func (q *RxQueue) decodeOne(cqe []byte, op uint8, d *rxDesc) bool {
 		q.Stats.FillerStrides += uint64(cs)
 		return false
 	}
-	*d = rxDesc{
-		wqe: wqe, stride: stride, strides: cs, length: uint16(bc & MPWRQByteCntMask),
-		hdrType: cqe[CQEOffL4L3HdrType], hdsOK: cqe[CQEOffHdsIPExt],
-		vlan: binary.BigEndian.Uint16(cqe[CQEOffVLANInfo:]),
-		hash: binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:]),
-		csum: binary.BigEndian.Uint16(cqe[CQEOffCheckSum:]),
-	}
+	d.wqe, d.stride, d.strides, d.length = wqe, stride, cs, uint16(bc&MPWRQByteCntMask)
+	d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
+	d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
+	d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
+	d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
 	return true
 }
 

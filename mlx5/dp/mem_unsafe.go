@@ -16,19 +16,11 @@ import (
 // targets of pinned DMA pages.
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
-// loadOwnerWord atomically loads CQE bytes 60..63 (wqe_counter, signature,
-// op_own) so that the owner check happens before any other field is read.
-// It returns op_own.
-func loadOpOwn(cqe []byte) uint8 {
-	cqe = cqe[:CQEOffOpOwn+1] // bounds check without a load the race detector would see as a plain read
-	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[CQEOffWQECounter])))
-	return uint8(w >> 24) // little-endian load: byte 63 is the top byte
-}
-
-// loadOwnerWord atomically loads CQE bytes 60..63 as a little-endian word:
-// bits 16..23 are validity_iteration_count, 24..31 op_own.
-func loadOwnerWord(cqe []byte) uint32 {
-	cqe = cqe[:CQEOffOpOwn+1] // bounds check without a load the race detector would see as a plain read
+// loadOwnerWord atomically loads CQE bytes 60..63 as a little-endian word
+// (bits 0..15 wqe_counter as stored, 16..23 signature or
+// validity_iteration_count, 24..31 op_own), so the owner check happens
+// before any other CQE byte is read.
+func loadOwnerWord(cqe *[CQESize]byte) uint32 {
 	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[CQEOffWQECounter])))
 }
 

@@ -23,6 +23,7 @@ type Pool struct {
 	id         uint16
 	iova       uint64
 	pages      [][]byte
+	pagePtr    pagePtrs // pages as pointers (ring_unsafe.go)
 	pageAddr   []uintptr
 	logStride  uint8
 	strideSize uint32
@@ -127,6 +128,7 @@ func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
 		}
 		p.pageAddr[i] = addrOf(pg)
 	}
+	p.pagePtr = pagePtrsOf(rq.Pages)
 	p.recs = make([]wqeRec, p.nWQE)
 	p.spareFree = make([]uint32, 0, rq.Spare)
 	for i := rq.Spare - 1; i >= 0; i-- {
@@ -156,12 +158,7 @@ func (p *Pool) writeWQE(w uint32) {
 func (p *Pool) ID() uint16 { return p.id }
 
 // buf returns the whole stride-sized buffer of handle h.
-func (p *Pool) buf(h uint32) []byte {
-	off := h << p.logStride
-	pg := p.pages[off/PageSize]
-	o := off % PageSize
-	return pg[o : o+p.strideSize : o+p.strideSize]
-}
+func (p *Pool) buf(h uint32) []byte { return p.pagePtr.stride(h<<p.logStride, p.strideSize) }
 
 // addr returns the host address of byte off of buffer h.
 func (p *Pool) addr(h uint32, off uint32) uintptr {

@@ -131,18 +131,25 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 	return got
 }
 
-// deliver turns decoded completions 0..n-1 into packets of b.
+// deliver turns decoded completions 0..n-1 into packets of b. Every store
+// goes to its final place field by field (packet slot, context, shinfo): a
+// composite literal would be built on the stack and copied with wide loads
+// the narrow stores cannot forward to.
 func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	p := q.pool
 	d := q.dist
+	fresh := q.freshCtx
+	k0 := len(b.Pkts)
+	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
+	ctx := &q.ctx
 	got := 0
+	var bytes uint64
 	for i := 0; i < n; i++ {
 		if d > 0 {
 			q.prefetchAhead(i, n, more)
 		}
 		desc := &q.desc[i]
-		ctx := &q.ctx
-		if q.freshCtx {
+		if fresh {
 			*ctx = rxCtx{}
 		}
 		ctx.wqe = uint32(desc.wqe)
@@ -156,39 +163,70 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		ctx.data = q.headroom
 		buf := p.buf(ctx.handle)
 		if desc.hdrType&CQEVLANStripped != 0 {
-			// The device took the tag out (an RQ with vsd = 0): put it
-			// back in front, in the headroom, so every packet reaches
-			// fwd as it was on the wire (12 header bytes move, never
-			// the payload).
-			d := ctx.data - vlanTagLen
-			copy(buf[d:d+12], buf[ctx.data:ctx.data+12])
-			binary.BigEndian.PutUint16(buf[d+12:], etherTypeVLAN)
-			binary.BigEndian.PutUint16(buf[d+14:], desc.vlan)
-			ctx.data = d
-			ctx.length += vlanTagLen
+			q.reinsertTag(buf, ctx, desc.vlan)
 		}
 		ctx.shinfo = (ctx.data + ctx.length + 63) &^ 63
 		ctx.hash = desc.hash
 		ctx.csum = desc.csum
 		ctx.csumOK = desc.hdsOK&(CQEL3OK|CQEL4OK) == CQEL3OK|CQEL4OK
-		ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, buf[ctx.data:ctx.data+ctx.length])
-		writeShinfo(buf[ctx.shinfo:ctx.shinfo+ShinfoSize], ctx)
-		p.recs[ctx.wqe].refs++
-		// Fill the batch slot in place: appending a composite literal would
-		// build it on the stack and copy it with a typed memmove.
-		k := len(b.Pkts)
-		b.Pkts = b.Pkts[:k+1]
-		b.Pkts[k] = fwd.Packet{
-			Buf: buf, Handle: p.member | uint64(ctx.handle), Off: uint16(ctx.data), Len: uint16(ctx.length),
-			Pool: p.id, InPort: q.inPort, Flags: ctx.flags, VLAN: ctx.vlan,
-			L3Off: ctx.l3Off, L4Off: ctx.l4Off,
+		frame := buf[ctx.data : ctx.data+ctx.length]
+		if et := binary.BigEndian.Uint16(frame[12:14]); et != etherTypeVLAN && et != etherTypeSVLAN {
+			// Untagged: everything follows from the CQE byte alone.
+			h := &hdrTab[desc.hdrType]
+			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = h.flags, h.l3Off, h.l4Off, h.hdrLen, 0
+		} else {
+			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, frame)
 		}
-		q.Stats.Packets++
-		q.Stats.Bytes += uint64(ctx.length)
+		writeShinfo(shinfoAt(buf, ctx.shinfo), ctx)
+		p.recs[ctx.wqe].refs++
+		pk := &pkts[got]
+		pk.Buf = buf
+		pk.Handle = p.member | uint64(ctx.handle)
+		pk.Off, pk.Len = uint16(ctx.data), uint16(ctx.length)
+		pk.Pool, pk.InPort, pk.OutPort = p.id, q.inPort, 0
+		pk.Flags, pk.VLAN = ctx.flags, ctx.vlan
+		pk.L3Off, pk.L4Off = ctx.l3Off, ctx.l4Off
+		pk.Verdict, pk.Reason, pk.Peer = 0, 0, 0
+		bytes += uint64(ctx.length)
 		got++
 	}
+	b.Pkts = b.Pkts[:k0+got]
+	q.Stats.Packets += uint64(got)
+	q.Stats.Bytes += bytes
 	return got
 }
+
+// reinsertTag puts a tag the device took out (an RQ with vsd = 0) back in
+// front, in the headroom, so every packet reaches fwd as it was on the wire
+// (12 header bytes move, never the payload).
+func (q *RxQueue) reinsertTag(buf []byte, ctx *rxCtx, vlan uint16) {
+	d := ctx.data - vlanTagLen
+	copy(buf[d:d+12], buf[ctx.data:ctx.data+12])
+	binary.BigEndian.PutUint16(buf[d+12:], etherTypeVLAN)
+	binary.BigEndian.PutUint16(buf[d+14:], vlan)
+	ctx.data = d
+	ctx.length += vlanTagLen
+}
+
+// hdrEntry is HeaderInfo's answer for an untagged frame, which depends on
+// the CQE's l4_l3_hdr_type byte alone.
+type hdrEntry struct {
+	flags        fwd.Flags
+	l3Off, l4Off uint8
+	hdrLen       uint16
+}
+
+// hdrTab holds HeaderInfo for every l4_l3_hdr_type value and an untagged
+// frame, so the common case is one load instead of a chain of branches.
+var hdrTab = func() (t [256]hdrEntry) {
+	var frame [14]byte
+	frame[12] = 0x08 // IPv4 ethertype: anything but a tag gives the same answer
+	for i := range t {
+		e := &t[i]
+		e.flags, e.l3Off, e.l4Off, e.hdrLen, _ = HeaderInfo(uint8(i), frame[:])
+	}
+	return
+}()
 
 // prefetchAhead issues the one prefetch call for packet i+N: its two header
 // lines, its WQE record and, for write, its shinfo line. Inside the burst
@@ -227,15 +265,10 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 // length, offset, flags, handle, hash, VLAN. It travels with the buffer when
 // the packet leaves its batch (held for neighbour resolution, punted, queued
 // for TX completion) — the role skb_shared_info plays in the kernel.
-func writeShinfo(s []byte, c *rxCtx) {
-	_ = s[ShinfoSize-1]
-	binary.LittleEndian.PutUint32(s[0:], c.length)
-	binary.LittleEndian.PutUint32(s[4:], c.data)
-	binary.LittleEndian.PutUint16(s[8:], uint16(c.flags))
-	binary.LittleEndian.PutUint16(s[10:], c.vlan)
-	binary.LittleEndian.PutUint32(s[12:], c.handle)
-	binary.LittleEndian.PutUint32(s[16:], c.hash)
-	binary.LittleEndian.PutUint32(s[20:], 1) // dataref: one owner
+func writeShinfo(s *[ShinfoSize]byte, c *rxCtx) {
+	binary.LittleEndian.PutUint64(s[0:], uint64(c.length)|uint64(c.data)<<32)
+	binary.LittleEndian.PutUint64(s[8:], uint64(c.flags)|uint64(c.vlan)<<16|uint64(c.handle)<<32)
+	binary.LittleEndian.PutUint64(s[16:], uint64(c.hash)|1<<32) // dataref: one owner
 }
 
 const (

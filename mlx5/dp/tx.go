@@ -361,12 +361,12 @@ func (q *TxQueue) Reap() {
 	c := &q.cq
 	start := c.cc
 	for {
-		cqe, op, ok := c.owned(c.cc)
+		cqe, w, ok := c.owned(c.cc)
 		if !ok {
 			break
 		}
 		c.cc++
-		opc := op >> CQEOpcodeShift
+		opc := uint8(w>>24) >> CQEOpcodeShift
 		switch opc {
 		case CQEReq:
 		case CQEReqErr, CQERespErr:
@@ -377,7 +377,7 @@ func (q *TxQueue) Reap() {
 			continue
 		}
 		q.Stats.CQEs++
-		counter := uint32(binary.BigEndian.Uint16(cqe[CQEOffWQECounter:]))
+		counter := uint32(uint16(w)<<8 | uint16(w)>>8) // wqe_counter, big-endian in the word
 		if (counter-q.cc)&WQEIndexMask >= (q.pc-q.cc)&WQEIndexMask {
 			q.Stats.BadCQEs++ // names a WQE not outstanding
 			continue

@@ -1,0 +1,61 @@
+package dp
+
+import "unsafe"
+
+// Fixed-size views of ring slots and buffer lines, so the per-packet code
+// reads and writes them with constant offsets and no bounds checks.
+//
+// Invariants (established by the constructors, which check ring lengths):
+//   - a CQ ring holds mask+1 ≤ 1<<24 slots of CQESize bytes (checkPow2Ring
+//     caps the log at 24 and checks the length), so slot i&mask is inside it;
+//   - an SQ ring holds mask+1 basic blocks of SendWQEBBSize bytes; callers pass
+//     a byte offset below (mask+1)·SendWQEBBSize minus the view's size (a WQE
+//     never crosses the ring end: sessions and SENDs are cut at fragment
+//     edges and the ring end is one);
+//   - a pool's pages are whole PageSize pages and a stride (at most PageSize,
+//     a power of two) never spans two of them, so a stride-sized view at the
+//     stride's start stays inside its page; the shinfo record lies inside
+//     the stride (NewRxQueue checks headroom + frame + ShinfoSize ≤ stride
+//     and deliver checks the frame length first).
+// Ring and buffer memory is pinned DMA memory (VFIO hugepages, the model's
+// mmap) or, in tests, heap slices the queue keeps referenced; the pointers
+// here are kept as unsafe.Pointer so the collector sees them either way.
+
+// cqSlots is a CQ ring seen as an array of CQEs.
+type cqSlots = [1 << 24][CQESize]byte
+
+func cqSlotsOf(ring []byte) *cqSlots { return (*cqSlots)(unsafe.Pointer(unsafe.SliceData(ring))) }
+
+// dsAt is the 16-byte segment at byte offset o of an SQ ring.
+func dsAt(ring unsafe.Pointer, o uint32) *[DSSize]byte {
+	return (*[DSSize]byte)(unsafe.Add(ring, o))
+}
+
+// wqebbAt is the basic block at byte offset o of an SQ ring.
+func wqebbAt(ring unsafe.Pointer, o uint32) *[SendWQEBBSize]byte {
+	return (*[SendWQEBBSize]byte)(unsafe.Add(ring, o))
+}
+
+func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+// pagePtrs are the host pages of a buffer window, by IOVA order.
+type pagePtrs []unsafe.Pointer
+
+func pagePtrsOf(pages [][]byte) pagePtrs {
+	pp := make(pagePtrs, len(pages))
+	for i, pg := range pages {
+		pp[i] = ptrOf(pg)
+	}
+	return pp
+}
+
+// stride is the buffer at byte offset o of the window (a stride start) as
+// a slice of size bytes.
+func (pp pagePtrs) stride(o uint32, size uint32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(pp[o/PageSize], o%PageSize)), size)
+}
+
+// shinfoAt is the ShinfoSize-byte record at offset off of buffer b.
+func shinfoAt(b []byte, off uint32) *[ShinfoSize]byte {
+	return (*[ShinfoSize]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off))
+}
