@@ -108,10 +108,7 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 	c := &q.cq
 	if q.spillAt < q.spillN {
 		// First the rest of a session an earlier, smaller batch cut.
-		n = copy(out, q.spill[q.spillAt:q.spillN])
-		for i := range out[:n] {
-			q.pool.recs[out[i].wqe].refs-- // deliver takes its own
-		}
+		n = copy(out, q.spill[q.spillAt:q.spillN]) // each keeps its reference
 		q.spillAt += n
 		if q.spillAt < q.spillN {
 			return n, true
@@ -195,12 +192,10 @@ func (q *RxQueue) pollCompressed(cqe *[CQESize]byte, op uint8, out []rxDesc, n i
 }
 
 // spillSession moves the first len(out) of the k packets decoded into
-// q.spill to out and keeps the rest, each holding a reference on its WQE.
+// q.spill to out and keeps the rest (each holds the reference on its WQE
+// that decoding took).
 func (q *RxQueue) spillSession(k int, out []rxDesc) int {
 	n := copy(out, q.spill[:k])
-	for i := n; i < k; i++ {
-		q.pool.recs[q.spill[i].wqe].refs++
-	}
 	q.spillAt, q.spillN = n, k
 	return n
 }
@@ -242,11 +237,26 @@ func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
 		q.Stats.FillerStrides += uint64(cs)
 		return false
 	}
+	if !q.take(wqe, bc) {
+		return false
+	}
 	d.wqe, d.stride, d.strides, d.length = wqe, stride, cs, uint16(bc&MPWRQByteCntMask)
 	d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
 	d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
 	d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
 	d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
+	return true
+}
+
+// take checks a packet's length and takes the reference its delivery
+// holds on its WQE (the WQE is not reposted until every packet of it was
+// freed or sent). Too long or too short: dropped and counted, no reference.
+func (q *RxQueue) take(wqe uint16, bc uint32) bool {
+	if l := bc & MPWRQByteCntMask; l > q.maxFrame || l < 14 {
+		q.Stats.Oversize++
+		return false
+	}
+	q.pool.recs[wqe].refs++
 	return true
 }
 
@@ -322,6 +332,9 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 			q.Stats.FillerStrides += uint64(cs)
 			continue
 		}
+		if !q.take(d.wqe, bc) {
+			continue
+		}
 		d.strides = cs
 		d.length = uint16(bc & MPWRQByteCntMask)
 		out[n] = d
@@ -365,6 +378,9 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 		if bc&MPWRQFillerFlag != 0 {
 			q.Stats.FillerCQEs++
 			q.Stats.FillerStrides += uint64(cs)
+			continue
+		}
+		if !q.take(d.wqe, bc) {
 			continue
 		}
 		d.strides = cs

@@ -36,6 +36,8 @@ func wqebbAt(ring unsafe.Pointer, o uint32) *[SendWQEBBSize]byte {
 	return (*[SendWQEBBSize]byte)(unsafe.Add(ring, o))
 }
 
+type unsafePointer = unsafe.Pointer
+
 func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // pagePtrs are the host pages of a buffer window, by IOVA order.

@@ -142,7 +142,6 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	k0 := len(b.Pkts)
 	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
 	ctx := &q.ctx
-	got := 0
 	var bytes uint64
 	for i := 0; i < n; i++ {
 		if d > 0 {
@@ -155,11 +154,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		ctx.wqe = uint32(desc.wqe)
 		ctx.stride = uint32(desc.stride)
 		ctx.handle = ctx.wqe<<p.logStrides | ctx.stride
-		ctx.length = uint32(desc.length)
-		if ctx.length > q.maxFrame || ctx.length < 14 {
-			q.Stats.Oversize++
-			continue
-		}
+		ctx.length = uint32(desc.length) // checked when decoded (take)
 		ctx.data = q.headroom
 		buf := p.buf(ctx.handle)
 		if desc.hdrType&CQEVLANStripped != 0 {
@@ -178,8 +173,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, frame)
 		}
 		writeShinfo(shinfoAt(buf, ctx.shinfo), ctx)
-		p.recs[ctx.wqe].refs++
-		pk := &pkts[got]
+		pk := &pkts[i]
 		pk.Buf = buf
 		pk.Handle = p.member | uint64(ctx.handle)
 		pk.Off, pk.Len = uint16(ctx.data), uint16(ctx.length)
@@ -188,12 +182,11 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		pk.L3Off, pk.L4Off = ctx.l3Off, ctx.l4Off
 		pk.Verdict, pk.Reason, pk.Peer = 0, 0, 0
 		bytes += uint64(ctx.length)
-		got++
 	}
-	b.Pkts = b.Pkts[:k0+got]
-	q.Stats.Packets += uint64(got)
+	b.Pkts = b.Pkts[:k0+n]
+	q.Stats.Packets += uint64(n)
 	q.Stats.Bytes += bytes
-	return got
+	return n
 }
 
 // reinsertTag puts a tag the device took out (an RQ with vsd = 0) back in

@@ -73,6 +73,8 @@ type TxQueue struct {
 	pool *Pool
 	info []txInfo
 	fifo []uint32 // handles of posted packets, in WQE order (Pool.pack)
+	fifoMask uint32
+	ringPtr  unsafePointer // ring (ring_unsafe.go)
 	fh   uint32   // fifo head (next to complete), free running
 	ft   uint32   // fifo tail
 
@@ -143,7 +145,7 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 		cq: c, pool: pool, info: make([]txInfo, size),
 		// At most 4 packets per WQEBB (one data segment each, header DSes excluded).
 		fifo:   make([]uint32, 4*size),
-		lastPI: -1,
+		lastPI: -1, fifoMask: 4*size - 1, ringPtr: ptrOf(sq.Ring),
 	}
 	return q, nil
 }
@@ -154,15 +156,17 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 func (q *TxQueue) Tx(b *fwd.Batch) int {
 	q.Reap()
 	sent := 0
+	var bytes uint64
+	pool := q.pool
 	for i := range b.Pkts {
 		p := &b.Pkts[i]
-		if p.Pool != q.pool.id {
+		if p.Pool != pool.id {
 			q.Stats.DropForeign++
 			continue
 		}
 		if p.Len < 14 || uint32(p.Off)+uint32(p.Len) > q.maxFrame {
 			q.Stats.DropBadLen++
-			q.pool.release(p.Handle)
+			pool.release(p.Handle)
 			continue
 		}
 		if q.free() < q.stopRoom {
@@ -170,19 +174,35 @@ func (q *TxQueue) Tx(b *fwd.Batch) int {
 			q.Reap()
 			if q.free() < q.stopRoom {
 				q.Stats.DropFull++
-				q.pool.release(p.Handle)
+				pool.release(p.Handle)
 				continue
 			}
 		}
-		if q.mpw {
-			q.addMPW(p)
-		} else {
-			q.postSend(p)
-		}
-		q.Stats.Packets++
-		q.Stats.Bytes += uint64(p.Len)
+		bytes += uint64(p.Len)
 		sent++
+		if !q.mpw {
+			q.postSend(p)
+			continue
+		}
+		// One pointer entry of the open (or a new) MPWQE session, written
+		// as two 8-byte stores. Inside the ring: a session never crosses
+		// its fragment edge.
+		if !q.open {
+			q.openSession()
+		}
+		d := dsAt(q.ringPtr, q.sessPI*SendWQEBBSize+q.sessDS*DSSize)
+		binary.BigEndian.PutUint64(d[DataOffByteCount:], uint64(p.Len)<<32|uint64(q.lkey))
+		binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(p.Handle, p.Off))
+		q.fifo[q.ft&q.fifoMask] = pool.pack(p.Handle)
+		q.ft++
+		q.sessDS++
+		q.sessPkt++
+		if q.sessDS == q.sessMax {
+			q.closeSession()
+		}
 	}
+	q.Stats.Packets += uint64(sent)
+	q.Stats.Bytes += bytes
 	q.closeSession()
 	q.ring_()
 	b.Reset()
@@ -230,29 +250,6 @@ func (q *TxQueue) openSession() {
 	w := q.ring[pi*SendWQEBBSize : pi*SendWQEBBSize+2*DSSize]
 	clear(w) // ctrl + eth seg: no checksum flags, no inline header
 	q.open, q.sessPI, q.sessDS, q.sessMax, q.sessPkt = true, pi, MPWEmptyDS, room*DSPerWQEBB, 0
-}
-
-// addMPW appends p as one pointer entry of the open (or a new) session.
-func (q *TxQueue) addMPW(p *fwd.Packet) {
-	if !q.open {
-		q.openSession()
-	}
-	o := q.sessPI*SendWQEBBSize + q.sessDS*DSSize
-	q.putData(q.ring[o:o+DSSize], p)
-	q.sessDS++
-	q.sessPkt++
-	if q.sessDS == q.sessMax {
-		q.closeSession()
-	}
-}
-
-func (q *TxQueue) putData(d []byte, p *fwd.Packet) {
-	_ = d[DSSize-1]
-	binary.BigEndian.PutUint32(d[DataOffByteCount:], uint32(p.Len))
-	binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
-	binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off))
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
-	q.ft++
 }
 
 // closeSession writes the session's control segment and advances pc.
@@ -312,7 +309,7 @@ func (q *TxQueue) postSend(p *fwd.Packet) {
 		binary.BigEndian.PutUint32(d[DataOffLKey:], q.lkey)
 		binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off)+uint64(inl))
 	}
-	q.fifo[q.ft&uint32(len(q.fifo)-1)] = q.pool.pack(p.Handle)
+	q.fifo[q.ft&q.fifoMask] = q.pool.pack(p.Handle)
 	q.ft++
 	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: 1}
 	q.finishWQE(pi)
@@ -382,23 +379,42 @@ func (q *TxQueue) Reap() {
 			q.Stats.BadCQEs++ // names a WQE not outstanding
 			continue
 		}
-		for {
-			inf := q.info[q.cc&q.mask]
-			last := q.cc&WQEIndexMask == counter
-			for k := uint8(0); k < inf.pkts; k++ {
-				q.pool.release(q.pool.unpack(q.fifo[q.fh&uint32(len(q.fifo)-1)]))
-				q.fh++
-			}
-			q.cc += uint32(inf.wqebbs)
-			if last || inf.wqebbs == 0 {
-				break
-			}
-		}
+		q.complete(counter)
 	}
 	if c.cc != start {
 		c.release()
 		q.pool.repostGroup()
 	}
+}
+
+// complete releases the buffers of every WQE from the consumer index up
+// to and including the one at wqe_counter counter.
+func (q *TxQueue) complete(counter uint32) {
+	pool := q.pool
+	single := len(pool.group) == 1
+	fh, cc := q.fh, q.cc
+	for {
+		inf := q.info[cc&q.mask]
+		last := cc&WQEIndexMask == counter
+		for end := fh + uint32(inf.pkts); fh != end; fh++ {
+			e := q.fifo[fh&q.fifoMask]
+			switch {
+			case !single:
+				pool.release(pool.unpack(e))
+			case e < pool.rxBufs:
+				// A stride of this pool (member 0 when alone): the
+				// per-packet case, release's fast path by hand.
+				pool.recs[e>>pool.logStrides].refs--
+			default:
+				pool.releaseOther(uint64(e))
+			}
+		}
+		cc += uint32(inf.wqebbs)
+		if last || inf.wqebbs == 0 {
+			break
+		}
+	}
+	q.fh, q.cc = fh, cc
 }
 
 // Outstanding is the number of WQEBBs posted and not yet completed.
