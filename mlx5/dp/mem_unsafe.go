@@ -34,7 +34,3 @@ func storeBE32(b []byte, v uint32) {
 func bswap32(v uint32) uint32 {
 	return v>>24 | (v>>8)&0xFF00 | (v<<8)&0xFF0000 | v<<24
 }
-
-// recAddr is the address of a WQE record (Go heap, but only prefetched —
-// a prefetch of a stale address is harmless and never faults).
-func recAddr(r *wqeRec) uintptr { return uintptr(unsafe.Pointer(r)) }

@@ -1,12 +1,13 @@
 package dp
 
 // prefetchPacket issues, in one call, PREFETCHT0 on the two header lines at
-// data and on the buffer record at rec, and PREFETCHW on the shinfo line, so a
-// packet that has not been touched yet is in L1 (and its shinfo line owned
-// for write) when the loop reaches it. Prefetches never fault.
+// data and PREFETCHW on the shinfo line, so a packet that has not been
+// touched yet is in L1 (and its shinfo line owned for write) when the loop
+// reaches it. Prefetches never fault. (The WQE record is no longer among
+// them: the poll touches it when it decodes the CQE.)
 //
 //go:noescape
-func prefetchPacket(data, rec, shinfo uintptr)
+func prefetchPacket(data, shinfo uintptr)
 
 const havePrefetch = true
 

@@ -1,14 +1,12 @@
 #include "textflag.h"
 
-// func prefetchPacket(data, rec, shinfo uintptr)
+// func prefetchPacket(data, shinfo uintptr)
 // Prefetch instructions never fault, so any address is safe here.
-TEXT ·prefetchPacket(SB), NOSPLIT, $0-24
+TEXT ·prefetchPacket(SB), NOSPLIT, $0-16
 	MOVQ data+0(FP), AX
-	MOVQ rec+8(FP), BX
-	MOVQ shinfo+16(FP), CX
+	MOVQ shinfo+8(FP), CX
 	PREFETCHT0 (AX)
 	PREFETCHT0 64(AX)
-	PREFETCHT0 (BX)
 	// PREFETCHW (CX): 0F 0D /1, ModRM 0x09 = mod 00, reg 001, rm 001 (RCX).
 	// Go's assembler has no mnemonic for it.
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x09

@@ -3,7 +3,7 @@
 package dp
 
 // prefetchPacket is a no-op where no assembly routine exists.
-func prefetchPacket(data, rec, shinfo uintptr) {}
+func prefetchPacket(data, shinfo uintptr) {}
 
 const havePrefetch = false
 

@@ -222,36 +222,38 @@ var hdrTab = func() (t [256]hdrEntry) {
 }()
 
 // prefetchAhead issues the one prefetch call for packet i+N: its two header
-// lines, its WQE record and, for write, its shinfo line. Inside the burst
-// the target's completion is already decoded, so its stride and length are
-// exact. Past the burst, and only when more completions are queued, the
-// target is guessed the way the kernel patch does: N packets further in the
-// same WQE, each as long as packet i; a guess that leaves the WQE is skipped.
+// lines and, for write, its shinfo line. Inside the burst the target's
+// completion is already decoded, so its stride and length are exact. Past
+// the burst, and only when more completions are queued, the target is
+// guessed the way the kernel patch does: N packets further in the same WQE,
+// each as long as packet i; a guess that leaves the WQE is skipped. Packets
+// 0..N-1 of a burst were prefetched when their CQEs were decoded (poll).
 func (q *RxQueue) prefetchAhead(i, n int, more bool) {
-	p := q.pool
-	var wqe, stride, length uint32
 	if j := i + q.dist; j < n {
 		t := &q.desc[j]
-		wqe, stride, length = uint32(t.wqe), uint32(t.stride), uint32(t.length)
 		q.Stats.PrefetchExact++
-	} else {
-		if !more {
-			return
-		}
-		last := &q.desc[n-1]
-		cur := &q.desc[i]
-		stride = uint32(last.stride) + uint32(j-(n-1))*uint32(cur.strides)
-		if stride >= p.strides || last.strides == 0 {
-			q.Stats.PrefetchSkippedWQEnd++
-			return
-		}
-		wqe, length = uint32(last.wqe), uint32(cur.length)
-		q.Stats.PrefetchGuess++
+		q.prefetchPkt(uint32(t.wqe), uint32(t.stride), uint32(t.length))
+		return
 	}
+	if !more {
+		return
+	}
+	last := &q.desc[n-1]
+	stride := uint32(last.stride) + uint32(i+q.dist-(n-1))*uint32(q.desc[i].strides)
+	if stride >= q.pool.strides || last.strides == 0 {
+		q.Stats.PrefetchSkippedWQEnd++
+		return
+	}
+	q.Stats.PrefetchGuess++
+	q.prefetchPkt(uint32(last.wqe), stride, uint32(q.desc[i].length))
+}
+
+// prefetchPkt prefetches the header lines and the shinfo line (for write)
+// of the packet of length bytes in stride stride of WQE wqe.
+func (q *RxQueue) prefetchPkt(wqe, stride, length uint32) {
+	p := q.pool
 	h := wqe<<p.logStrides | stride
-	data := p.addr(h, q.headroom)
-	sh := p.addr(h, (q.headroom+length+63)&^63)
-	prefetchPacket(data, recAddr(&p.recs[wqe]), sh)
+	prefetchPacket(p.addr(h, q.headroom), p.addr(h, (q.headroom+length+63)&^63))
 }
 
 // writeShinfo stores the buffer-resident packet record (little-endian):
