@@ -98,6 +98,9 @@ func (c *cqRing) release() { storeBE32(c.dbr[CQSetCIOff:], c.cc&CQIndexMask) }
 // cqePrefetchAhead is how many CQ slots ahead the poll loop prefetches.
 const cqePrefetchAhead = 8
 
+// cqeBurstPrefetch bounds the CQE lines prefetched at the start of a poll.
+const cqeBurstPrefetch = 64
+
 // poll decodes up to len(out) received packets from the CQ into out, handling
 // filler and error CQEs (stride accounting only) and whole basic-layout
 // compressed sessions, and returns how many it decoded and whether more
@@ -115,8 +118,16 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		}
 	}
 	start := c.cc
+	if c.pfCQE {
+		// Without DDIO every CQE is a DRAM miss: ask for the burst's
+		// lines at once so their misses overlap instead of one per slot.
+		k := min(uint32(len(out)-n), cqeBurstPrefetch)
+		for i := uint32(0); i < k; i++ {
+			prefetchLine(c.base + uintptr(((c.cc+i)&c.mask)*CQESize))
+		}
+	}
 	for n < len(out) {
-		if c.pfCQE {
+		if false {
 			// Without DDIO every CQE is a DRAM miss too; fetch a few ahead.
 			prefetchLine(c.base + uintptr(((c.cc+cqePrefetchAhead)&c.mask)*CQESize))
 		}
