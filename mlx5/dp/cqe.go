@@ -11,15 +11,19 @@ import (
 // is touched, so the prefetcher knows packet i+N exactly (stride and length)
 // while packet i is handled.
 type rxDesc struct {
-	wqe     uint16
-	stride  uint16
-	strides uint16
-	length  uint16
-	hdrType uint8 // l4_l3_hdr_type
-	hdsOK   uint8 // hds_ip_ext
-	vlan    uint16
-	hash    uint32
-	csum    uint16
+	// Prefetch targets (host addresses of the first data line and of the
+	// shinfo line), set when decoded while prefetching is on; the
+	// assembly in prefetch_amd64.s reads them at these offsets.
+	pfData, pfShinfo uintptr
+	hash             uint32
+	wqe              uint16
+	stride           uint16
+	strides          uint16
+	length           uint16
+	hdrType          uint8 // l4_l3_hdr_type
+	hdsOK            uint8 // hds_ip_ext
+	vlan             uint16
+	csum             uint16
 }
 
 // RxStats counts what the receive path saw. Plain fields: see the package
@@ -95,9 +99,6 @@ func (c *cqRing) owned(i uint32) (cqe *[CQESize]byte, w uint32, ok bool) {
 // release tells the device the CQ slots before cc are free again.
 func (c *cqRing) release() { storeBE32(c.dbr[CQSetCIOff:], c.cc&CQIndexMask) }
 
-// cqePrefetchAhead is how many CQ slots ahead the poll loop prefetches.
-const cqePrefetchAhead = 8
-
 // cqeBurstPrefetch bounds the CQE lines prefetched at the start of a poll.
 const cqeBurstPrefetch = 64
 
@@ -122,14 +123,20 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		// Without DDIO every CQE is a DRAM miss: ask for the burst's
 		// lines at once so their misses overlap instead of one per slot.
 		k := min(uint32(len(out)-n), cqeBurstPrefetch)
-		for i := uint32(0); i < k; i++ {
-			prefetchLine(c.base + uintptr(((c.cc+i)&c.mask)*CQESize))
+		first := c.cc & c.mask
+		if first+k > c.mask+1 {
+			prefetchLines(c.base, int(first+k-c.mask-1)) // wrapped part
+			k = c.mask + 1 - first
 		}
+		prefetchLines(c.base+uintptr(first*CQESize), int(k))
 	}
+	// The head of the burst (packets 0..N-1, which deliver's stride-ahead
+	// prefetch never reaches) is prefetched as it is decoded, a group at a
+	// time, a whole poll ahead of its delivery.
+	head := 0
 	for n < len(out) {
-		if false {
-			// Without DDIO every CQE is a DRAM miss too; fetch a few ahead.
-			prefetchLine(c.base + uintptr(((c.cc+cqePrefetchAhead)&c.mask)*CQESize))
+		if n-head >= prefetchGroup && head < q.dist {
+			head = q.prefetchHead(out, head, n)
 		}
 		cqe, w, ok := c.owned(c.cc)
 		if !ok {
@@ -138,12 +145,7 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		op := uint8(w >> 24)
 		if (op>>CQEFormatShift)&CQEFormatMask == CQEFormatComp {
 			var stop bool
-			n0 := n
 			n, more, stop = q.pollCompressed(cqe, op, out, n)
-			for k := n0; k < n && k < q.dist; k++ {
-				q.Stats.PrefetchExact++
-				q.prefetchPkt(uint32(out[k].wqe), uint32(out[k].stride), uint32(out[k].length))
-			}
 			if stop {
 				break
 			}
@@ -151,15 +153,11 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		}
 		c.cc++
 		if q.decodeOne(cqe, w, &out[n]) {
-			if n < q.dist {
-				// The head of the burst: deliver's stride-ahead
-				// prefetch starts at packet N, so these go now,
-				// a whole poll ahead of their delivery.
-				q.Stats.PrefetchExact++
-				q.prefetchPkt(uint32(out[n].wqe), uint32(out[n].stride), uint32(out[n].length))
-			}
 			n++
 		}
+	}
+	if head < q.dist && head < n {
+		q.prefetchHead(out, head, n)
 	}
 	if n == len(out) && !more {
 		_, _, more = c.owned(c.cc)
@@ -212,6 +210,18 @@ func (q *RxQueue) pollCompressed(cqe *[CQESize]byte, op uint8, out []rxDesc, n i
 		return q.spillSession(q.decompress(cqe[:], cnt, q.spill), out), true, true
 	}
 	return n + q.decompress(cqe[:], cnt, out[n:]), false, false
+}
+
+// prefetchGroup is how many packets one prefetch call covers: the call
+// (and the registers it clobbers) costs more than the prefetches in it.
+const prefetchGroup = 8
+
+// prefetchHead prefetches out[head:min(n, N)] and returns where it stopped.
+func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
+	end := min(n, q.dist)
+	prefetchDescs(&out[head], end-head)
+	q.Stats.PrefetchExact += uint64(end - head)
+	return end
 }
 
 // spillSession moves the first len(out) of the k packets decoded into
@@ -268,7 +278,19 @@ func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
 	d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
 	d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
 	d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
+	if q.dist > 0 {
+		q.aim(d)
+	}
 	return true
+}
+
+// aim sets d's prefetch targets from its WQE, stride and length.
+func (q *RxQueue) aim(d *rxDesc) {
+	p := q.pool
+	o := (uint32(d.wqe)<<p.logStrides|uint32(d.stride))<<p.logStride + q.headroom
+	d.pfData = p.pageAddr[o/PageSize] + uintptr(o%PageSize)
+	// The shinfo line is in the same stride, so in the same page.
+	d.pfShinfo = d.pfData - uintptr(q.headroom) + uintptr((q.headroom+uint32(d.length)+63)&^63)
 }
 
 // take checks a packet's length and takes the reference its delivery
@@ -360,6 +382,9 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 		}
 		d.strides = cs
 		d.length = uint16(bc & MPWRQByteCntMask)
+		if q.dist > 0 {
+			q.aim(&d)
+		}
 		out[n] = d
 		n++
 	}
@@ -408,6 +433,9 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 		}
 		d.strides = cs
 		d.length = uint16(bc & MPWRQByteCntMask)
+		if q.dist > 0 {
+			q.aim(&d)
+		}
 		out[n] = d
 		n++
 	}

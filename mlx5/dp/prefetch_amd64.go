@@ -1,17 +1,19 @@
 package dp
 
-// prefetchPacket issues, in one call, PREFETCHT0 on the two header lines at
-// data and PREFETCHW on the shinfo line, so a packet that has not been
-// touched yet is in L1 (and its shinfo line owned for write) when the loop
-// reaches it. Prefetches never fault. (The WQE record is no longer among
-// them: the poll touches it when it decodes the CQE.)
+// prefetchDescs prefetches, in one call, the packets of n consecutive
+// decoded descriptors from d: PREFETCHT0 on their header lines and PREFETCHW
+// on their shinfo lines, so a packet not touched yet is in L1 (its shinfo
+// line owned for write) when the loop reaches it. One call for a group of
+// packets: a call clobbers every register the loop holds. The WQE record is
+// not among the targets: the poll touches it when it decodes the CQE.
 //
 //go:noescape
-func prefetchPacket(data, shinfo uintptr)
+func prefetchDescs(d *rxDesc, n int)
+
+// prefetchLines issues PREFETCHT0 on n consecutive lines from p (the CQE
+// lines of a burst).
+//
+//go:noescape
+func prefetchLines(p uintptr, n int)
 
 const havePrefetch = true
-
-// prefetchLine issues PREFETCHT0 on one line (a CQE ahead of the poll).
-//
-//go:noescape
-func prefetchLine(p uintptr)

@@ -1,23 +1,46 @@
 #include "textflag.h"
+#include "go_asm.h"
 
-// func prefetchPacket(data, shinfo uintptr)
 // Prefetch instructions never fault, so any address is safe here.
-TEXT ·prefetchPacket(SB), NOSPLIT, $0-16
-	MOVQ data+0(FP), AX
-	MOVQ shinfo+8(FP), CX
+
+// func prefetchDescs(d *rxDesc, n int)
+// For each of n descriptors: PREFETCHT0 on the first data line and, unless it
+// is the shinfo line (a frame of one line), on the second; PREFETCHW on the
+// shinfo line.
+TEXT ·prefetchDescs(SB), NOSPLIT, $0-16
+	MOVQ d+0(FP), SI
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JLE done
+loop:
+	MOVQ rxDesc_pfData(SI), AX
+	MOVQ rxDesc_pfShinfo(SI), BX
 	PREFETCHT0 (AX)
 	LEAQ 64(AX), DX
-	CMPQ DX, CX
-	JEQ shinfo // a frame of one line: its second line is the shinfo line
+	CMPQ DX, BX
+	JEQ shinfo
 	PREFETCHT0 (DX)
 shinfo:
-	// PREFETCHW (CX): 0F 0D /1, ModRM 0x09 = mod 00, reg 001, rm 001 (RCX).
+	// PREFETCHW (BX): 0F 0D /1, ModRM 0x0B = mod 00, reg 001, rm 011 (RBX).
 	// Go's assembler has no mnemonic for it.
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x09
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	ADDQ $rxDesc__size, SI
+	DECQ CX
+	JNZ loop
+done:
 	RET
 
-// func prefetchLine(p uintptr)
-TEXT ·prefetchLine(SB), NOSPLIT, $0-8
+// func prefetchLines(p uintptr, n int)
+// PREFETCHT0 on n consecutive 64-byte lines from p.
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JLE done2
+loop2:
 	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNZ loop2
+done2:
 	RET

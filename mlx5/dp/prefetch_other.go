@@ -2,9 +2,10 @@
 
 package dp
 
-// prefetchPacket is a no-op where no assembly routine exists.
-func prefetchPacket(data, shinfo uintptr) {}
+// No prefetch assembly here: the calls are no-ops.
+
+func prefetchDescs(d *rxDesc, n int) {}
+
+func prefetchLines(p uintptr, n int) {}
 
 const havePrefetch = false
-
-func prefetchLine(p uintptr) {}

@@ -144,7 +144,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	ctx := &q.ctx
 	var bytes uint64
 	for i := 0; i < n; i++ {
-		if d > 0 {
+		if d > 0 && i%prefetchGroup == 0 {
 			q.prefetchAhead(i, n, more)
 		}
 		desc := &q.desc[i]
@@ -221,39 +221,38 @@ var hdrTab = func() (t [256]hdrEntry) {
 	return
 }()
 
-// prefetchAhead issues the one prefetch call for packet i+N: its two header
-// lines and, for write, its shinfo line. Inside the burst the target's
-// completion is already decoded, so its stride and length are exact. Past
-// the burst, and only when more completions are queued, the target is
-// guessed the way the kernel patch does: N packets further in the same WQE,
-// each as long as packet i; a guess that leaves the WQE is skipped. Packets
-// 0..N-1 of a burst were prefetched when their CQEs were decoded (poll).
+// prefetchAhead prefetches, in one call, the header lines and (for write)
+// the shinfo lines of packets i+N … i+N+prefetchGroup−1; deliver calls it
+// every prefetchGroup packets. Inside the burst the targets' completions
+// are already decoded, so their addresses are exact. Past the burst, and
+// only when more completions are queued, targets are guessed the way the
+// kernel patch does: further strides of the same WQE, each as long as
+// packet i; a guess that leaves the WQE is skipped. Packets 0..N-1 of a
+// burst were prefetched when their CQEs were decoded (poll).
 func (q *RxQueue) prefetchAhead(i, n int, more bool) {
-	if j := i + q.dist; j < n {
-		t := &q.desc[j]
-		q.Stats.PrefetchExact++
-		q.prefetchPkt(uint32(t.wqe), uint32(t.stride), uint32(t.length))
-		return
+	j := i + q.dist
+	end := j + prefetchGroup
+	if j < n {
+		k := min(end, n) - j
+		prefetchDescs(&q.desc[j], k)
+		q.Stats.PrefetchExact += uint64(k)
+		j += k
 	}
-	if !more {
+	if j >= end || !more {
 		return
 	}
 	last := &q.desc[n-1]
-	stride := uint32(last.stride) + uint32(i+q.dist-(n-1))*uint32(q.desc[i].strides)
-	if stride >= q.pool.strides || last.strides == 0 {
-		q.Stats.PrefetchSkippedWQEnd++
-		return
+	for ; j < end; j++ {
+		stride := uint32(last.stride) + uint32(j-(n-1))*uint32(q.desc[i].strides)
+		if stride >= q.pool.strides || last.strides == 0 {
+			q.Stats.PrefetchSkippedWQEnd++
+			return
+		}
+		q.Stats.PrefetchGuess++
+		g := rxDesc{wqe: last.wqe, stride: uint16(stride), length: q.desc[i].length}
+		q.aim(&g)
+		prefetchDescs(&g, 1)
 	}
-	q.Stats.PrefetchGuess++
-	q.prefetchPkt(uint32(last.wqe), stride, uint32(q.desc[i].length))
-}
-
-// prefetchPkt prefetches the header lines and the shinfo line (for write)
-// of the packet of length bytes in stride stride of WQE wqe.
-func (q *RxQueue) prefetchPkt(wqe, stride, length uint32) {
-	p := q.pool
-	h := wqe<<p.logStrides | stride
-	prefetchPacket(p.addr(h, q.headroom), p.addr(h, (q.headroom+length+63)&^63))
 }
 
 // writeShinfo stores the buffer-resident packet record (little-endian):
