@@ -11,10 +11,10 @@ import (
 // is touched, so the prefetcher knows packet i+N exactly (stride and length)
 // while packet i is handled.
 type rxDesc struct {
-	// Prefetch targets (host addresses of the first data line and of the
-	// shinfo line), set when decoded while prefetching is on; the
-	// assembly in prefetch_amd64.s reads them at these offsets.
-	pfData, pfShinfo uintptr
+	// buf is the packet's stride (host memory), found once when the CQE is
+	// decoded; deliver and the prefetch assembly (prefetch_amd64.s, which
+	// reads buf and length at their offsets) both start from it.
+	buf              unsafePointer
 	hash             uint32
 	wqe              uint16
 	stride           uint16
@@ -219,7 +219,7 @@ const prefetchGroup = 8
 // prefetchHead prefetches out[head:min(n, N)] and returns where it stopped.
 func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
 	end := min(n, q.dist)
-	prefetchDescs(&out[head], end-head)
+	prefetchDescs(&out[head], end-head, uintptr(q.headroom))
 	q.Stats.PrefetchExact += uint64(end - head)
 	return end
 }
@@ -278,19 +278,14 @@ func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
 	d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
 	d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
 	d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
-	if q.dist > 0 {
-		q.aim(d)
-	}
+	q.locate(d)
 	return true
 }
 
-// aim sets d's prefetch targets from its WQE, stride and length.
-func (q *RxQueue) aim(d *rxDesc) {
+// locate sets d.buf from its WQE and stride.
+func (q *RxQueue) locate(d *rxDesc) {
 	p := q.pool
-	o := (uint32(d.wqe)<<p.logStrides|uint32(d.stride))<<p.logStride + q.headroom
-	d.pfData = p.pageAddr[o/PageSize] + uintptr(o%PageSize)
-	// The shinfo line is in the same stride, so in the same page.
-	d.pfShinfo = d.pfData - uintptr(q.headroom) + uintptr((q.headroom+uint32(d.length)+63)&^63)
+	d.buf = p.pagePtr.at((uint32(d.wqe)<<p.logStrides | uint32(d.stride)) << p.logStride)
 }
 
 // take checks a packet's length and takes the reference its delivery
@@ -382,9 +377,7 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 		}
 		d.strides = cs
 		d.length = uint16(bc & MPWRQByteCntMask)
-		if q.dist > 0 {
-			q.aim(&d)
-		}
+		q.locate(&d)
 		out[n] = d
 		n++
 	}
@@ -433,9 +426,7 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 		}
 		d.strides = cs
 		d.length = uint16(bc & MPWRQByteCntMask)
-		if q.dist > 0 {
-			q.aim(&d)
-		}
+		q.locate(&d)
 		out[n] = d
 		n++
 	}

@@ -8,7 +8,7 @@ package dp
 // not among the targets: the poll touches it when it decodes the CQE.
 //
 //go:noescape
-func prefetchDescs(d *rxDesc, n int)
+func prefetchDescs(d *rxDesc, n int, headroom uintptr)
 
 // prefetchLines issues PREFETCHT0 on n consecutive lines from p (the CQE
 // lines of a burst).

@@ -3,18 +3,24 @@
 
 // Prefetch instructions never fault, so any address is safe here.
 
-// func prefetchDescs(d *rxDesc, n int)
-// For each of n descriptors: PREFETCHT0 on the first data line and, unless it
-// is the shinfo line (a frame of one line), on the second; PREFETCHW on the
-// shinfo line.
-TEXT ·prefetchDescs(SB), NOSPLIT, $0-16
+// func prefetchDescs(d *rxDesc, n int, headroom uintptr)
+// For each of n descriptors: PREFETCHT0 on the first data line (buf +
+// headroom) and, unless it is the shinfo line (a frame of one line), on the
+// second; PREFETCHW on the shinfo line, buf + (headroom + length + 63) &^ 63.
+TEXT ·prefetchDescs(SB), NOSPLIT, $0-24
 	MOVQ d+0(FP), SI
 	MOVQ n+8(FP), CX
+	MOVQ headroom+16(FP), DI
 	TESTQ CX, CX
 	JLE done
 loop:
-	MOVQ rxDesc_pfData(SI), AX
-	MOVQ rxDesc_pfShinfo(SI), BX
+	MOVQ rxDesc_buf(SI), AX
+	MOVWQZX rxDesc_length(SI), BX
+	ADDQ DI, BX
+	ADDQ $63, BX
+	ANDQ $~63, BX
+	ADDQ AX, BX
+	ADDQ DI, AX
 	PREFETCHT0 (AX)
 	LEAQ 64(AX), DX
 	CMPQ DX, BX

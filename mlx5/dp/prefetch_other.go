@@ -4,7 +4,7 @@ package dp
 
 // No prefetch assembly here: the calls are no-ops.
 
-func prefetchDescs(d *rxDesc, n int) {}
+func prefetchDescs(d *rxDesc, n int, headroom uintptr) {}
 
 func prefetchLines(p uintptr, n int) {}
 

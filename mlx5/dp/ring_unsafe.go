@@ -27,8 +27,8 @@ type cqSlots = [1 << 24][CQESize]byte
 func cqSlotsOf(ring []byte) *cqSlots { return (*cqSlots)(unsafe.Pointer(unsafe.SliceData(ring))) }
 
 // dsAt is the 16-byte segment at byte offset o of an SQ ring.
-func dsAt(ring unsafe.Pointer, o uint32) *[DSSize]byte {
-	return (*[DSSize]byte)(unsafe.Add(ring, o))
+func dsAt(ring unsafePointer, o uint32) *[DSSize]byte {
+	return (*[DSSize]byte)(unsafe.Add(ring.p, o))
 }
 
 // wqebbAt is the basic block at byte offset o of an SQ ring.
@@ -36,12 +36,17 @@ func wqebbAt(ring unsafe.Pointer, o uint32) *[SendWQEBBSize]byte {
 	return (*[SendWQEBBSize]byte)(unsafe.Add(ring, o))
 }
 
-type unsafePointer = unsafe.Pointer
+// unsafePointer is a pointer to ring or buffer memory held by the
+// per-packet structures (the TX ring, a decoded packet's stride).
+type unsafePointer struct{ p unsafe.Pointer }
 
-func ptrOf(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+// stride is the size bytes at p (a stride start) as a slice.
+func (p unsafePointer) stride(size uint32) []byte { return unsafe.Slice((*byte)(p.p), size) }
+
+func ptrOf(b []byte) unsafePointer { return unsafePointer{unsafe.Pointer(unsafe.SliceData(b))} }
 
 // pagePtrs are the host pages of a buffer window, by IOVA order.
-type pagePtrs []unsafe.Pointer
+type pagePtrs []unsafePointer
 
 func pagePtrsOf(pages [][]byte) pagePtrs {
 	pp := make(pagePtrs, len(pages))
@@ -53,8 +58,11 @@ func pagePtrsOf(pages [][]byte) pagePtrs {
 
 // stride is the buffer at byte offset o of the window (a stride start) as
 // a slice of size bytes.
-func (pp pagePtrs) stride(o uint32, size uint32) []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(pp[o/PageSize], o%PageSize)), size)
+func (pp pagePtrs) stride(o uint32, size uint32) []byte { return pp.at(o).stride(size) }
+
+// at is the address of byte o of the window.
+func (pp pagePtrs) at(o uint32) unsafePointer {
+	return unsafePointer{unsafe.Add(pp[o/PageSize].p, o%PageSize)}
 }
 
 // shinfoAt is the ShinfoSize-byte record at offset off of buffer b.

@@ -156,7 +156,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		ctx.handle = ctx.wqe<<p.logStrides | ctx.stride
 		ctx.length = uint32(desc.length) // checked when decoded (take)
 		ctx.data = q.headroom
-		buf := p.buf(ctx.handle)
+		buf := desc.buf.stride(p.strideSize)
 		if desc.hdrType&CQEVLANStripped != 0 {
 			q.reinsertTag(buf, ctx, desc.vlan)
 		}
@@ -234,7 +234,7 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 	end := j + prefetchGroup
 	if j < n {
 		k := min(end, n) - j
-		prefetchDescs(&q.desc[j], k)
+		prefetchDescs(&q.desc[j], k, uintptr(q.headroom))
 		q.Stats.PrefetchExact += uint64(k)
 		j += k
 	}
@@ -250,8 +250,8 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 		}
 		q.Stats.PrefetchGuess++
 		g := rxDesc{wqe: last.wqe, stride: uint16(stride), length: q.desc[i].length}
-		q.aim(&g)
-		prefetchDescs(&g, 1)
+		q.locate(&g)
+		prefetchDescs(&g, 1, uintptr(q.headroom))
 	}
 }
 
