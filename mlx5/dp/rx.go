@@ -38,12 +38,7 @@ type rxCtx struct {
 	hdrLen   uint16 // bytes to copy when headers must move (0: unknown)
 	vlan     uint16
 	hash     uint32
-	csum     uint16
-	csumOK   bool
-	wqe      uint32
-	stride   uint32
-	dataAddr uintptr
-	_        [64]byte // room the kernel's per-CQE state would take; see BenchmarkRx ctx variants
+	_        [88]byte // room the kernel's per-CQE state would take (the fresh-context variant zeroes it all)
 }
 
 // RxQueue is one striding RQ with its CQ. Only the owning worker calls it.
@@ -151,9 +146,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		if fresh {
 			*ctx = rxCtx{}
 		}
-		ctx.wqe = uint32(desc.wqe)
-		ctx.stride = uint32(desc.stride)
-		ctx.handle = ctx.wqe<<p.logStrides | ctx.stride
+		ctx.handle = uint32(desc.wqe)<<p.logStrides | uint32(desc.stride)
 		ctx.length = uint32(desc.length) // checked when decoded (take)
 		ctx.data = q.headroom
 		buf := desc.buf.stride(p.strideSize)
@@ -162,8 +155,6 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		}
 		ctx.shinfo = (ctx.data + ctx.length + 63) &^ 63
 		ctx.hash = desc.hash
-		ctx.csum = desc.csum
-		ctx.csumOK = desc.hdsOK&(CQEL3OK|CQEL4OK) == CQEL3OK|CQEL4OK
 		frame := buf[ctx.data : ctx.data+ctx.length]
 		if et := binary.BigEndian.Uint16(frame[12:14]); et != etherTypeVLAN && et != etherTypeSVLAN {
 			// Untagged: everything follows from the CQE byte alone.
@@ -173,14 +164,8 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, frame)
 		}
 		writeShinfo(shinfoAt(buf, ctx.shinfo), ctx)
-		pk := &pkts[i]
-		pk.Buf = buf
-		pk.Handle = p.member | uint64(ctx.handle)
-		pk.Off, pk.Len = uint16(ctx.data), uint16(ctx.length)
-		pk.Pool, pk.InPort, pk.OutPort = p.id, q.inPort, 0
-		pk.Flags, pk.VLAN = ctx.flags, ctx.vlan
-		pk.L3Off, pk.L4Off = ctx.l3Off, ctx.l4Off
-		pk.Verdict, pk.Reason, pk.Peer = 0, 0, 0
+		putPacket(&pkts[i], buf, p.member|uint64(ctx.handle), uint16(ctx.data), uint16(ctx.length), p.id, q.inPort,
+			ctx.flags, ctx.vlan, ctx.l3Off, ctx.l4Off)
 		bytes += uint64(ctx.length)
 	}
 	b.Pkts = b.Pkts[:k0+n]
