@@ -14,16 +14,16 @@ type rxDesc struct {
 	// buf is the packet's stride (host memory), found once when the CQE is
 	// decoded; deliver and the prefetch assembly (prefetch_amd64.s, which
 	// reads buf and length at their offsets) both start from it.
-	buf              unsafePointer
-	hash             uint32
-	wqe              uint16
-	stride           uint16
-	strides          uint16
-	length           uint16
-	hdrType          uint8 // l4_l3_hdr_type
-	hdsOK            uint8 // hds_ip_ext
-	vlan             uint16
-	csum             uint16
+	buf     unsafePointer
+	hash    uint32
+	wqe     uint16
+	stride  uint16
+	strides uint16
+	length  uint16
+	hdrType uint8 // l4_l3_hdr_type
+	hdsOK   uint8 // hds_ip_ext
+	vlan    uint16
+	csum    uint16
 }
 
 // RxStats counts what the receive path saw. Plain fields: see the package
@@ -53,7 +53,7 @@ type cqRing struct {
 	dbr     []byte
 	cc      uint32 // consumer counter (free running)
 	base    uintptr
-	pfCQE   bool // prefetch the CQE line cqePrefetchAhead slots ahead while polling
+	pfCQE   bool // prefetch a burst's CQE lines when a poll starts (with prefetch on)
 	comp    bool
 	enh     bool // enhanced layout: validity from the iteration count byte
 	miniFmt uint8

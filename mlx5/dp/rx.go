@@ -17,8 +17,6 @@ type RxOptions struct {
 	MaxFrame int
 	// Headroom in front of every packet; 0 means fwd.Headroom.
 	Headroom int
-	// PrefetchCQE also prefetches the CQE line 8 slots ahead of the poll.
-	PrefetchCQE bool
 }
 
 // DefaultPrefetchDistance is the stride-ahead distance (docs/mlx5.md section 3).
@@ -28,17 +26,17 @@ const DefaultPrefetchDistance = 4
 // for one packet. One lives in each RxQueue and is overwritten for every
 // completion; no per-packet struct is ever created (docs/mlx5.md section 3).
 type rxCtx struct {
-	handle   uint32
-	data     uint32 // offset of the first packet byte in the buffer
-	length   uint32
-	shinfo   uint32 // offset of the shinfo record in the buffer
-	flags    fwd.Flags
-	l3Off    uint8
-	l4Off    uint8
-	hdrLen   uint16 // bytes to copy when headers must move (0: unknown)
-	vlan     uint16
-	hash     uint32
-	_        [88]byte // room the kernel's per-CQE state would take (the fresh-context variant zeroes it all)
+	handle uint32
+	data   uint32 // offset of the first packet byte in the buffer
+	length uint32
+	shinfo uint32 // offset of the shinfo record in the buffer
+	flags  fwd.Flags
+	l3Off  uint8
+	l4Off  uint8
+	hdrLen uint16 // bytes to copy when headers must move (0: unknown)
+	vlan   uint16
+	hash   uint32
+	_      [88]byte // room the kernel's per-CQE state would take (the fresh-context variant zeroes it all)
 }
 
 // RxQueue is one striding RQ with its CQ. Only the owning worker calls it.
@@ -93,7 +91,7 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 	if (o.Headroom+o.MaxFrame+63)&^63+ShinfoSize > int(p.strideSize) {
 		return nil, fmt.Errorf("dp: stride %d cannot hold headroom %d + frame %d + shinfo", p.strideSize, o.Headroom, o.MaxFrame)
 	}
-	c.pfCQE = o.PrefetchCQE
+	c.pfCQE = o.PrefetchDistance > 0
 	return &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
 		spill: make([]rxDesc, c.mask+1)}, nil
 }
@@ -102,11 +100,12 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 // buffers).
 func (q *RxQueue) Pool() *Pool { return q.pool }
 
-// SetPrefetchDistance changes N (0 = off); for benchmarks and tuning.
-func (q *RxQueue) SetPrefetchDistance(n int) { q.dist = n }
+// SetPrefetchDistance changes N (0 = off, which also stops the CQE-line
+// prefetch); for benchmarks and tuning.
+func (q *RxQueue) SetPrefetchDistance(n int) { q.dist, q.cq.pfCQE = n, n > 0 }
 
 // SetCQEPrefetch turns prefetching of CQE lines ahead of the poll on or off
-// (RxOptions.PrefetchCQE); for benchmarks.
+// (on with any prefetch distance); benchmarks turn it off to measure it.
 func (q *RxQueue) SetCQEPrefetch(on bool) { q.cq.pfCQE = on }
 
 // Rx appends up to b.Room() received packets to b and returns how many.

@@ -69,14 +69,14 @@ type TxQueue struct {
 	stopRoom  uint32
 	maxFrame  uint32
 
-	cq   cqRing
-	pool *Pool
-	info []txInfo
-	fifo []uint32 // handles of posted packets, in WQE order (Pool.pack)
+	cq       cqRing
+	pool     *Pool
+	info     []txInfo
+	fifo     []uint32 // handles of posted packets, in WQE order (Pool.pack)
 	fifoMask uint32
 	ringPtr  unsafePointer // ring (ring_unsafe.go)
-	fh   uint32   // fifo head (next to complete), free running
-	ft   uint32   // fifo tail
+	fh       uint32        // fifo head (next to complete), free running
+	ft       uint32        // fifo tail
 
 	// Open MPWQE session.
 	open    bool

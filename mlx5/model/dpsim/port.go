@@ -47,6 +47,10 @@ type Device struct {
 	mem *Memory
 	RX  []*RxQueue
 	TX  []*TxQueue
+	// The last doorbell write, for the benchmark that times the model's
+	// share of Tx (BenchmarkModelDoorbell).
+	lastOff  uint32
+	lastCtrl uint64
 }
 
 // Write64 decodes a send doorbell: UAR page q (one per queue) + 0x800.
@@ -55,6 +59,7 @@ func (d *Device) Write64(off uint32, v uint64) {
 	if off%pageSize != prm.UARBlueFlameOffset || q >= len(d.TX) {
 		panic(fmt.Sprintf("dpsim: doorbell write to unmodelled BAR0 offset %#x", off))
 	}
+	d.lastOff, d.lastCtrl = off, v
 	d.TX[q].doorbell(v)
 }
 

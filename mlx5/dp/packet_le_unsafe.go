@@ -1,0 +1,42 @@
+//go:build amd64 || arm64
+
+package dp
+
+import (
+	"unsafe"
+
+	"github.com/ovfwd/ovfwd/fwd"
+)
+
+// fwd.Packet from Off on is three 8-byte words (little-endian field order):
+// Off|Len|Pool|InPort, OutPort|Flags|VLAN|L3Off|L4Off, Verdict|Reason|Peer.
+// putPacket stores them as such, 3 stores instead of 11. These constants
+// fail to compile if the layout changes (a negative or non-zero difference
+// overflows uint).
+const (
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Off) - 32)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Len) - 34)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Pool) - 36)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.InPort) - 38)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.OutPort) - 40)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Flags) - 42)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.VLAN) - 44)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.L3Off) - 46)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.L4Off) - 47)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Verdict) - 48)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Reason) - 49)
+	_ uint = -uint(unsafe.Offsetof(fwd.Packet{}.Peer) - 52)
+	_ uint = -uint(unsafe.Sizeof(fwd.Packet{}) - 56)
+)
+
+// putPacket fills a received packet's slot: buffer, handle, then
+// off/len/pool/inPort and outPort(0)/flags/vlan/l3Off/l4Off as two words,
+// verdict, reason and peer zero.
+func putPacket(pk *fwd.Packet, buf []byte, handle uint64, off, length, pool, inPort uint16, flags fwd.Flags, vlan uint16, l3Off, l4Off uint8) {
+	pk.Buf = buf
+	pk.Handle = handle
+	w := (*[3]uint64)(unsafe.Pointer(&pk.Off))
+	w[0] = uint64(off) | uint64(length)<<16 | uint64(pool)<<32 | uint64(inPort)<<48
+	w[1] = uint64(flags)<<16 | uint64(vlan)<<32 | uint64(l3Off)<<48 | uint64(l4Off)<<56
+	w[2] = 0
+}
