@@ -130,9 +130,6 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		}
 		prefetchLines(c.base+uintptr(first*CQESize), int(k))
 	}
-	p := q.pool
-	nWQE, strides, logStrides, logStride := p.nWQE, p.strides, p.logStrides, p.logStride
-	recs, pages, maxFrame := p.recs, p.pagePtr, q.maxFrame
 	// The head of the burst (packets 0..N-1, which deliver's stride-ahead
 	// prefetch never reaches) is prefetched as it is decoded, a group at a
 	// time, a whole poll ahead of its delivery.
@@ -140,6 +137,16 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 	for n < len(out) {
 		if n-head >= prefetchGroup && head < q.dist {
 			head = q.prefetchHead(out, head, n)
+		}
+		if !c.enh {
+			lim := len(out)
+			if head < q.dist {
+				lim = min(lim, head+prefetchGroup)
+			}
+			if m := q.pollPlain(out, n, lim); m > n {
+				n = m
+				continue
+			}
 		}
 		cqe, w, ok := c.owned(c.cc)
 		if !ok {
@@ -155,31 +162,6 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			continue
 		}
 		c.cc++
-		// The common case inline (decodeOne is the general one, and
-		// nothing here changes state unless every check passes): a
-		// received packet of a legal length in strides of its WQE.
-		bc := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
-		wqe := uint32(binary.BigEndian.Uint16(cqe[CQEOffWQEID:]))
-		stride := uint32(uint16(w)<<8 | uint16(w)>>8)
-		cs := (bc >> MPWRQConsumedShift) & MPWRQConsumedMask
-		l := bc & MPWRQByteCntMask
-		if op>>CQEOpcodeShift == CQERespSend && bc&MPWRQFillerFlag == 0 && !c.enh && wqe < nWQE &&
-			cs != 0 && stride+cs <= strides && l <= maxFrame && l >= 14 {
-			if r := &recs[wqe]; r.consumed+cs <= strides {
-				r.consumed += cs
-				r.refs++ // held by the packet until it is freed or sent
-				hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
-				d := &out[n]
-				d.buf = pages.at((wqe<<logStrides | stride) << logStride)
-				d.wqe, d.stride, d.strides, d.length = uint16(wqe), uint16(stride), uint16(cs), uint16(l)
-				d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
-				d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
-				d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
-				d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
-				n++
-				continue
-			}
-		}
 		if q.decodeOne(cqe, w, &out[n]) {
 			n++
 		}
@@ -195,6 +177,59 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		c.release()
 	}
 	return n, more
+}
+
+// pollPlain decodes, from the consumer index on, the run of ordinary
+// receive CQEs into out[n:lim] and returns the new n: owned this lap,
+// opcode RESP_SEND with no other op_own bit, a packet (not a filler) of a
+// legal length in strides its WQE still has. It stops, consuming nothing
+// more, at the first CQE that is anything else, and at the end of the lap;
+// the general loop (decodeOne, pollCompressed) handles that one. Its few
+// live values stay in registers: the general loop's do not.
+func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
+	c := &q.cq
+	p := q.pool
+	cc := c.cc
+	if left := (cc | c.mask) + 1 - cc; uint32(lim-n) > left {
+		lim = n + int(left) // the owner parity flips at the lap end
+	}
+	want := uint8(CQERespSend<<CQEOpcodeShift) | uint8(cc>>c.logSize)&CQEOwnerMask
+	slots, mask := c.slots, c.mask
+	recs, pages := p.recs, p.pagePtr
+	nWQE, strides, logStrides, logStride, maxFrame := p.nWQE, p.strides, p.logStrides, p.logStride, q.maxFrame
+	out = out[:lim]
+	for ; n < len(out); n++ {
+		cqe := &slots[cc&mask&(1<<24-1)]
+		w := loadOwnerWord(cqe)
+		if uint8(w>>24) != want {
+			break
+		}
+		bc := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
+		wqe := uint32(binary.BigEndian.Uint16(cqe[CQEOffWQEID:]))
+		stride := uint32(uint16(w)<<8 | uint16(w)>>8)
+		cs := (bc >> MPWRQConsumedShift) & MPWRQConsumedMask
+		l := bc & MPWRQByteCntMask
+		if bc&MPWRQFillerFlag != 0 || wqe >= nWQE || cs == 0 || stride+cs > strides || l > maxFrame || l < 14 {
+			break
+		}
+		r := &recs[wqe]
+		if r.consumed+cs > strides {
+			break
+		}
+		r.consumed += cs
+		r.refs++ // held by the packet until it is freed or sent
+		cc++
+		hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
+		d := &out[n]
+		d.buf = pages.at((wqe<<logStrides | stride) << logStride)
+		d.wqe, d.stride, d.strides, d.length = uint16(wqe), uint16(stride), uint16(cs), uint16(l)
+		d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
+		d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
+		d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
+		d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
+	}
+	c.cc = cc
+	return n
 }
 
 // pollCompressed handles a compressed slot at the consumer index (a
