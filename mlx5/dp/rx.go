@@ -137,18 +137,23 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
 	ctx := &q.ctx
 	var bytes uint64
-	for i := 0; i < n; i++ {
+	// Loop invariants in locals: the stores to ctx and the packet slots
+	// would otherwise make the compiler reload them from q and p.
+	descs := q.desc[:n]
+	logStrides, strideSize, headroom := p.logStrides, p.strideSize, q.headroom
+	member, id, inPort := p.member, p.id, q.inPort
+	for i := range descs {
 		if d > 0 && i%prefetchGroup == 0 {
 			q.prefetchAhead(i, n, more)
 		}
-		desc := &q.desc[i]
+		desc := &descs[i]
 		if fresh {
 			*ctx = rxCtx{}
 		}
-		ctx.handle = uint32(desc.wqe)<<p.logStrides | uint32(desc.stride)
+		ctx.handle = uint32(desc.wqe)<<logStrides | uint32(desc.stride)
 		ctx.length = uint32(desc.length) // checked when decoded (take)
-		ctx.data = q.headroom
-		buf := desc.buf.stride(p.strideSize)
+		ctx.data = headroom
+		buf := desc.buf.stride(strideSize)
 		if desc.hdrType&CQEVLANStripped != 0 {
 			q.reinsertTag(buf, ctx, desc.vlan)
 		}
@@ -163,7 +168,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, frame)
 		}
 		writeShinfo(shinfoAt(buf, ctx.shinfo), ctx)
-		putPacket(&pkts[i], buf, p.member|uint64(ctx.handle), uint16(ctx.data), uint16(ctx.length), p.id, q.inPort,
+		putPacket(&pkts[i], buf, member|uint64(ctx.handle), uint16(ctx.data), uint16(ctx.length), id, inPort,
 			ctx.flags, ctx.vlan, ctx.l3Off, ctx.l4Off)
 		bytes += uint64(ctx.length)
 	}
