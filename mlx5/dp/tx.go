@@ -3,6 +3,7 @@ package dp
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/ovfwd/ovfwd/fwd"
 )
@@ -158,6 +159,7 @@ func (q *TxQueue) Tx(b *fwd.Batch) int {
 	sent := 0
 	var bytes uint64
 	pool := q.pool
+	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
 	for i := range b.Pkts {
 		p := &b.Pkts[i]
 		if p.Pool != pool.id {
@@ -191,7 +193,10 @@ func (q *TxQueue) Tx(b *fwd.Batch) int {
 			q.openSession()
 		}
 		d := dsAt(q.ringPtr, q.sessPI*SendWQEBBSize+q.sessDS*DSSize)
-		binary.BigEndian.PutUint64(d[DataOffByteCount:], uint64(p.Len)<<32|uint64(q.lkey))
+		// byte_count and lkey, both big-endian, as one little-endian word
+		// (written as a big-endian 64-bit value the compiler splits it
+		// into four partial stores, knowing the top bytes are zero).
+		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
 		binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(p.Handle, p.Off))
 		q.fifo[q.ft&q.fifoMask] = pool.pack(p.Handle)
 		q.ft++
