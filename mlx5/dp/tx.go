@@ -84,7 +84,6 @@ type TxQueue struct {
 	sessPI  uint32
 	sessDS  uint32
 	sessMax uint32
-	sessPkt uint32
 
 	sinceComp uint32
 	lastPI    int32 // slot of the last WQE posted in this Tx call, -1: none
@@ -156,55 +155,12 @@ func NewTxQueue(sq *SQMem, cq *CQMem, pool *Pool, o TxOptions) (*TxQueue, error)
 // buffers freed) and counted.
 func (q *TxQueue) Tx(b *fwd.Batch) int {
 	q.Reap()
-	sent := 0
+	var sent int
 	var bytes uint64
-	pool := q.pool
-	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
-	for i := range b.Pkts {
-		p := &b.Pkts[i]
-		if p.Pool != pool.id {
-			q.Stats.DropForeign++
-			continue
-		}
-		if p.Len < 14 || uint32(p.Off)+uint32(p.Len) > q.maxFrame {
-			q.Stats.DropBadLen++
-			pool.release(p.Handle)
-			continue
-		}
-		if q.free() < q.stopRoom {
-			q.closeSession()
-			q.Reap()
-			if q.free() < q.stopRoom {
-				q.Stats.DropFull++
-				pool.release(p.Handle)
-				continue
-			}
-		}
-		bytes += uint64(p.Len)
-		sent++
-		if !q.mpw {
-			q.postSend(p)
-			continue
-		}
-		// One pointer entry of the open (or a new) MPWQE session, written
-		// as two 8-byte stores. Inside the ring: a session never crosses
-		// its fragment edge.
-		if !q.open {
-			q.openSession()
-		}
-		d := dsAt(q.ringPtr, q.sessPI*SendWQEBBSize+q.sessDS*DSSize)
-		// byte_count and lkey, both big-endian, as one little-endian word
-		// (written as a big-endian 64-bit value the compiler splits it
-		// into four partial stores, knowing the top bytes are zero).
-		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
-		binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(p.Handle, p.Off))
-		q.fifo[q.ft&q.fifoMask] = pool.pack(p.Handle)
-		q.ft++
-		q.sessDS++
-		q.sessPkt++
-		if q.sessDS == q.sessMax {
-			q.closeSession()
-		}
+	if q.mpw {
+		sent, bytes = q.txMPW(b.Pkts)
+	} else {
+		sent, bytes = q.txSend(b.Pkts)
 	}
 	q.Stats.Packets += uint64(sent)
 	q.Stats.Bytes += bytes
@@ -212,6 +168,89 @@ func (q *TxQueue) Tx(b *fwd.Batch) int {
 	q.ring_()
 	b.Reset()
 	return sent
+}
+
+// admit checks p before it is posted: a foreign buffer is counted and
+// skipped (never freed: it is not this pool's), a bad length or no room
+// even after reaping completions drops and frees it.
+func (q *TxQueue) admit(p *fwd.Packet) bool {
+	if p.Pool != q.pool.id {
+		q.Stats.DropForeign++
+		return false
+	}
+	if p.Len < 14 || uint32(p.Off)+uint32(p.Len) > q.maxFrame {
+		q.Stats.DropBadLen++
+		q.pool.release(p.Handle)
+		return false
+	}
+	if q.free() < q.stopRoom {
+		q.closeSession()
+		q.Reap()
+		if q.free() < q.stopRoom {
+			q.Stats.DropFull++
+			q.pool.release(p.Handle)
+			return false
+		}
+	}
+	return true
+}
+
+// txSend posts each packet as a SEND WQE (devices without eMPWQE).
+func (q *TxQueue) txSend(pkts []fwd.Packet) (sent int, bytes uint64) {
+	for i := range pkts {
+		p := &pkts[i]
+		if !q.admit(p) {
+			continue
+		}
+		q.postSend(p)
+		bytes += uint64(p.Len)
+		sent++
+	}
+	return sent, bytes
+}
+
+// txMPW posts each packet as one pointer entry of the open (or a new)
+// MPWQE session. The session's next DS and the fifo tail live in locals
+// and are written back around every call that reads them.
+func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
+	pool := q.pool
+	id, maxFrame, stopRoom := pool.id, q.maxFrame, q.stopRoom
+	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
+	ring, fifo, fifoMask := q.ringPtr, q.fifo, q.fifoMask
+	ft, ds := q.ft, q.sessDS
+	for i := range pkts {
+		p := &pkts[i]
+		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame || q.free() < stopRoom {
+			q.ft, q.sessDS = ft, ds
+			ok := q.admit(p)
+			ft, ds = q.ft, q.sessDS
+			if !ok {
+				continue
+			}
+		}
+		if !q.open {
+			q.openSession()
+			ds = q.sessDS
+		}
+		// Inside the ring: a session never crosses its fragment edge.
+		d := dsAt(ring, q.sessPI*SendWQEBBSize+ds*DSSize)
+		// byte_count and lkey, both big-endian, as one little-endian word
+		// (written as a big-endian 64-bit value the compiler splits it
+		// into four partial stores, knowing the top bytes are zero).
+		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
+		binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(p.Handle, p.Off))
+		fifo[ft&fifoMask] = pool.pack(p.Handle)
+		ft++
+		ds++
+		bytes += uint64(p.Len)
+		sent++
+		if ds == q.sessMax {
+			q.ft, q.sessDS = ft, ds
+			q.closeSession()
+		}
+	}
+	q.ft, q.sessDS = ft, ds
+	return sent, bytes
 }
 
 func (q *TxQueue) free() uint32 { return q.mask + 1 - (q.pc - q.cc) }
@@ -254,7 +293,7 @@ func (q *TxQueue) openSession() {
 	}
 	w := q.ring[pi*SendWQEBBSize : pi*SendWQEBBSize+2*DSSize]
 	clear(w) // ctrl + eth seg: no checksum flags, no inline header
-	q.open, q.sessPI, q.sessDS, q.sessMax, q.sessPkt = true, pi, MPWEmptyDS, room*DSPerWQEBB, 0
+	q.open, q.sessPI, q.sessDS, q.sessMax = true, pi, MPWEmptyDS, room*DSPerWQEBB
 }
 
 // closeSession writes the session's control segment and advances pc.
@@ -268,12 +307,13 @@ func (q *TxQueue) closeSession() {
 	w := q.ring[pi*SendWQEBBSize:]
 	binary.BigEndian.PutUint32(w[CtrlOffOpmodIdxOpcode:], (q.pc&WQEIndexMask)<<8|OpEnhancedMPSW)
 	binary.BigEndian.PutUint32(w[CtrlOffQPNDS:], q.sqn<<8|q.sessDS)
-	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: uint8(q.sessPkt)}
+	pkts := q.sessDS - MPWEmptyDS // one pointer entry per packet
+	q.info[pi] = txInfo{wqebbs: uint8(n), pkts: uint8(pkts)}
 	q.finishWQE(pi)
 	q.pc += n
 	q.Stats.WQEs++
 	q.Stats.MPWQEs++
-	q.Stats.MPWPackets += uint64(q.sessPkt)
+	q.Stats.MPWPackets += uint64(pkts)
 	q.Stats.WQEBBs += uint64(n)
 }
 
