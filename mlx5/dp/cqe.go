@@ -47,7 +47,7 @@ type RxStats struct {
 // cqRing is a CQ seen from the consumer.
 type cqRing struct {
 	ring    []byte
-	slots   *cqSlots // ring as CQEs (ring_unsafe.go); index with at
+	ptr     unsafePointer // ring start (ring_unsafe.go); index with at
 	logSize uint8
 	mask    uint32
 	dbr     []byte
@@ -72,13 +72,12 @@ func newCQRing(c *CQMem) (cqRing, error) {
 		// rxq_cq_decompress): not decoded here.
 		return cqRing{}, fmt.Errorf("dp: mini-CQE format %d not supported (HASH, CSUM and CSUM_STRIDX are)", c.MiniFormat)
 	}
-	return cqRing{ring: c.Ring, slots: cqSlotsOf(c.Ring), logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
+	return cqRing{ring: c.Ring, ptr: ptrOf(c.Ring), logSize: c.LogSize, mask: 1<<c.LogSize - 1, dbr: c.DBRec,
 		comp: c.Compressed, enh: c.Compressed && c.Enhanced, miniFmt: c.MiniFormat, base: addrOf(c.Ring)}, nil
 }
 
-// at is the CQE at counter i: the mask keeps it inside the ring, the
-// constant mask inside the array type (no bounds check).
-func (c *cqRing) at(i uint32) *[CQESize]byte { return &c.slots[i&c.mask&(1<<24-1)] }
+// at is the CQE at counter i: the mask keeps it inside the ring.
+func (c *cqRing) at(i uint32) *[CQESize]byte { return cqeAt(c.ptr, i&c.mask) }
 
 func (c *cqRing) slot(i uint32) []byte { return c.at(i)[:] }
 
@@ -194,12 +193,12 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		lim = n + int(left) // the owner parity flips at the lap end
 	}
 	want := uint8(CQERespSend<<CQEOpcodeShift) | uint8(cc>>c.logSize)&CQEOwnerMask
-	slots, mask := c.slots, c.mask
+	ring, mask := c.ptr, c.mask
 	recs, pages := p.recs, p.pagePtr
 	nWQE, strides, logStrides, logStride, maxFrame := p.nWQE, p.strides, p.logStrides, p.logStride, q.maxFrame
 	out = out[:lim]
 	for ; n < len(out); n++ {
-		cqe := &slots[cc&mask&(1<<24-1)]
+		cqe := cqeAt(ring, cc&mask)
 		w := loadOwnerWord(cqe)
 		if uint8(w>>24) != want {
 			break

@@ -24,7 +24,6 @@ type Pool struct {
 	iova       uint64
 	pages      [][]byte
 	pagePtr    pagePtrs // pages as pointers (ring_unsafe.go)
-	pageAddr   []uintptr
 	logStride  uint8
 	strideSize uint32
 	logStrides uint8
@@ -121,12 +120,10 @@ func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
 	if len(rq.Pages)*PageSize < need {
 		return nil, fmt.Errorf("dp: buffer window has %d pages, need %d", len(rq.Pages), (need+PageSize-1)/PageSize)
 	}
-	p.pageAddr = make([]uintptr, len(rq.Pages))
 	for i, pg := range rq.Pages {
 		if len(pg) < PageSize {
 			return nil, fmt.Errorf("dp: buffer page %d is %d bytes", i, len(pg))
 		}
-		p.pageAddr[i] = addrOf(pg)
 	}
 	p.pagePtr = pagePtrsOf(rq.Pages)
 	p.recs = make([]wqeRec, p.nWQE)
@@ -159,12 +156,6 @@ func (p *Pool) ID() uint16 { return p.id }
 
 // buf returns the whole stride-sized buffer of handle h.
 func (p *Pool) buf(h uint32) []byte { return p.pagePtr.stride(h<<p.logStride, p.strideSize) }
-
-// addr returns the host address of byte off of buffer h.
-func (p *Pool) addr(h uint32, off uint32) uintptr {
-	o := h<<p.logStride + off
-	return p.pageAddr[o/PageSize] + uintptr(o%PageSize)
-}
 
 // IOVA returns the device address of byte off of buffer h, a Handle of
 // any pool of the group.

@@ -6,34 +6,30 @@ import "unsafe"
 // reads and writes them with constant offsets and no bounds checks.
 //
 // Invariants (established by the constructors, which check ring lengths):
-//   - a CQ ring holds mask+1 ≤ 1<<24 slots of CQESize bytes (checkPow2Ring
-//     caps the log at 24 and checks the length), so slot i&mask is inside it;
+//   - a CQ ring holds mask+1 slots of CQESize bytes (checkPow2Ring checks
+//     the length), so slot i&mask is inside it;
 //   - an SQ ring holds mask+1 basic blocks of SendWQEBBSize bytes; callers pass
 //     a byte offset below (mask+1)·SendWQEBBSize minus the view's size (a WQE
 //     never crosses the ring end: sessions and SENDs are cut at fragment
 //     edges and the ring end is one);
 //   - a pool's pages are whole PageSize pages and a stride (at most PageSize,
 //     a power of two) never spans two of them, so a stride-sized view at the
-//     stride's start stays inside its page; the shinfo record lies inside
-//     the stride (NewRxQueue checks headroom + frame + ShinfoSize ≤ stride
-//     and deliver checks the frame length first).
+//     stride's start stays inside its page; a decoded packet's stride
+//     pointer comes from a WQE and stride index checked against the RQ, and
+//     its shinfo record lies inside the stride (NewRxQueue checks headroom +
+//     frame + ShinfoSize ≤ stride, decoding drops longer frames).
 // Ring and buffer memory is pinned DMA memory (VFIO hugepages, the model's
 // mmap) or, in tests, heap slices the queue keeps referenced; the pointers
 // here are kept as unsafe.Pointer so the collector sees them either way.
 
-// cqSlots is a CQ ring seen as an array of CQEs.
-type cqSlots = [1 << 24][CQESize]byte
-
-func cqSlotsOf(ring []byte) *cqSlots { return (*cqSlots)(unsafe.Pointer(unsafe.SliceData(ring))) }
+// cqeAt is CQE slot i (already masked: i ≤ mask) of the CQ ring at ring.
+func cqeAt(ring unsafePointer, i uint32) *[CQESize]byte {
+	return (*[CQESize]byte)(unsafe.Add(ring.p, uintptr(i)*CQESize))
+}
 
 // dsAt is the 16-byte segment at byte offset o of an SQ ring.
 func dsAt(ring unsafePointer, o uint32) *[DSSize]byte {
 	return (*[DSSize]byte)(unsafe.Add(ring.p, o))
-}
-
-// wqebbAt is the basic block at byte offset o of an SQ ring.
-func wqebbAt(ring unsafe.Pointer, o uint32) *[SendWQEBBSize]byte {
-	return (*[SendWQEBBSize]byte)(unsafe.Add(ring, o))
 }
 
 // unsafePointer is a pointer to ring or buffer memory held by the
