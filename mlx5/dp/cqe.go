@@ -137,7 +137,7 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		if n-head >= prefetchGroup && head < q.dist {
 			head = q.prefetchHead(out, head, n)
 		}
-		if !c.enh {
+		if !c.enh && !q.noPlain {
 			lim := len(out)
 			if head < q.dist {
 				lim = min(lim, head+prefetchGroup)

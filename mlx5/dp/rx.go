@@ -61,6 +61,9 @@ type RxQueue struct {
 	// freshCtx zeroes the context for every completion, the Go analogue of
 	// a per-CQE stack struct under CONFIG_INIT_STACK_ALL_ZERO; benchmark only.
 	freshCtx bool
+	// noPlain sends every CQE through the general decoder (tests compare
+	// it with the inline loop, pollPlain).
+	noPlain bool
 
 	Stats RxStats
 }
