@@ -197,6 +197,13 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 	recs, pages := p.recs, p.pagePtr
 	nWQE, strides, logStrides, logStride, maxFrame := p.nWQE, p.strides, p.logStrides, p.logStride, q.maxFrame
 	out = out[:lim]
+	// The record of the WQE being filled stays in registers (consumed,
+	// refs) while consecutive completions name it, and is written back
+	// when the WQE changes and at the end: a store and reload per CQE
+	// would chain the iterations through store forwarding.
+	cur := uint32(0)
+	r := &recs[0]
+	consumed, refs := r.consumed, r.refs
 	for ; n < len(out); n++ {
 		cqe := cqeAt(ring, cc&mask)
 		w := loadOwnerWord(cqe)
@@ -211,12 +218,16 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		if bc&MPWRQFillerFlag != 0 || wqe >= nWQE || cs == 0 || stride+cs > strides || l > maxFrame || l < 14 {
 			break
 		}
-		r := &recs[wqe]
-		if r.consumed+cs > strides {
+		if wqe != cur {
+			r.consumed, r.refs = consumed, refs
+			r, cur = &recs[wqe], wqe
+			consumed, refs = r.consumed, r.refs
+		}
+		if consumed+cs > strides {
 			break
 		}
-		r.consumed += cs
-		r.refs++ // held by the packet until it is freed or sent
+		consumed += cs
+		refs++ // held by the packet until it is freed or sent
 		cc++
 		hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
 		d := &out[n]
@@ -227,6 +238,7 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
 		d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
 	}
+	r.consumed, r.refs = consumed, refs
 	c.cc = cc
 	return n
 }
