@@ -344,9 +344,17 @@ func (q *TxQueue) postSend(p *fwd.Packet) {
 	binary.BigEndian.PutUint32(w[CtrlOffQPNDS:], q.sqn<<8|ds)
 	eth := w[EthSegOff:]
 	binary.BigEndian.PutUint16(eth[EthOffInlineHdrSz:], uint16(inl))
-	copy(eth[EthOffInlineHdrStart:EthOffInlineHdrStart+2], data[:min(inl, 2)])
-	if inl > 2 {
-		copy(w[2*DSSize:], data[2:inl])
+	if inl == MinInlineL2 {
+		// The usual minimum (Ethernet + one tag): fixed-size moves, no
+		// memmove call. The first 2 bytes end the Ethernet segment, the
+		// other 16 fill the next one.
+		*(*[2]byte)(eth[EthOffInlineHdrStart:]) = [2]byte(data[:2])
+		*(*[MinInlineL2 - 2]byte)(w[2*DSSize:]) = [MinInlineL2 - 2]byte(data[2:MinInlineL2])
+	} else {
+		copy(eth[EthOffInlineHdrStart:EthOffInlineHdrStart+2], data[:min(inl, 2)])
+		if inl > 2 {
+			copy(w[2*DSSize:], data[2:inl])
+		}
 	}
 	if rest {
 		d := w[(ds-1)*DSSize : ds*DSSize]
