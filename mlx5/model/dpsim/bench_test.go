@@ -33,6 +33,9 @@ func BenchmarkForward(b *testing.B) {
 		{"scattered/512/D4/nocqe", variant{layout: Scattered, size: 512, dist: 4, noCQEPF: true}},
 		{"scattered/512/D4/fresh", variant{layout: Scattered, size: 512, dist: 4, fresh: true}},
 		{"contiguous/512/D4/pad", variant{size: 512, dist: 4, pad: true}},
+		{"scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true}},
+		{"scattered/64/D4/ecomp", variant{layout: Scattered, size: 64, dist: 4, compress: true, enhanced: true}},
+		{"warm/scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true, warm: true}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			r, err := newRig(v.v, 64, 0)
