@@ -401,40 +401,40 @@ func (q *RxQueue) account(wqe, stride, cs uint16) bool {
 // cannot look valid on the next lap.
 func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 	c := &q.cq
-	t := rxDesc{
-		wqe:     binary.BigEndian.Uint16(title[CQEOffWQEID:]),
-		stride:  binary.BigEndian.Uint16(title[CQEOffWQECounter:]),
-		hdrType: title[CQEOffL4L3HdrType], hdsOK: title[CQEOffHdsIPExt],
-		vlan: binary.BigEndian.Uint16(title[CQEOffVLANInfo:]),
-	}
+	// The title's fields in locals, each packet's descriptor written in
+	// place (a copied struct would be assembled on the stack).
+	wqe := binary.BigEndian.Uint16(title[CQEOffWQEID:])
+	hdrType, hdsOK := title[CQEOffL4L3HdrType], title[CQEOffHdsIPExt]
+	vlan := binary.BigEndian.Uint16(title[CQEOffVLANInfo:])
 	op := title[CQEOffOpOwn] >> CQEOpcodeShift
 	base := c.cc
 	n := 0
-	stride := t.stride
-	var arr []byte
+	stride := binary.BigEndian.Uint16(title[CQEOffWQECounter:])
+	var arr *[CQESize]byte
 	for i := uint32(0); i < cnt; i++ {
 		if i%MiniCQEArraySize == 0 {
 			at := base + 1
 			if i > 0 {
 				at = base + i
 			}
-			arr = c.slot(at)
+			arr = c.at(at)
 		}
-		m := arr[(i%MiniCQEArraySize)*MiniCQESize:][:MiniCQESize]
+		m := (*[MiniCQESize]byte)(arr[(i%MiniCQEArraySize)*MiniCQESize:])
 		bc := binary.BigEndian.Uint32(m[MiniOffByteCnt:])
 		cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
 		if c.miniFmt == MiniFmtCSUMStrdx {
 			stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
 		}
-		d := t
-		d.stride = stride
+		var csum uint16
+		var hash uint32
 		if c.miniFmt != MiniFmtHash {
-			d.csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
+			csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
 		} else {
-			d.hash = binary.BigEndian.Uint32(m[0:])
+			hash = binary.BigEndian.Uint32(m[0:])
 		}
+		s := stride
 		stride += cs
-		if !q.account(d.wqe, d.stride, cs) {
+		if !q.account(wqe, s, cs) {
 			continue
 		}
 		if op != CQERespSend {
@@ -446,13 +446,13 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 			q.Stats.FillerStrides += uint64(cs)
 			continue
 		}
-		if !q.take(d.wqe, bc) {
+		if !q.take(wqe, bc) {
 			continue
 		}
-		d.strides = cs
-		d.length = uint16(bc & MPWRQByteCntMask)
-		q.locate(&d)
-		out[n] = d
+		d := &out[n]
+		d.wqe, d.stride, d.strides, d.length = wqe, s, cs, uint16(bc&MPWRQByteCntMask)
+		d.hdrType, d.hdsOK, d.vlan, d.hash, d.csum = hdrType, hdsOK, vlan, hash, csum
+		q.locate(d)
 		n++
 	}
 	for i := uint32(0); i < cnt; i++ {
@@ -473,21 +473,23 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 	c := &q.cq
 	n := 0
+	t := &q.title
 	for i := uint32(0); i < cnt; i++ {
-		m := blk[i*MiniCQESize : (i+1)*MiniCQESize]
+		m := (*[MiniCQESize]byte)(blk[i*MiniCQESize:])
 		bc := binary.BigEndian.Uint32(m[MiniOffByteCnt:])
 		cs := uint16(bc>>MPWRQConsumedShift) & MPWRQConsumedMask
-		d := q.title
+		stride := t.stride
 		if c.miniFmt == MiniFmtCSUMStrdx {
-			d.stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
+			stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
 		}
+		csum, hash := t.csum, t.hash
 		if c.miniFmt != MiniFmtHash {
-			d.csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
+			csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
 		} else {
-			d.hash = binary.BigEndian.Uint32(m[0:])
+			hash = binary.BigEndian.Uint32(m[0:])
 		}
-		q.title.stride = d.stride + cs // running stride index for formats without one
-		if !q.account(d.wqe, d.stride, cs) {
+		t.stride = stride + cs // running stride index for formats without one
+		if !q.account(t.wqe, stride, cs) {
 			continue
 		}
 		if bc&MPWRQFillerFlag != 0 {
@@ -495,13 +497,13 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 			q.Stats.FillerStrides += uint64(cs)
 			continue
 		}
-		if !q.take(d.wqe, bc) {
+		if !q.take(t.wqe, bc) {
 			continue
 		}
-		d.strides = cs
-		d.length = uint16(bc & MPWRQByteCntMask)
-		q.locate(&d)
-		out[n] = d
+		d := &out[n]
+		d.wqe, d.stride, d.strides, d.length = t.wqe, stride, cs, uint16(bc&MPWRQByteCntMask)
+		d.hdrType, d.hdsOK, d.vlan, d.hash, d.csum = t.hdrType, t.hdsOK, t.vlan, hash, csum
+		q.locate(d)
 		n++
 	}
 	c.cc += cnt
