@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -97,6 +98,10 @@ type CPUSplit struct {
 	Idle                 float64 // idle+iowait
 	Steal                float64
 	Other                float64 // busy (not idle, not steal) minus the process's time
+	// Wait is the time the process's threads were runnable but waiting
+	// for a CPU (schedstat), summed over threads: high when other load
+	// on its CPU starved the server, about 0 on a quiet machine.
+	Wait float64
 }
 
 func split(p0, p1 procTimes, c0, c1 cpuTimes, seconds float64) CPUSplit {
@@ -124,6 +129,48 @@ func split(p0, p1 procTimes, c0, c1 cpuTimes, seconds float64) CPUSplit {
 }
 
 func (s CPUSplit) String() string {
-	return fmt.Sprintf("user %3.0f%% sys %3.0f%% | cpu: softirq %3.0f%% idle %3.0f%% other %3.0f%%",
-		100*s.ProcUser, 100*s.ProcSystem, 100*s.Softirq, 100*s.Idle, 100*s.Other)
+	return fmt.Sprintf("user %3.0f%% sys %3.0f%% waiting %3.0f%% | cpu: softirq %3.0f%% idle %3.0f%% other %3.0f%%",
+		100*s.ProcUser, 100*s.ProcSystem, 100*s.Wait, 100*s.Softirq, 100*s.Idle, 100*s.Other)
+}
+
+// schedTimes is what the scheduler says of a set of threads
+// (/proc/PID/task/TID/schedstat, CONFIG_SCHED_INFO): nanoseconds on a CPU
+// and nanoseconds runnable but waiting for one, summed.
+type schedTimes struct{ run, wait uint64 }
+
+// readSchedTimes sums the schedstat of every thread of pid (a kernel
+// thread is its own only thread).
+func readSchedTimes(pid int) (schedTimes, error) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(files) == 0 {
+		return schedTimes{}, fmt.Errorf("vpnload: no schedstat for %d", pid)
+	}
+	var sum schedTimes
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that exited meanwhile
+		}
+		st, err := parseSchedstat(b)
+		if err != nil {
+			return schedTimes{}, err
+		}
+		sum.run += st.run
+		sum.wait += st.wait
+	}
+	return sum, nil
+}
+
+// parseSchedstat reads one schedstat line: run ns, wait ns, timeslices.
+func parseSchedstat(b []byte) (schedTimes, error) {
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return schedTimes{}, errors.New("vpnload: short schedstat")
+	}
+	run, err1 := strconv.ParseUint(f[0], 10, 64)
+	wait, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return schedTimes{}, fmt.Errorf("vpnload: schedstat: %w", err)
+	}
+	return schedTimes{run: run, wait: wait}, nil
 }

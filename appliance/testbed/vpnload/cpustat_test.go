@@ -95,3 +95,19 @@ func TestSplit(t *testing.T) {
 		t.Errorf("backwards: %+v", b)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	got, err := parseSchedstat([]byte("1012331 6391066 8\n"))
+	if err != nil || got != (schedTimes{run: 1012331, wait: 6391066}) {
+		t.Fatalf("parseSchedstat = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "12", "x 1 2", "1 -2 3"} {
+		if _, err := parseSchedstat([]byte(bad)); err == nil {
+			t.Errorf("parseSchedstat(%q): no error", bad)
+		}
+	}
+	own, err := readSchedTimes(os.Getpid())
+	if err != nil || own.run == 0 {
+		t.Fatalf("own threads: %+v, %v; want some run time", own, err)
+	}
+}

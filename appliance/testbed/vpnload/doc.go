@@ -49,9 +49,10 @@
 // Where the server's core goes: each run also reads, at the two ends of
 // the offered window, the server process's utime and stime
 // (/proc/PID/stat) and its CPU's line of /proc/stat, and prints the
-// process's user and system shares, the CPU's softirq, idle and other
-// (busy, not the server's) shares, and the generator CPU's softirq share
-// (CPUSplit). The kernel accounts by tick (HZ; this kernel has no
+// process's user and system shares, the time its threads were runnable
+// but waiting for a CPU (/proc/PID/task/TID/schedstat: other load starving
+// it), the CPU's softirq, idle and other (busy, not the server's) shares,
+// and the generator CPU's softirq share (CPUSplit). The kernel accounts by tick (HZ; this kernel has no
 // CONFIG_IRQ_TIME_ACCOUNTING): a tick is charged to the running task and
 // to one /proc/stat field, so a softirq run at the end of the server's
 // own system call (the sink's poll above) is in both its stime and the

@@ -356,6 +356,10 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
+	sched0, err := srv.sched()
+	if err != nil {
+		return r, err
+	}
 	gcpu0 := selfCPUSeconds()
 	tStart := time.Now()
 	var sent uint64
@@ -382,6 +386,10 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 		return r, err
 	}
 	gen1, err := readCPUTimes(o.GenCPU)
+	if err != nil {
+		return r, err
+	}
+	sched1, err := srv.sched()
 	if err != nil {
 		return r, err
 	}
@@ -412,6 +420,9 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	r.ServerCPUSeconds, r.DrainCPUSeconds = cpu1.seconds()-cpu0.seconds(), cpu2-cpu1.seconds()
 	if o.ServerCPU >= 0 {
 		r.ServerSplit = split(cpu0, cpu1, scpu0, scpu1, r.Seconds)
+	}
+	if sched1.wait >= sched0.wait && r.Seconds > 0 {
+		r.ServerSplit.Wait = float64(sched1.wait-sched0.wait) / 1e9 / r.Seconds
 	}
 	if o.GenCPU >= 0 {
 		r.GenSplit = split(procTimes{}, procTimes{}, gen0, gen1, r.Seconds)
@@ -562,7 +573,7 @@ func writeCounters(b *strings.Builder, c status.Counters) {
 func writeSplit(w io.Writer, results []Result, targets []string, o *Options) {
 	fmt.Fprintf(w, "\nwhere %s went (the server's CPU; /proc/PID/stat utime, stime and /proc/stat %s over the offered window; medians):\n",
 		cpuName(o.ServerCPU), strings.ReplaceAll(cpuName(o.ServerCPU), " ", ""))
-	fmt.Fprintf(w, "%-8s %9s %9s %12s %12s %9s %9s %9s %14s\n", "target", "srv-user", "srv-sys", "user ns/pkt", "sys ns/pkt", "softirq", "idle", "other", "gen-softirq")
+	fmt.Fprintf(w, "%-8s %9s %9s %12s %12s %9s %9s %9s %9s %14s\n", "target", "srv-user", "srv-sys", "user ns/pkt", "sys ns/pkt", "waiting", "softirq", "idle", "other", "gen-softirq")
 	for _, target := range targets {
 		pick := func(f func(Result) float64) float64 {
 			var v []float64
@@ -579,15 +590,16 @@ func writeSplit(w io.Writer, results []Result, targets []string, o *Options) {
 			}
 			return share * r.Seconds / float64(r.Delivered) * 1e9
 		}
-		fmt.Fprintf(w, "%-8s %8.0f%% %8.0f%% %12.0f %12.0f %8.0f%% %8.0f%% %8.0f%% %13.0f%%\n", target,
+		fmt.Fprintf(w, "%-8s %8.0f%% %8.0f%% %12.0f %12.0f %8.0f%% %8.0f%% %8.0f%% %8.0f%% %13.0f%%\n", target,
 			100*pick(func(r Result) float64 { return r.ServerSplit.ProcUser }),
 			100*pick(func(r Result) float64 { return r.ServerSplit.ProcSystem }),
 			pick(func(r Result) float64 { return perPkt(r.ServerSplit.ProcUser, r) }),
 			pick(func(r Result) float64 { return perPkt(r.ServerSplit.ProcSystem, r) }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.Wait }),
 			100*pick(func(r Result) float64 { return r.ServerSplit.Softirq }),
 			100*pick(func(r Result) float64 { return r.ServerSplit.Idle }),
 			100*pick(func(r Result) float64 { return r.ServerSplit.Other }),
 			100*pick(func(r Result) float64 { return r.GenSplit.Softirq }))
 	}
-	fmt.Fprintln(w, "(srv-user, srv-sys: the server process; softirq: every softirq tick on its CPU, also those inside the server's system calls, which srv-sys counts too; idle: its CPU idle, what is left when the generator is the limit; other: busy time that was not the server's; gen-softirq: the generator's CPU in softirq, where the veth runs the server port's receive work)")
+	fmt.Fprintln(w, "(srv-user, srv-sys: the server process; waiting: its threads runnable but waiting for a CPU (schedstat), high when other load starved it; softirq: every softirq tick on its CPU, also those inside the server's system calls, which srv-sys counts too; idle: its CPU idle, what is left when the generator is the limit; other: busy time that was not the server's; gen-softirq: the generator's CPU in softirq, where the veth runs the server port's receive work)")
 }

@@ -71,6 +71,17 @@ func (s *server) times() (procTimes, error) {
 	return t, err
 }
 
+// sched is the scheduler's run and wait time of the process's threads
+// and its helpers.
+func (s *server) sched() (schedTimes, error) {
+	t, err := readSchedTimes(s.pid())
+	for _, h := range s.helpers {
+		ht, herr := readSchedTimes(h)
+		t.run, t.wait, err = t.run+ht.run, t.wait+ht.wait, errors.Join(err, herr)
+	}
+	return t, err
+}
+
 // rssBytes is the process's resident set size.
 func (s *server) rssBytes() (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid()))
