@@ -151,16 +151,24 @@ func xdpZeroCopy(fd int) bool {
 }
 
 // kick asks the kernel to process the TX ring: sendto(fd, NULL, 0,
-// MSG_DONTWAIT). A raw syscall, so no allocation and no error boxing.
-// The caller decides what each errno means (queue.kick): asavie/xdp's
-// Transmit panicked on ENETDOWN.
+// MSG_DONTWAIT), no allocation and no error boxing. The caller decides
+// what each errno means (queue.kick): asavie/xdp's Transmit panicked on
+// ENETDOWN.
+//
+// RawSyscall, not Syscall: with MSG_DONTWAIT an AF_XDP sendto never
+// sleeps (net/xdp/xsk.c xsk_sendmsg returns EAGAIN/EBUSY instead), but in
+// copy mode it builds and transmits an skb per frame, tens of µs for a
+// batch; Syscall's entersyscall let the runtime's sysmon hand the
+// worker's P away during that time, and exitsyscall then went through the
+// scheduler to get one back, on every kick (docs/benchmarks.md).
 func kick(fd int) unix.Errno {
-	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return errno
 }
 
 // wakeRx asks the kernel to refill from the fill ring when it flagged
-// XDP_RING_NEED_WAKEUP: recvfrom(fd, NULL, 0, MSG_DONTWAIT).
+// XDP_RING_NEED_WAKEUP: recvfrom(fd, NULL, 0, MSG_DONTWAIT), which does
+// not sleep either (a RawSyscall as kick).
 func wakeRx(fd int) {
-	_, _, _ = unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, _ = unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 }

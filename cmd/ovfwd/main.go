@@ -460,7 +460,7 @@ func benchCmd(args []string) error {
 		}
 		return dpsim.Bench(os.Stdout, o)
 	case "vpn":
-		fs := newFlags("bench vpn", "[-clients N] [-payload BYTES] [-duration D] [-runs N] [-target ovfwd|openvpn|both] | -tcp [-rounds N] [-duration D] [-cipher C]")
+		fs := newFlags("bench vpn", "[-clients N] [-payload BYTES] [-duration D] [-runs N] [-target ovfwd|openvpn|both] [-ovfwd-b BIN] | -tcp [-rounds N] [-duration D] [-cipher C]")
 		tcp := fs.Bool("tcp", false, "one openvpn client's TCP throughput and the server's CPU s/GB instead of the many-client UDP load")
 		var lo vpnload.Options
 		var to vpnbench.Options
@@ -471,6 +471,8 @@ func benchCmd(args []string) error {
 		fs.IntVar(&lo.Runs, "runs", 3, "runs per server")
 		fs.IntVar(&lo.PerClientPPS, "pps", 0, "offered packets/s per client (0: as fast as the generator can)")
 		fs.StringVar(&lo.OvfwdPoll, "poll", "", "ovfwd worker poll mode (busy or adaptive)")
+		fs.BoolVar(&lo.IngressOnServer, "ingress-on-server", false, "run the server port's receive work on the server's CPU (ovfwd: threaded NAPI pinned there; openvpn: RPS), as bench fwd does")
+		fs.StringVar(&lo.OvfwdBinB, "ovfwd-b", "", "A/B: a second ovfwd binary, run after each ovfwd run (target ovfwd-b) with the same settings")
 		fs.StringVar(&lo.Generator, "gen", "raw", "traffic generator: raw (packet sockets) or socket (each client's UDP socket)")
 		fs.IntVar(&lo.GenThreads, "gen-threads", 0, "raw generator threads (default 4)")
 		fs.IntVar(&lo.GenPresealMB, "gen-preseal", 0, "raw generator: MB of packets sealed before each unpaced run (default 256; -1: seal on the fly)")

@@ -15,8 +15,13 @@
 // An XDP program on sk0 counts and drops the traffic to 198.18.82.0/24
 // (delivered packets are its count) and passes the rest, so the sink
 // still answers pings; a blackhole route backs it up. As bench fwd's
-// sink, it keeps the sink's receive work, which a veth runs in the
-// transmitting server's context, out of the server's CPU figure.
+// sink, it keeps the kernel's IP receive path out of the server's CPU
+// figure, but not all of the sink's work: a veth runs its peer's NAPI
+// poll in softirq on the transmitting CPU, at the end of each frame's
+// transmit, so sk0's poll — each skb copied into a page-pool page for XDP
+// (drivers/net/veth.c veth_convert_skb_to_xdp_buff; neither server's skbs
+// have XDP's headroom) and the counter run — is in both servers' CPU
+// figures, the same work per packet for both.
 //
 // Generators (Options.Generator): "raw", the default, seals the
 // clients' packets into pre-addressed Ethernet frames and sends them from
@@ -40,6 +45,24 @@
 // server's CPU time are read as the generator starts and stops, after it
 // sealed packets ahead — and what arrives in the drain after it is
 // reported apart (loss counts it as delivered).
+//
+// Where the server's core goes: each run also reads, at the two ends of
+// the offered window, the server process's utime and stime
+// (/proc/PID/stat) and its CPU's line of /proc/stat, and prints the
+// process's user and system shares, the time its threads were runnable
+// but waiting for a CPU (/proc/PID/task/TID/schedstat: other load starving
+// it), the CPU's softirq, idle and other (busy, not the server's) shares,
+// and the generator CPU's softirq share (CPUSplit). The kernel accounts by tick (HZ; this kernel has no
+// CONFIG_IRQ_TIME_ACCOUNTING): a tick is charged to the running task and
+// to one /proc/stat field, so a softirq run at the end of the server's
+// own system call (the sink's poll above) is in both its stime and the
+// CPU's softirq. Idle is the server CPU's idle time: what is left when
+// the generator is the limit. ovfwd's worker, adaptive by default, spins
+// up to 256 empty polls before it sleeps; that spin is in its user time,
+// not idle, so idle understates its headroom (poll "busy" shows none).
+// With Options.OvfwdBinB two ovfwd builds alternate run by run in one
+// invocation (an A/B of a change), each run's line and the medians
+// printed for both.
 //
 // Threading: Run owns everything it starts (namespaces, server processes,
 // clients) and tears it down before returning; it is not meant to be run

@@ -74,7 +74,7 @@ func newLab(t *testing.T, clients int, o Options) *lab {
 
 func (l *lab) startOvfwd() *server {
 	l.t.Helper()
-	s, err := startOvfwd(l.topo, l.dir, &l.o)
+	s, err := startOvfwd(l.topo, l.dir, l.o.OvfwdBin, &l.o)
 	if err != nil {
 		l.t.Fatal(err)
 	}

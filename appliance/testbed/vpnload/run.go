@@ -46,7 +46,11 @@ type Options struct {
 	// the fly.
 	GenPresealMB int
 
-	OvfwdBin    string // default $OVFWD_BIN, else built into a temp dir
+	OvfwdBin string // default $OVFWD_BIN, else built into a temp dir
+	// OvfwdBinB, when set, is a second ovfwd build measured against
+	// OvfwdBin: each ovfwd run is followed by one of it (TargetOvfwdB),
+	// same clients, same settings, and the summary gives B's ratios to A.
+	OvfwdBinB   string
 	OvfwdDriver string // port driver, default "afxdp-copy"
 	OvfwdPoll   string // worker poll mode, "busy" or "adaptive"; default the daemon's
 	OpenVPNBin  string // default /usr/sbin/openvpn
@@ -57,7 +61,13 @@ type Options struct {
 	// GenCPU pins this process (the generator, the clients, their
 	// handshakes) to one CPU for the run, apart from the server's; -1
 	// leaves it unpinned. The default is CPU 0.
-	GenCPU           int
+	GenCPU int
+	// IngressOnServer moves the server port's receive work (see the
+	// package doc) from the generator's CPU to ServerCPU, as bench fwd
+	// does: ovfwd's p0 NAPI as a thread pinned there, RPS for openvpn.
+	// Then each server's CPU figure includes its receive work and the
+	// generator only sends.
+	IngressOnServer  bool
 	Keepalive        time.Duration // server keepalive interval, default 10 s
 	KeepaliveTimeout time.Duration // default 60 s
 	HandshakeTimeout time.Duration // for all clients to connect, default 60 s
@@ -165,8 +175,15 @@ type Result struct {
 	DrainCPUSeconds float64 // server CPU in the drain
 
 	ServerCPUSeconds float64 // server process user+system time in the offered window
-	CPUPerMpkt       float64 // ServerCPUSeconds per million packets Delivered
-	IdleRSSPerPeer   float64 // server RSS growth per connected idle client, bytes
+	// ServerSplit is where the server's CPU (Options.ServerCPU) went in the
+	// offered window: the process's user and system time, and the CPU's
+	// softirq, idle and other shares (CPUSplit); GenSplit is the
+	// generator's CPU, where the veth runs the server port's receive work
+	// in softirq. Both zero when unpinned.
+	ServerSplit    CPUSplit
+	GenSplit       CPUSplit
+	CPUPerMpkt     float64 // ServerCPUSeconds per million packets Delivered
+	IdleRSSPerPeer float64 // server RSS growth per connected idle client, bytes
 
 	Note string // where packets went (ovfwd: port, engine and VPN counters)
 }
@@ -180,6 +197,12 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 	targets := []string{o.Target}
 	if o.Target == "both" {
 		targets = []string{TargetOvfwd, TargetOpenVPN}
+	}
+	if o.OvfwdBinB != "" {
+		if !slices.Contains(targets, TargetOvfwd) {
+			return nil, errors.New("vpnload: an ovfwd B build needs the ovfwd target")
+		}
+		targets = slices.Insert(targets, 1, TargetOvfwdB)
 	}
 	dir, err := os.MkdirTemp("", "vpnload")
 	if err != nil {
@@ -236,7 +259,8 @@ func (r Result) line() string {
 		r.Connected, r.Clients, r.HandshakeSeconds, r.HandshakesPerSec, r.HandshakeCPU,
 		r.Generator, r.OfferedPPS, r.Refused, 100*r.GenCPUSeconds/r.Seconds, r.GenCPUPerMpkt,
 		r.PPS, r.Gbps, r.ServerCPUSeconds, 100*r.ServerCPUSeconds/r.Seconds, r.CPUPerMpkt,
-		r.DrainDelivered, r.DrainCPUSeconds, 100*r.Loss, r.IdleRSSPerPeer)
+		r.DrainDelivered, r.DrainCPUSeconds, 100*r.Loss, r.IdleRSSPerPeer) +
+		fmt.Sprintf("  [server %s] [gen cpu softirq %3.0f%% idle %3.0f%%]", r.ServerSplit, 100*r.GenSplit.Softirq, 100*r.GenSplit.Idle)
 }
 
 // drainWait is how long queues get to empty after the offered window.
@@ -248,15 +272,30 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	r := Result{Target: target, Clients: len(cfgs)}
 	var srv *server
 	var err error
-	if target == TargetOvfwd {
-		srv, err = startOvfwd(t, pkiDir, o)
-	} else {
+	switch target {
+	case TargetOvfwd:
+		srv, err = startOvfwd(t, pkiDir, o.OvfwdBin, o)
+	case TargetOvfwdB:
+		srv, err = startOvfwd(t, pkiDir, o.OvfwdBinB, o)
+	default:
 		srv, err = startOpenVPN(t, pkiDir, o)
 	}
 	if err != nil {
 		return r, err
 	}
 	defer srv.stop()
+	if o.IngressOnServer && o.ServerCPU >= 0 {
+		napi, undo, err := t.ingressOnServer(target, o.ServerCPU)
+		if err != nil {
+			return r, err
+		}
+		defer undo()
+		if napi != 0 {
+			// The NAPI thread does the server's receive work: its time is
+			// the server's, as the RPS softirq's is openvpn's.
+			srv.helpers = append(srv.helpers, napi)
+		}
+	}
 	rss0, _ := srv.rssBytes()
 
 	hcpu0, _ := srv.cpuSeconds()
@@ -305,7 +344,19 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := srv.cpuSeconds()
+	cpu0, err := srv.times()
+	if err != nil {
+		return r, err
+	}
+	scpu0, err := readCPUTimes(o.ServerCPU)
+	if err != nil {
+		return r, err
+	}
+	gen0, err := readCPUTimes(o.GenCPU)
+	if err != nil {
+		return r, err
+	}
+	sched0, err := srv.sched()
 	if err != nil {
 		return r, err
 	}
@@ -326,7 +377,19 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 		sent, _ = offer(clients, o.PayloadSize, o.PerClientPPS, o.Duration)
 	}
 	r.Seconds = time.Since(tStart).Seconds()
-	cpu1, err := srv.cpuSeconds()
+	cpu1, err := srv.times()
+	if err != nil {
+		return r, err
+	}
+	scpu1, err := readCPUTimes(o.ServerCPU)
+	if err != nil {
+		return r, err
+	}
+	gen1, err := readCPUTimes(o.GenCPU)
+	if err != nil {
+		return r, err
+	}
+	sched1, err := srv.sched()
 	if err != nil {
 		return r, err
 	}
@@ -354,7 +417,16 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if r.Offered > 0 {
 		r.Loss = max(0, 1-float64(r.Delivered+r.DrainDelivered)/float64(r.Offered))
 	}
-	r.ServerCPUSeconds, r.DrainCPUSeconds = cpu1-cpu0, cpu2-cpu1
+	r.ServerCPUSeconds, r.DrainCPUSeconds = cpu1.seconds()-cpu0.seconds(), cpu2-cpu1.seconds()
+	if o.ServerCPU >= 0 {
+		r.ServerSplit = split(cpu0, cpu1, scpu0, scpu1, r.Seconds)
+	}
+	if sched1.wait >= sched0.wait && r.Seconds > 0 {
+		r.ServerSplit.Wait = float64(sched1.wait-sched0.wait) / 1e9 / r.Seconds
+	}
+	if o.GenCPU >= 0 {
+		r.GenSplit = split(procTimes{}, procTimes{}, gen0, gen1, r.Seconds)
+	}
 	if srv.status != "" {
 		r.Note = ovfwdCounters(srv.status)
 	}
@@ -392,6 +464,11 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 	}
 	fmt.Fprintf(w, "\nmedians: %d clients, %d B UDP payload (%d B inner IP), %v per run, server on %s, generator on %s, %s generator%s\n",
 		o.Clients, o.PayloadSize, 28+o.PayloadSize, o.Duration, cpuName(o.ServerCPU), cpuName(o.GenCPU), o.Generator, genThreads(o))
+	if o.IngressOnServer {
+		fmt.Fprintf(w, "server port's receive work on %s (ovfwd: p0's NAPI thread pinned there; openvpn: RPS)\n", cpuName(o.ServerCPU))
+	} else {
+		fmt.Fprintf(w, "server port's receive work on the generator's CPU (the veth runs it in the sender's softirq)\n")
+	}
 	fmt.Fprintf(w, "each server: a session (scheduler autogroup) of its own, data path at nice %d (ovfwd's workers; openvpn's nice option)\n", runner.WorkerNice)
 	fmt.Fprintf(w, "pkt/s, Gb/s, cpu-s/Mpkt, srv-cpu: over the offered window only (sink count and the server's utime+stime read as the generator starts and stops; sealing ahead is before it); loss: offered vs delivered by the end of a %v drain after it (each run's line shows the drain)\n", drainWait)
 	fmt.Fprintf(w, "%-8s %12s %12s %9s %13s %14s %8s %12s %8s %8s\n", "target", "offered/s", "pkt/s", "Gb/s", "cpu-s/Mpkt", "handshakes/s", "loss", "rss/peer", "gen-cpu", "srv-cpu")
@@ -402,15 +479,21 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 			100*genShare[target], 100*srvShare[target])
 	}
 	fmt.Fprintln(w, "(offered well above pkt/s with srv-cpu near 100%: the server was the limit; offered close to pkt/s with gen-cpu near 100%: the generator was)")
-	if len(targets) == 2 {
-		a, b := med[TargetOvfwd], med[TargetOpenVPN]
-		ratio := func(x, y float64) float64 {
-			if y == 0 {
-				return 0
-			}
-			return x / y
+	if o.ServerCPU >= 0 {
+		writeSplit(w, results, targets, o)
+	}
+	ratio := func(x, y float64) float64 {
+		if y == 0 {
+			return 0
 		}
-		fmt.Fprintf(w, "ovfwd/openvpn: %.2fx pkt/s, %.2fx CPU per packet, %.2fx handshakes/s\n",
+		return x / y
+	}
+	for _, vs := range [][2]string{{TargetOvfwd, TargetOpenVPN}, {TargetOvfwdB, TargetOpenVPN}, {TargetOvfwdB, TargetOvfwd}} {
+		if !slices.Contains(targets, vs[0]) || !slices.Contains(targets, vs[1]) {
+			continue
+		}
+		a, b := med[vs[0]], med[vs[1]]
+		fmt.Fprintf(w, "%s/%s: %.2fx pkt/s, %.2fx CPU per packet, %.2fx handshakes/s\n", vs[0], vs[1],
 			ratio(a.PPS, b.PPS), ratio(a.CPUPerMpkt, b.CPUPerMpkt), ratio(a.HandshakesPerSec, b.HandshakesPerSec))
 	}
 }
@@ -482,4 +565,41 @@ func writeCounters(b *strings.Builder, c status.Counters) {
 			fmt.Fprintf(b, " %s=%d", n, c[n])
 		}
 	}
+}
+
+// writeSplit prints, per target, the medians of where the server's CPU went
+// over the offered window (CPUSplit) and the process's user and system
+// time per delivered packet.
+func writeSplit(w io.Writer, results []Result, targets []string, o *Options) {
+	fmt.Fprintf(w, "\nwhere %s went (the server's CPU; /proc/PID/stat utime, stime and /proc/stat %s over the offered window; medians):\n",
+		cpuName(o.ServerCPU), strings.ReplaceAll(cpuName(o.ServerCPU), " ", ""))
+	fmt.Fprintf(w, "%-8s %9s %9s %12s %12s %9s %9s %9s %9s %14s\n", "target", "srv-user", "srv-sys", "user ns/pkt", "sys ns/pkt", "waiting", "softirq", "idle", "other", "gen-softirq")
+	for _, target := range targets {
+		pick := func(f func(Result) float64) float64 {
+			var v []float64
+			for _, r := range results {
+				if r.Target == target {
+					v = append(v, f(r))
+				}
+			}
+			return median(v)
+		}
+		perPkt := func(share float64, r Result) float64 {
+			if r.Delivered == 0 {
+				return 0
+			}
+			return share * r.Seconds / float64(r.Delivered) * 1e9
+		}
+		fmt.Fprintf(w, "%-8s %8.0f%% %8.0f%% %12.0f %12.0f %8.0f%% %8.0f%% %8.0f%% %8.0f%% %13.0f%%\n", target,
+			100*pick(func(r Result) float64 { return r.ServerSplit.ProcUser }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.ProcSystem }),
+			pick(func(r Result) float64 { return perPkt(r.ServerSplit.ProcUser, r) }),
+			pick(func(r Result) float64 { return perPkt(r.ServerSplit.ProcSystem, r) }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.Wait }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.Softirq }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.Idle }),
+			100*pick(func(r Result) float64 { return r.ServerSplit.Other }),
+			100*pick(func(r Result) float64 { return r.GenSplit.Softirq }))
+	}
+	fmt.Fprintln(w, "(srv-user, srv-sys: the server process; waiting: its threads runnable but waiting for a CPU (schedstat), high when other load starved it; softirq: every softirq tick on its CPU, also those inside the server's system calls, which srv-sys counts too; idle: its CPU idle, what is left when the generator is the limit; other: busy time that was not the server's; gen-softirq: the generator's CPU in softirq, where the veth runs the server port's receive work)")
 }

@@ -22,6 +22,9 @@ import (
 const (
 	TargetOvfwd   = "ovfwd"
 	TargetOpenVPN = "openvpn"
+	// TargetOvfwdB is Options.OvfwdBinB, the B side of an A/B of two
+	// ovfwd builds, run right after each ovfwd run.
+	TargetOvfwdB = "ovfwd-b"
 )
 
 // Generators (Options.Generator).
@@ -36,13 +39,16 @@ const (
 
 // server is one running server under test.
 type server struct {
-	target  string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	log     func() string
-	stop    func()
-	status  string // ovfwd's status socket
-	waitErr error  // the process's exit, once exited is closed
+	target string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    func() string
+	stop   func()
+	status string // ovfwd's status socket
+	// helpers are kernel threads doing the server's work (the threaded
+	// NAPI of Options.IngressOnServer), counted in its CPU time.
+	helpers []int
+	waitErr error // the process's exit, once exited is closed
 }
 
 // pid is the server process (ip netns exec execs it, keeping the pid).
@@ -50,23 +56,30 @@ func (s *server) pid() int { return s.cmd.Process.Pid }
 
 // cpuSeconds is the process's user+system time so far.
 func (s *server) cpuSeconds() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid()))
-	if err != nil {
-		return 0, err
+	t, err := s.times()
+	return t.seconds(), err
+}
+
+// times is the process's user and system time so far, with its helper
+// threads'.
+func (s *server) times() (procTimes, error) {
+	t, err := readProcTimes(s.pid())
+	for _, h := range s.helpers {
+		ht, herr := readProcTimes(h)
+		t.user, t.system, err = t.user+ht.user, t.system+ht.system, errors.Join(err, herr)
 	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 (1-based) of proc(5).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("vpnload: malformed /proc/pid/stat")
+	return t, err
+}
+
+// sched is the scheduler's run and wait time of the process's threads
+// and its helpers.
+func (s *server) sched() (schedTimes, error) {
+	t, err := readSchedTimes(s.pid())
+	for _, h := range s.helpers {
+		ht, herr := readSchedTimes(h)
+		t.run, t.wait, err = t.run+ht.run, t.wait+ht.wait, errors.Join(err, herr)
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("vpnload: short /proc/pid/stat")
-	}
-	ut, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return float64(ut+st) / clockTicks, nil
+	return t, err
 }
 
 // rssBytes is the process's resident set size.
@@ -252,8 +265,8 @@ socket = "%s"
 level = "warn"
 `
 
-// startOvfwd runs the ovfwd daemon with the VPN server on AF_XDP ports.
-func startOvfwd(t *topology, dir string, o *Options) (*server, error) {
+// startOvfwd runs the ovfwd daemon bin with the VPN server on AF_XDP ports.
+func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 	workers := ""
 	if o.ServerCPU >= 0 {
 		workers = fmt.Sprintf("workers = [%d]", o.ServerCPU)
@@ -271,7 +284,7 @@ func startOvfwd(t *topology, dir string, o *Options) (*server, error) {
 		return nil, err
 	}
 	out := &lockedBuffer{}
-	args := []string{o.OvfwdBin, "run", "-c", confPath}
+	args := []string{bin, "run", "-c", confPath}
 	if o.ServerCPU >= 0 {
 		args = append([]string{"taskset", "-c", strconv.Itoa(o.ServerCPU)}, args...)
 	}

@@ -4,6 +4,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
@@ -116,8 +124,8 @@ func (t *topology) kernelRouting(on bool) error {
 		return err
 	}
 	for _, args := range [][]string{
-		{"ip", "addr", "add", serverIP0 + "/24", "dev", "p0"},
-		{"ip", "addr", "add", serverIP1 + "/24", "dev", "p1"},
+		{"ip", "addr", "replace", serverIP0 + "/24", "dev", "p0"},
+		{"ip", "addr", "replace", serverIP1 + "/24", "dev", "p1"},
 		{"ip", "route", "replace", sinkNet, "via", sinkIP},
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	} {
@@ -132,4 +140,74 @@ func (t *topology) kernelRouting(on bool) error {
 func (t *topology) sinkPackets() (uint64, error) {
 	n, _, err := t.sinkCount.Count()
 	return n, err
+}
+
+// ingressOnServer moves the server port p0's receive work from the
+// generator's CPU, where the veth runs it in the sender's softirq, to cpu,
+// the server's, as bench fwd does by default: the NAPI poll as a thread
+// pinned there when p0 has a native XDP program (ovfwd), RPS otherwise
+// (openvpn: IP and UDP receive). It returns the NAPI thread (0 with
+// RPS: the softirq runs in whatever task is current, mostly the server)
+// and the undo.
+func (t *topology) ingressOnServer(target string, cpu int) (int, func(), error) {
+	if target == TargetOpenVPN {
+		rps := "/sys/class/net/p0/queues/rx-0/rps_cpus"
+		if err := t.srvWrite(rps, fmt.Sprintf("%x", 1<<cpu)); err != nil {
+			return 0, nil, err
+		}
+		return 0, func() { _ = t.srvWrite(rps, "0") }, nil
+	}
+	// Other tests may have a threaded "p0" of their own: ours is the
+	// napi/p0-* thread that appears when p0 becomes threaded.
+	before := napiThreads("p0")
+	if err := t.srvWrite("/sys/class/net/p0/threaded", "1"); err != nil {
+		return 0, nil, err
+	}
+	undo := func() { _ = t.srvWrite("/sys/class/net/p0/threaded", "0") }
+	var ours []int
+	for i := 0; i < 100 && len(ours) == 0; i++ {
+		for _, pid := range napiThreads("p0") {
+			if !slices.Contains(before, pid) {
+				ours = append(ours, pid)
+			}
+		}
+		if len(ours) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if len(ours) != 1 {
+		undo()
+		return 0, nil, fmt.Errorf("vpnload: threaded NAPI of p0: %d new napi/p0-* threads, want 1", len(ours))
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(ours[0], &set); err != nil {
+		undo()
+		return 0, nil, fmt.Errorf("vpnload: pin napi/p0 thread %d to CPU %d: %w", ours[0], cpu, err)
+	}
+	return ours[0], undo, nil
+}
+
+// srvWrite writes value to path as seen from the server namespace (its
+// own /sys).
+func (t *topology) srvWrite(path, value string) error {
+	_, err := t.srv.Run("sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
+	return err
+}
+
+// napiThreads lists the threaded-NAPI kernel threads of devices named
+// ifname, in any namespace (kernel threads are visible from all).
+func napiThreads(ifname string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil || !strings.HasPrefix(string(b), "napi/"+ifname+"-") {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
