@@ -102,11 +102,15 @@ func finishPartialCsum(p *Packet) bool {
 	if n < field+2 || n > len(l4) {
 		return false
 	}
-	addrs := l3[8:40] // IPv6 source and destination
-	if p.Flags&FlagIPv4 != 0 {
-		addrs = l3[12:20]
+	var ps uint32
+	if p.Flags&FlagIPv4 != 0 { // two fixed words, not a loop: this runs for every forwarded packet
+		a := (*[8]byte)(l3[12:20])
+		s := uint64(proto) + uint64(n) + uint64(binary.BigEndian.Uint32(a[0:])) + uint64(binary.BigEndian.Uint32(a[4:]))
+		s = s&0xffff + s>>16 // < 2^18
+		ps = uint32(s&0xffff + s>>16)
+	} else {
+		ps = sumBytes(proto+uint32(n>>16)+uint32(n&0xffff), l3[8:40]) // IPv6 source and destination
 	}
-	ps := sumBytes(proto+uint32(n>>16)+uint32(n&0xffff), addrs)
 	seg := l4[:n]
 	stored := binary.BigEndian.Uint16(seg[field:])
 	if stored != ^fold(ps) {

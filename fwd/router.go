@@ -216,7 +216,7 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 		hl += vlanTagLen
 	}
 	l3 := int(p.Off) + int(p.L3Off)
-	if l3 < hl {
+	if l3 < hl || l3 > len(p.Buf) {
 		w.drop(p, DropMalformed) // no headroom: a port broke the Headroom contract
 		return
 	}
@@ -227,22 +227,33 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 	if p.Flags&FlagIPv4 != 0 {
 		et = etherTypeIPv4
 	}
-	p.Flags &^= FlagVLAN | FlagQinQ | FlagL3Only
+	flags := p.Flags &^ (FlagVLAN | FlagQinQ | FlagL3Only)
 	if pc.routerTag != 0 {
 		binary.BigEndian.PutUint16(h[12:], etherTypeVLAN)
 		binary.BigEndian.PutUint16(h[14:], pc.routerTag)
 		binary.BigEndian.PutUint16(h[16:], et)
-		p.Flags |= FlagVLAN
+		flags |= FlagVLAN
 	} else {
 		binary.BigEndian.PutUint16(h[12:], et)
 	}
-	if p.L4Off != 0 {
-		p.L4Off = uint8(int(p.L4Off) - int(p.L3Off) + hl)
+	l4 := p.L4Off
+	if l4 != 0 {
+		l4 = uint8(int(l4) - int(p.L3Off) + hl)
 	}
-	p.Len = uint16(int(p.Off) + int(p.Len) - (l3 - hl))
-	p.Off = uint16(l3 - hl)
-	p.L3Off = uint8(hl)
-	p.VLAN = pc.routerTag
+	n := uint16(int(p.Off) + int(p.Len) - (l3 - hl))
+	// The descriptor goes to the TX batch before its fields change: copying
+	// a Packet whose fields were just stored one by one makes the copy's
+	// wide loads wait for those stores (no store-to-load forwarding).
+	q := p
+	if p.Pool == w.e.pools[out] {
+		q = w.txSlot(out)
+		*q = *p
+	}
+	q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag
+	if q != p {
+		w.txQueued(out)
+		return
+	}
 	w.send(p, out)
 }
 

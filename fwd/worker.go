@@ -203,6 +203,26 @@ func (w *Worker) send(p *Packet, out int) {
 	}
 }
 
+// txSlot appends an empty slot to port out's TX batch, for a packet of
+// out's pool; txQueued must follow once the slot is filled.
+func (w *Worker) txSlot(out int) *Packet {
+	b := w.tx[out]
+	n := len(b.Pkts)
+	b.Pkts = b.Pkts[:n+1] // send flushes a full batch, so there is room
+	q := &b.Pkts[n]
+	return q
+}
+
+// txQueued finishes a txSlot: it stamps the egress port and flushes a full
+// batch.
+func (w *Worker) txQueued(out int) {
+	b := w.tx[out]
+	b.Pkts[len(b.Pkts)-1].OutPort = uint16(out)
+	if b.Room() == 0 {
+		w.flushTx(out)
+	}
+}
+
 func (w *Worker) flushTx(out int) {
 	b := w.tx[out]
 	n, bytes := b.Len(), uint64(0)

@@ -75,18 +75,65 @@ func descend(cur *[batchWidth]*node, addrs *[batchWidth][]byte, k, depth int, va
 }
 
 // lookupBatch looks up at most batchWidth addresses: the first level for
-// all of them, then the trie below.
+// all of them, then, for the lanes it leaves open, the at most two node
+// levels below (depths 2 and 3; a /32 lives at depth 3). It is descend
+// specialised for IPv4: lanes still walking are packed at the front of
+// cur, so each level's loops run over those lanes only, and a leaf is
+// checked with one masked word compare.
 func (t *V4) lookupBatch(addrs [][4]byte, vals []uint32, oks []bool) {
 	var cur [batchWidth]*node
-	var as [batchWidth][]byte
-	k := len(addrs)
-	for i := range k {
+	var lane [batchWidth]uint8 // cur[j] walks for addrs[lane[j]]
+	vals, oks = vals[:len(addrs)], oks[:len(addrs)]
+	k := 0
+	for i := range addrs {
 		a := &addrs[i]
 		e := &t.top[a[0]][a[1]]
-		cur[i], vals[i], oks[i] = e.sub, e.val, e.ok
-		as[i] = a[:]
+		vals[i], oks[i] = e.val, e.ok
+		if e.sub != nil {
+			cur[k&(batchWidth-1)], lane[k&(batchWidth-1)] = e.sub, uint8(i)
+			k++
+		}
 	}
-	descend(&cur, &as, k, 2, vals, oks)
+	var valAt [batchWidth]*uint32
+	var kidAt [batchWidth]*node
+	for depth := 2; k > 0 && depth < 4; depth++ {
+		var sum uint64
+		for _, n := range cur[:k] {
+			sum += touch(n)
+		}
+		runtime.KeepAlive(sum) // keeps touch's loads
+		for j, n := range cur[:k] {
+			i := lane[j]
+			valAt[j], kidAt[j] = nil, nil
+			if n.isLeaf() {
+				if n.leafCovers4(&addrs[i]) {
+					vals[i], oks[i] = n.leafVal, true
+				}
+				continue
+			}
+			b := addrs[i][depth]
+			if len(n.vals) != 0 {
+				if x := n.longest(b); x != 0 {
+					valAt[j] = &n.vals[n.pfxRank(x)]
+				}
+			}
+			if n.kids[b>>6]&(1<<(b&63)) != 0 {
+				kidAt[j] = n.children[n.kidRank(b)]
+			}
+		}
+		live := 0
+		for j := range k {
+			i := lane[j]
+			if p := valAt[j]; p != nil {
+				vals[i], oks[i] = *p, true
+			}
+			if c := kidAt[j]; c != nil {
+				cur[live], lane[live] = c, i
+				live++
+			}
+		}
+		k = live
+	}
 }
 
 func (t *V6) lookupBatch(addrs [][16]byte, vals []uint32, oks []bool) {

@@ -1,6 +1,7 @@
 package lpm
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"slices"
 )
@@ -45,6 +46,12 @@ func (n *node) leafCovers(addr []byte) bool {
 		return addr[full]&byte(0xff<<(8-r)) == n.leafAddr[full]
 	}
 	return true
+}
+
+// leafCovers4 is leafCovers for an IPv4 address: one masked compare.
+func (n *node) leafCovers4(a *[4]byte) bool {
+	m := ^uint32(0) << ((32 - uint(n.leafLen)) & 31) // leafLen 1..32
+	return (binary.BigEndian.Uint32(a[:])^binary.BigEndian.Uint32(n.leafAddr[:4]))&m == 0
 }
 
 // leafIs reports whether leaf n is exactly addr/plen (addr masked).
