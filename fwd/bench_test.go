@@ -165,6 +165,25 @@ func BenchmarkPoll(b *testing.B) {
 	}
 }
 
+// BenchmarkPollRouteIPv4Spread is BenchmarkPoll/RouteIPv4 with every
+// packet of a batch to a different host (64 hosts of the connected /24,
+// each its own neighbour): no packet repeats the previous one's route or
+// neighbour lookup, so this is the figure for traffic of many flows.
+func BenchmarkPollRouteIPv4Spread(b *testing.B) {
+	var frames [][]byte
+	dsts := make([]netip.Addr, 64)
+	for i := range dsts {
+		dsts[i] = netip.AddrFrom4([4]byte{198, 18, 1, byte(100 + i)})
+		frames = append(frames, eth(macR0, macA, 0x0800, ipv4(aV4, dsts[i], 17, 64, true, udp(1000, 2000, []byte("hello, router")))))
+	}
+	r := hotRig(b, fwd.ModeRouter, frames, fwd.Config{ICMPRate: 1 << 30, ICMPBurst: 1 << 20})
+	for _, d := range dsts {
+		must(b, r.e.SetNeighbour(1, d, macB))
+	}
+	r.poll()
+	pollLoop(b, r, 64)
+}
+
 func BenchmarkParse(b *testing.B) {
 	frames := parseFrames()
 	var pk [4]fwd.Packet

@@ -35,3 +35,34 @@ func TestIPv4HeaderSumOKMatchesChecksum(t *testing.T) {
 		check(h[:])
 	}
 }
+
+// The word form of a neighbour key finds what the byte form finds: the
+// same hash, the same entries, the same misses.
+func TestNeighLookupWordsMatchesLookup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	all := map[neighKey]*neighbour{}
+	var keys []neighKey
+	for i := range 300 {
+		var a [16]byte
+		if i%2 == 0 {
+			a = key4([]byte{198, 18, byte(rng.IntN(4)), byte(rng.Uint32())})
+		} else {
+			a = [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(rng.Uint32())}
+		}
+		k := neighKey{port: uint16(rng.IntN(3)), addr: a}
+		all[k] = &neighbour{port: k.port, addr: a}
+		keys = append(keys, k, neighKey{port: k.port + 3, addr: a}) // and one that is absent
+	}
+	nt := buildNeighTable(all)
+	for _, k := range keys {
+		if got, want := nt.lookupWords(k.port, wordsOf(&k.addr)), nt.lookup(k.port, &k.addr); got != want {
+			t.Fatalf("%v: lookupWords %p, lookup %p", k, got, want)
+		}
+		if w := wordsOf(&k.addr); w.key() != k.addr {
+			t.Fatalf("%v: words do not round-trip", k)
+		}
+		if a := k.addr; a[10] == 0xff && key4Words((*[4]byte)(a[12:16])) != wordsOf(&a) {
+			t.Fatalf("%v: key4Words differs from key4", k)
+		}
+	}
+}

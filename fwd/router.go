@@ -149,28 +149,31 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 	l3 := p.Data()[p.L3Off:]
 	v4 := p.Flags&FlagIPv4 != 0
 	out := int(a.port)
-	var key [16]byte
+	var k neighWords
 	switch {
 	case a.kind == adjVia:
-		key = a.via
+		k = wordsOf(&a.via)
 	case v4:
-		key = key4(l3[16:20])
+		k = key4Words((*[4]byte)(l3[16:20]))
 	default:
-		key = [16]byte(l3[24:40])
+		k = wordsOf((*[16]byte)(l3[24:40]))
 	}
-	n := w.e.neigh.Load().lookup(uint16(out), &key)
+	n := w.e.neigh.Load().lookupWords(uint16(out), k)
 	if n == nil {
+		key := k.key()
 		w.holdPacket(t, p, out, &key, v4)
 		return
 	}
 	mac, exp := n.mac.Load(), n.expires.Load()
 	if mac&neighValid == 0 || exp < w.now || !n.confirmed.Load() {
+		key := k.key()
 		w.holdPacket(t, p, out, &key, v4)
 		return
 	}
 	if exp-w.now < int64(w.lim.NeighProbeBefore) {
 		// Refresh a used entry before it expires, once per retransmit interval.
 		if at := n.probeAt.Load(); at <= w.now && n.probeAt.CompareAndSwap(at, w.now+int64(w.lim.NeighRetrans)) {
+			key := k.key()
 			w.solicit(t, out, &key, v4, mac)
 		}
 	}

@@ -153,6 +153,12 @@ func neighHash(port uint16, a *[16]byte) uint64 {
 		uint64(a[4])<<32 | uint64(a[5])<<40 | uint64(a[6])<<48 | uint64(a[7])<<56
 	hi := uint64(a[8]) | uint64(a[9])<<8 | uint64(a[10])<<16 | uint64(a[11])<<24 |
 		uint64(a[12])<<32 | uint64(a[13])<<40 | uint64(a[14])<<48 | uint64(a[15])<<56
+	return neighHashWords(port, lo, hi)
+}
+
+// neighHashWords is neighHash of the address read as two little-endian
+// words (bytes 0–7 and 8–15).
+func neighHashWords(port uint16, lo, hi uint64) uint64 {
 	// Every bit of the result must depend on every byte of the address:
 	// callers index with the low bits (the table's home slot, the glean
 	// bucket) and tag with the high ones. The finaliser is MurmurHash3's

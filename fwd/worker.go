@@ -113,13 +113,14 @@ func (w *Worker) Poll() int {
 		}
 		total += n
 		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
+		rxc[0] += uint64(len(w.rx.Pkts))
+		bridge := w.e.cfg.Mode == ModeBridge
 		for i := range w.rx.Pkts {
 			p := &w.rx.Pkts[i]
 			p.InPort, p.Verdict, p.Reason, p.Peer = uint16(pi), VerdictForward, DropNone, 0
 			p.Flags &^= FlagLocal
-			rxc[0]++
 			rxc[1] += uint64(p.Len)
-			if w.e.cfg.Mode == ModeBridge {
+			if bridge {
 				w.bridgeFrame(t, p)
 			} else {
 				w.routeFrame(t, p)

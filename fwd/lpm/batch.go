@@ -1,6 +1,9 @@
 package lpm
 
-import "runtime"
+import (
+	"math/bits"
+	"runtime"
+)
 
 // batchWidth is how many lookups LookupBatch keeps in flight. Each walks
 // its own path, so their cache misses overlap instead of queueing behind
@@ -85,8 +88,13 @@ func (t *V4) lookupBatch(addrs [][4]byte, vals []uint32, oks []bool) {
 	var lane [batchWidth]uint8 // cur[j] walks for addrs[lane[j]]
 	vals, oks = vals[:len(addrs)], oks[:len(addrs)]
 	k := 0
+	var dups uint64 // lanes whose address is the previous lane's
 	for i := range addrs {
 		a := &addrs[i]
+		if i > 0 && *a == addrs[i-1] {
+			dups |= 1 << (i & 63)
+			continue
+		}
 		e := &t.top[a[0]][a[1]]
 		vals[i], oks[i] = e.val, e.ok
 		if e.sub != nil {
@@ -134,17 +142,37 @@ func (t *V4) lookupBatch(addrs [][4]byte, vals []uint32, oks []bool) {
 		}
 		k = live
 	}
+	copyDups(dups, vals, oks)
+}
+
+// copyDups gives each lane in dups the previous lane's answer. A burst
+// of one flow (a TSO train, a bulk transfer) is runs of one destination;
+// its lanes after the first skip the walk, as Linux's GRO makes one route
+// lookup per aggregated packet.
+func copyDups(dups uint64, vals []uint32, oks []bool) {
+	for ; dups != 0; dups &= dups - 1 {
+		i := bits.TrailingZeros64(dups)
+		if i > 0 && i < len(vals) && i < len(oks) {
+			vals[i], oks[i] = vals[i-1], oks[i-1]
+		}
+	}
 }
 
 func (t *V6) lookupBatch(addrs [][16]byte, vals []uint32, oks []bool) {
 	var cur [batchWidth]*node
 	var as [batchWidth][]byte
 	k := len(addrs)
+	var dups uint64
 	for i := range k {
-		cur[i], vals[i], oks[i] = t.root, 0, false
-		as[i] = addrs[i][:]
+		vals[i], oks[i] = 0, false
+		if i > 0 && addrs[i] == addrs[i-1] {
+			dups |= 1 << (i & 63)
+			continue // cur[i] nil: descend skips the lane
+		}
+		cur[i], as[i] = t.root, addrs[i][:]
 	}
 	descend(&cur, &as, k, 0, vals, oks)
+	copyDups(dups, vals, oks)
 }
 
 // LookupBatch does Lookup for every addrs[i], storing the results in

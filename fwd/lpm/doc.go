@@ -57,7 +57,7 @@
 //
 // An IPv4 table's first level costs 2 KiB plus 4 KiB per first octet
 // with routes (1 MiB when all have some).
-// A node costs 168 bytes plus 8 bytes per child and 4 bytes per prefix;
+// A node costs 192 bytes plus 8 bytes per child and 4 bytes per prefix;
 // a leaf is a node header with no slices. Build trims builder slack and
 // path-copied slices are exact. BenchmarkBuildV4_1M (a million random IPv4
 // routes of a BGP-like length mix) and BenchmarkBuildV6_100k report the

@@ -15,14 +15,34 @@ import (
 // flag of the update helpers is true only for nodes owned by a builder or
 // created by the current update. The fields a lookup reads on its way down
 // come first so they share the node's first cache line.
+//
+// kidBase and pfxBase hold the popcounts of the bitmap words below each
+// word, so a rank is one popcount, not a loop over up to seven words.
+// They cost 16 bytes a node and make it 192 bytes, three whole cache lines.
 type node struct {
 	kids     [4]uint64 // occupied child octets 0..255
 	children []*node   // children of kids, in octet order
 	leafLen  uint8     // leaf: prefix length (a leaf is never /0)
-	leafVal  uint32    // leaf: value
+	kidBase  [4]uint8  // kidBase[w]: children in kids[:w] (at most 192)
 	leafAddr [16]byte  // leaf: masked prefix address (IPv4 uses 4 bytes)
+	leafVal  uint32    // leaf: value
 	pfx      [8]uint64 // occupied prefix indexes 1..511
 	vals     []uint32  // values of pfx, in index order
+	pfxBase  [8]uint16 // pfxBase[w]: prefixes in pfx[:w]
+}
+
+// rebase recomputes kidBase and pfxBase after a change of kids or pfx.
+func (n *node) rebase() {
+	k := 0
+	for w := range n.kids {
+		n.kidBase[w] = uint8(k)
+		k += bits.OnesCount64(n.kids[w])
+	}
+	p := 0
+	for w := range n.pfx {
+		n.pfxBase[w] = uint16(p)
+		p += bits.OnesCount64(n.pfx[w])
+	}
 }
 
 func newLeaf(addr []byte, plen int, val uint32) *node {
@@ -115,21 +135,13 @@ func (n *node) longest(b byte) uint {
 // pfxRank is the position of index idx in vals.
 func (n *node) pfxRank(idx uint) int {
 	w := idx >> 6 & 7
-	r := bits.OnesCount64(n.pfx[w] & (1<<(idx&63) - 1))
-	for j := uint(0); j < w; j++ {
-		r += bits.OnesCount64(n.pfx[j])
-	}
-	return r
+	return int(n.pfxBase[w]) + bits.OnesCount64(n.pfx[w]&(1<<(idx&63)-1))
 }
 
 // kidRank is the position of octet b in children.
 func (n *node) kidRank(b byte) int {
 	w := b >> 6 & 3
-	r := bits.OnesCount64(n.kids[w] & (1<<(b&63) - 1))
-	for j := byte(0); j < w; j++ {
-		r += bits.OnesCount64(n.kids[j])
-	}
-	return r
+	return int(n.kidBase[w]) + bits.OnesCount64(n.kids[w]&(1<<(b&63)-1))
 }
 
 // child returns the child for octet b, or nil.
@@ -177,6 +189,7 @@ func (n *node) setPfx(idx uint, val uint32, inPlace bool) (*node, bool) {
 		copy(o.vals[r+1:], n.vals[r:])
 	}
 	o.pfx[idx>>6&7] |= 1 << (idx & 63)
+	o.rebase()
 	return o, true
 }
 
@@ -192,6 +205,7 @@ func (n *node) delPfx(idx uint, inPlace bool) *node {
 		copy(o.vals[r:], n.vals[r+1:])
 	}
 	o.pfx[idx>>6&7] &^= 1 << (idx & 63)
+	o.rebase()
 	return o
 }
 
@@ -215,6 +229,7 @@ func (n *node) setKid(b byte, c *node, inPlace bool) *node {
 		copy(o.children[r+1:], n.children[r:])
 	}
 	o.kids[b>>6&3] |= 1 << (b & 63)
+	o.rebase()
 	return o
 }
 
@@ -230,5 +245,6 @@ func (n *node) delKid(b byte, inPlace bool) *node {
 		copy(o.children[r:], n.children[r+1:])
 	}
 	o.kids[b>>6&3] &^= 1 << (b & 63)
+	o.rebase()
 	return o
 }

@@ -1,0 +1,36 @@
+package fwd
+
+import "encoding/binary"
+
+// neighWords is a neighbour key ([16]byte, see key4) as two little-endian
+// words. The forwarding path builds and compares keys in this form: an
+// IPv4 key assembled byte by byte on the stack and then compared 16 bytes
+// at a time stalls on store-to-load forwarding, once per packet.
+type neighWords struct{ lo, hi uint64 }
+
+func wordsOf(a *[16]byte) neighWords {
+	return neighWords{binary.LittleEndian.Uint64(a[0:]), binary.LittleEndian.Uint64(a[8:])}
+}
+
+// key4Words is wordsOf(key4(a)): ::ffff:a.
+func key4Words(a *[4]byte) neighWords {
+	return neighWords{0, 0xffff<<16 | uint64(binary.LittleEndian.Uint32(a[:]))<<32}
+}
+
+func (k neighWords) key() (a [16]byte) {
+	binary.LittleEndian.PutUint64(a[0:], k.lo)
+	binary.LittleEndian.PutUint64(a[8:], k.hi)
+	return a
+}
+
+// lookupWords is lookup for a key in words.
+func (t *neighTable) lookupWords(port uint16, k neighWords) *neighbour {
+	h := neighHashWords(port, k.lo, k.hi)
+	for {
+		e := t.slots[h&t.mask].Load()
+		if e == nil || e != neighDeleted && e.port == port && wordsOf(&e.addr) == k {
+			return e
+		}
+		h++
+	}
+}
