@@ -3,6 +3,7 @@ package fwd
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -64,5 +65,26 @@ func TestNeighLookupWordsMatchesLookup(t *testing.T) {
 		if a := k.addr; a[10] == 0xff && key4Words((*[4]byte)(a[12:16])) != wordsOf(&a) {
 			t.Fatalf("%v: key4Words differs from key4", k)
 		}
+	}
+}
+
+// copyPacket lists Packet's fields one by one; a field added to Packet
+// and not to copyPacket would be lost on every forwarded packet.
+func TestCopyPacketCopiesEveryField(t *testing.T) {
+	var p Packet
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Slice:
+			f.Set(reflect.ValueOf(make([]byte, i+1)))
+		default:
+			f.SetUint(uint64(i + 1))
+		}
+	}
+	var q Packet
+	copyPacket(&q, &p)
+	if !reflect.DeepEqual(p, q) || &q.Buf[0] != &p.Buf[0] {
+		t.Fatalf("copyPacket lost a field:\n got %+v\nwant %+v", q, p)
 	}
 }

@@ -182,14 +182,15 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 
 // rewriteL3 does the per-hop header edits: TTL/hop limit and MSS clamp.
 func (w *Worker) rewriteL3(p *Packet, how uint8) {
-	l3 := p.Data()[p.L3Off:]
 	if how&rOrigin == 0 {
+		l3 := p.Buf[int(p.Off)+int(p.L3Off):] // the header Parse checked is there: fixed-size views, no index checks
 		if p.Flags&FlagIPv4 != 0 {
-			old := binary.BigEndian.Uint16(l3[8:])
-			l3[8]--
-			fixCsum16(l3[10:], old, old-0x100)
+			h := (*[ipv4MinHdrLen]byte)(l3)
+			old := binary.BigEndian.Uint16(h[8:])
+			h[8]--
+			binary.BigEndian.PutUint16(h[10:], csumReplace16(binary.BigEndian.Uint16(h[10:]), old, old-0x100))
 		} else {
-			l3[7]--
+			(*[ipv6HdrLen]byte)(l3)[7]--
 		}
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
@@ -250,7 +251,7 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 	q := p
 	if p.Pool == w.e.pools[out] {
 		q = w.txSlot(out)
-		*q = *p
+		copyPacket(q, p)
 	}
 	q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag
 	if q != p {

@@ -68,13 +68,20 @@ func (pl *Pool) get(p *fwd.Packet) bool {
 
 func (pl *Pool) put(p *fwd.Packet) {
 	if p.Pool != pl.id || p.Handle >= uint64(len(pl.bufs)) || !pl.inUse[p.Handle] {
-		panic(fmt.Sprintf("porttest: pool %d given foreign or free buffer (pool %d handle %d)", pl.id, p.Pool, p.Handle))
+		pl.badPut(p)
 	}
-	if &p.Buf[0] != &pl.bufs[p.Handle][0] {
+	if len(p.Buf) == 0 || &p.Buf[0] != &pl.bufs[p.Handle][0] {
 		panic("porttest: packet Buf does not match its Handle")
 	}
 	pl.inUse[p.Handle] = false
 	pl.free = append(pl.free, p.Handle)
+}
+
+// badPut is put's panic, out of line so that put stays small.
+//
+//go:noinline
+func (pl *Pool) badPut(p *fwd.Packet) {
+	panic(fmt.Sprintf("porttest: pool %d given foreign or free buffer (pool %d handle %d)", pl.id, p.Pool, p.Handle))
 }
 
 // Port is an in-memory port with per-queue RX and TX rings.
@@ -219,7 +226,7 @@ func (p *Port) Tx(q int, b *fwd.Batch) int {
 	for i := range b.Pkts {
 		pk := &b.Pkts[i]
 		if pk.Pool != p.pool.id || int(pk.Off)+int(pk.Len) > len(pk.Buf) {
-			panic(fmt.Sprintf("porttest: %s Tx of a buffer of pool %d", p.info.Name, pk.Pool))
+			p.badTx(pk)
 		}
 		if qu.sink {
 			p.pool.put(pk)
@@ -230,6 +237,11 @@ func (p *Port) Tx(q int, b *fwd.Batch) int {
 	qu.txCount += uint64(n)
 	b.Reset()
 	return n
+}
+
+//go:noinline
+func (p *Port) badTx(pk *fwd.Packet) {
+	panic(fmt.Sprintf("porttest: %s Tx of a buffer of pool %d", p.info.Name, pk.Pool))
 }
 
 // Free implements fwd.Port.
