@@ -198,8 +198,13 @@ func (p *Port) Rx(q int, b *fwd.Batch) int {
 			if next++; next == len(qu.template) {
 				next = 0
 			}
-			b.Pkts[k+i] = fwd.Packet{Buf: buf, Handle: h, Off: fwd.Headroom, Pool: pl.id,
-				Len: uint16(copy(buf[fwd.Headroom:], f))}
+			// Field stores, not a composite literal: the literal is built
+			// on the stack from narrow stores and copied with wide loads,
+			// which cannot be forwarded and wait for the stores to retire.
+			pk := &b.Pkts[k+i]
+			*pk = fwd.Packet{}
+			pk.Buf, pk.Handle, pk.Off, pk.Pool = buf, h, fwd.Headroom, pl.id
+			pk.Len = uint16(copy(buf[fwd.Headroom:], f))
 		}
 		pl.free = pl.free[:len(pl.free)-n]
 		qu.next = next
