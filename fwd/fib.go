@@ -49,7 +49,7 @@ func (w *Worker) routeLater(t *tables, p *Packet) {
 		w.routeIP(t, p, 0)
 		return
 	}
-	l3 := p.Data()[p.L3Off:]
+	l3 := p.Buf[int(p.Off)+int(p.L3Off):] // parsed: the header is there
 	if p.Flags&FlagIPv4 != 0 {
 		f.slot = append(f.slot, uint16(len(f.dst4)))
 		f.dst4 = append(f.dst4, [4]byte(l3[16:20]))

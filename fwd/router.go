@@ -30,7 +30,8 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		return
 	}
 	d := p.Data()
-	if d[0]&1 == 0 && [6]byte(d[:6]) != pc.mac {
+	e := (*[ethHdrLen]byte)(d) // Parse checked the Ethernet header is there
+	if e[0]&1 == 0 && [6]byte(e[:6]) != pc.mac {
 		w.drop(p, DropNotForUs)
 		return
 	}
@@ -40,7 +41,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			return
 		}
 	}
-	if d[0]&1 != 0 {
+	if e[0]&1 != 0 {
 		w.punt(p) // IP to a link broadcast/multicast group: the control plane's business
 		return
 	}
@@ -64,8 +65,7 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 
 // forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
 func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
-	d := p.Data()
-	l3 := d[p.L3Off:]
+	l3 := (*[ipv4MinHdrLen]byte)(p.Buf[int(p.Off)+int(p.L3Off):]) // parsed: an IPv4 or IPv6 header is there
 	v4 := p.Flags&FlagIPv4 != 0
 	if !ok {
 		w.icmpError(t, p, errNoRoute, 0, how)
@@ -146,7 +146,7 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 		w.toUplink(p, a)
 		return
 	}
-	l3 := p.Data()[p.L3Off:]
+	l3 := p.Buf[int(p.Off)+int(p.L3Off):]
 	v4 := p.Flags&FlagIPv4 != 0
 	out := int(a.port)
 	var k neighWords
