@@ -74,7 +74,7 @@ func newWorker(e *Engine, q int) *Worker {
 		encap: NewBatch(e.cfg.Batch), scratch: NewBatch(1),
 		learn: newSPSCRing[learnMsg](learnRingSlots), punts: newSPSCRing[puntSlot](PuntRingSlots),
 		uplinks: newSPSCRing[puntSlot](UplinkRingSlots),
-		cnt:     make([]uint64, cPorts+4*n), pub: make(pubCounters, cPorts+4*n)}
+		cnt:     ownLines(cPorts + 4*n), pub: make(pubCounters, cPorts+4*n)}
 	for range n {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
@@ -92,6 +92,14 @@ func newWorker(e *Engine, q int) *Worker {
 	w.glean.ports = make([]tokenBucket, n)
 	w.refreshLimits()
 	return w
+}
+
+// ownLines returns n counters with a cache line of padding on each side,
+// so that no other allocation (another worker's counters, say) shares a
+// line with the ones this worker writes per packet.
+func ownLines(n int) []uint64 {
+	const line = 64 / 8
+	return make([]uint64, line+n+line)[line : line+n : line+n]
 }
 
 // Poll does one pass over queue q of every port and returns how many
