@@ -7,7 +7,7 @@ import (
 
 // A replaced or removed neighbour takes effect on the next packet, after
 // packets to the same next hop one after another.
-func TestRouteSeesNeighbourChangeAfterRepeatLookup(t *testing.T) {
+func TestRouteSeesNeighbourChangeBetweenPackets(t *testing.T) {
 	r := newRig(t, rigOpt{})
 	must(t, r.e.SetNeighbour(1, bV4, macB))
 	for range 3 { // the same next hop, packet after packet
