@@ -1,6 +1,9 @@
 package nat
 
-import "sync/atomic"
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
 
 // Verdict is what Out or In decided for a packet.
 type Verdict uint8
@@ -51,11 +54,18 @@ type skey struct {
 	proto           uint8
 }
 
+// session is 32 bytes, two to a cache line and never across two (the
+// array is a large, page-aligned allocation): an established flow's
+// outbound packet reads this record and nothing else — its key, its age
+// and a copy of its mapping's outside endpoint and rule.
 type session struct {
-	k     skey
-	m     uint32 // mapping id + 1; 0: the record is free
-	last  uint32 // engine seconds of the last packet
-	state uint8
+	k       skey   // 16 bytes with padding
+	m       uint32 // mapping id + 1; 0: the record is free
+	last    uint32 // engine seconds of the last packet
+	out     uint32 // the mapping's outside address
+	outPort uint16 // and port
+	state   uint8
+	rule    uint8 // the mapping's rule (renumbered with it on reload)
 }
 
 type mkey struct {
@@ -129,7 +139,8 @@ type Table struct {
 	csweepAcc int64
 
 	events *ring
-	sink   uint32 // Touch's loads land here so they are not optimised away
+	seed   uint64 // hashS's key
+	sink   uint32 // Load's and Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
 	pub    [numCounters]atomic.Uint64
 }
@@ -137,7 +148,7 @@ type Table struct {
 // NewTable makes worker w's table of n workers. It holds nothing until
 // Refresh gives it a configuration.
 func NewTable(w, n int) *Table {
-	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots)}
+	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots), seed: rand.Uint64()}
 }
 
 // Counters.
@@ -335,8 +346,13 @@ func (t *Table) reconfigure(k *Compiled) {
 		}
 		for i := range t.sess {
 			s := &t.sess[i]
-			if s.m != 0 && ruleMap[t.maps[s.m-1].ik.rule] < 0 {
+			if s.m == 0 {
+				continue
+			}
+			if r := ruleMap[s.rule]; r < 0 {
 				t.freeSession(uint32(i))
+			} else {
+				s.rule = uint8(r)
 			}
 		}
 		for i := range t.clients {
@@ -459,7 +475,7 @@ func (t *Table) ownerOut(oi int, port uint16) int {
 // ---- sessions and mappings ----
 
 func (t *Table) findSession(k skey) (uint32, bool) {
-	h := hashS(k)
+	h := t.hashS(k)
 	x := &t.sidx
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
 		v := x.s[i]
@@ -552,8 +568,9 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	}
 	id := t.sfree[len(t.sfree)-1]
 	t.sfree = t.sfree[:len(t.sfree)-1]
-	t.sess[id] = session{k: k, m: m + 1, last: t.now}
-	t.sidx.insert(hashS(k), id)
+	mp := &t.maps[m]
+	t.sess[id] = session{k: k, m: m + 1, last: t.now, out: mp.ok.out, outPort: mp.ok.port, rule: mp.ik.rule}
+	t.sidx.insert(t.hashS(k), id)
 	t.maps[m].refs++
 	t.cnt[live(k.proto)]++
 	t.cnt[cCreated]++
@@ -562,7 +579,7 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 
 func (t *Table) freeSession(id uint32) {
 	s := &t.sess[id]
-	t.sidx.remove(hashS(s.k), id)
+	t.sidx.remove(t.hashS(s.k), id)
 	t.cnt[live(s.k.proto)]--
 	mi := s.m - 1
 	s.m = 0
@@ -794,11 +811,15 @@ func mix64(v uint64) uint32 {
 	return uint32(v>>32) ^ uint32(v)
 }
 
-func hashS(k skey) uint32 {
-	x := (uint64(k.in)<<32|uint64(k.rem))*0x9e3779b97f4a7c15 ^ (uint64(k.inPort)<<24|uint64(k.remPort)<<8|uint64(k.proto))*0xc2b2ae3d27d4eb4f
-	x ^= x >> 31
-	x *= 0xd6e8feb86659fd93
-	return uint32(x >> 32)
+// hashS is one multiply-shift over the 5-tuple folded into 64 bits. The
+// fold is one-to-one for a given inside address and protocol (the ports
+// go over the inside address, the remote address stays whole), so a
+// client's flows differ before the multiply; the table's random seed
+// keeps a client from choosing flows that share an index slot.
+func (t *Table) hashS(k skey) uint32 {
+	x := (uint64(k.in)<<32 | uint64(k.rem)) ^ (uint64(k.inPort)<<48 | uint64(k.remPort)<<32 | uint64(k.proto)) ^ t.seed
+	x ^= x >> 29
+	return uint32((x * 0x9e3779b97f4a7c15) >> 32)
 }
 
 func hashM(k mkey) uint32 { // not the rule: a reload renumbers rules in place
@@ -809,15 +830,16 @@ func hashO(k okey) uint32 { return mix64(uint64(k.out)<<32 | uint64(k.port)<<8 |
 
 func hashC(k ckey) uint32 { return mix32(k.addr) } // not the rule, as hashM
 
-// Warming. With many sessions each lookup is a cache miss or two; Probe
-// and Touch let the worker take a received batch's misses together (the
-// loads of different packets are independent, so they overlap) before it
-// translates the packets one by one, as the FIB lookup does (fwd/lpm).
+// Warming. With many sessions each lookup is a cache miss or two; Probe,
+// Load and Touch let the worker take a received batch's misses together
+// (the loads of different packets are independent, so they overlap)
+// before it translates the packets one by one, as the FIB lookup does
+// (fwd/lpm): Probe hashes, Load brings in the index lines, Touch finds
+// each record by the hash tags in those lines and brings it in.
 
 // Probe returns the hash a packet's lookup will start from, tagged with
-// its index (no memory but the packet's is read); 0 when NAT would not
-// look. Load turns a batch of them into loaded slots, Touch loads the
-// records they name.
+// its kind (no memory but the packet's and the rules' is read); 0 when NAT
+// would not look.
 func (t *Table) Probe(pkt []byte, l4 int) uint64 {
 	k := t.k
 	if k == nil || len(pkt) < ipv4MinHdrLen || pkt[0]>>4 != 4 || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
@@ -828,11 +850,12 @@ func (t *Table) Probe(pkt []byte, l4 int) uint64 {
 		return 0
 	}
 	src, dst := be32(pkt[12:]), be32(pkt[16:])
-	sp, dp := be16(pkt[l4:]), be16(pkt[l4+2:])
+	l := pkt[l4 : l4+4]
+	sp, dp := be16(l), be16(l[2:])
 	for i := range k.rules {
 		for _, p := range k.rules[i].pfx {
 			if src&p.mask == p.addr {
-				return uint64(hashS(skey{src, dst, sp, dp, proto})) | probeSess
+				return uint64(t.hashS(skey{src, dst, sp, dp, proto})) | probeSess
 			}
 		}
 	}
@@ -845,38 +868,59 @@ func (t *Table) Probe(pkt []byte, l4 int) uint64 {
 const (
 	probeSess = 1 << 62
 	probeMap  = 1 << 63
+	probeDone = 1 << 61 // Touch looked: the low 32 bits are the record id + 1, or 0 for none
 )
 
-// Load replaces each probe in hs with the index slot it starts at (kind
-// bits kept): a tight loop of independent loads, so the misses overlap.
-func (t *Table) Load(hs []uint64) {
-	ss, sm := t.sidx.s, t.sidx.mask
-	os, om := t.oidx.s, t.oidx.mask
+// Prefetch is Probe that also starts loading the index slot the lookup
+// begins at, without waiting for it: the worker calls it as it parses
+// each packet of a batch, and the line arrives while it parses the next.
+// A record a few slots on is on the same cache line, or the next one,
+// which Touch then reads.
+func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
+	h := t.Probe(pkt, l4)
+	switch {
+	case h&probeSess != 0:
+		prefetchSlot(&t.sidx.s[uint32(h)&t.sidx.mask])
+	case h&probeMap != 0:
+		prefetchSlot(&t.oidx.s[uint32(h)&t.oidx.mask])
+	}
+	return h
+}
+
+// Touch finds each probe's record by the hash tags in its (loaded) index
+// slots, reads the record and leaves its id + 1 in hs (kind kept,
+// probeDone set). A tag match whose record turns out to hold another key
+// is checked by the translation, which then looks again.
+func (t *Table) Touch(hs []uint64) {
+	var sink uint32
 	for i, h := range hs {
 		switch {
 		case h&probeSess != 0:
-			// Only the home slot: a branch on the loaded value here would
-			// stall the loop on each miss. A record a few slots on is on
-			// the same cache line, which this load brings in.
-			hs[i] = ss[uint32(h)&sm]&0xffffffff | probeSess
+			id := t.sidx.tagged(uint32(h))
+			if id != 0 && int(id) <= len(t.sess) {
+				prefetchSession(&t.sess[id-1])
+			}
+			hs[i] = uint64(id) | probeSess | probeDone
 		case h&probeMap != 0:
-			hs[i] = os[uint32(h)&om]&0xffffffff | probeMap
-		}
-	}
-}
-
-// Touch loads the records the loaded slots name.
-func (t *Table) Touch(hs []uint64) {
-	var sink uint32
-	for _, v := range hs {
-		id := uint32(v)
-		switch {
-		case id == 0:
-		case v&probeSess != 0 && int(id) <= len(t.sess):
-			sink += t.sess[id-1].last
-		case v&probeMap != 0 && int(id) <= len(t.maps):
-			sink += t.maps[id-1].refs
+			id := t.oidx.tagged(uint32(h))
+			if id != 0 && int(id) <= len(t.maps) {
+				sink += t.maps[id-1].refs
+			}
+			hs[i] = uint64(id) | probeMap | probeDone
 		}
 	}
 	t.sink += sink
+}
+
+// tagged returns the id + 1 of the first record with hash h, or 0.
+func (x *index) tagged(h uint32) uint32 {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0
+		}
+		if uint32(v>>32) == h {
+			return uint32(v)
+		}
+	}
 }

@@ -57,12 +57,14 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 	key := skey{src, be32(pkt[16:]), ip, rp, proto}
 	var sid uint32
 	var ok bool
-	if id := uint32(hint); hint&probeSess != 0 && id != 0 && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
+	// Touch's id names the session unless an earlier packet of the batch
+	// freed or moved it since: the key and liveness checks catch that.
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && int(id) <= len(t.sess) && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
 		sid, ok = id-1, true
 	} else {
 		sid, ok = t.findSession(key)
 	}
-	if ok && (t.expired(&t.sess[sid]) || t.maps[t.sess[sid].m-1].ik.rule != uint8(ri)) {
+	if ok && (t.expired(&t.sess[sid]) || t.sess[sid].rule != uint8(ri)) {
 		t.freeSession(sid)
 		t.cnt[cExpired]++
 		ok = false
@@ -85,30 +87,32 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 		}
 	}
 	s := &t.sess[sid]
-	m := &t.maps[s.m-1]
 	s.last = t.now
-	put32c(pkt[12:], m.ok.out, pkt[ipCsumOff:])
+	out, op := s.out, s.outPort
+	// One difference for the address, folded once into each checksum it
+	// is in (the transport's pseudo-header also has the port's).
+	d := diff32(src, out)
+	put32(pkt[12:], out)
+	fixd(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		c := l[tcpCsumOff:]
-		fix32(c, src, m.ok.out)
-		put16c(l, m.ok.port, c)
+		fixd(l[tcpCsumOff:], d+diff16(ip, op))
+		put16(l, op)
 		s.state |= tcpState(l[13], stSynOut, stFinOut)
 	case protoUDP:
 		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fix32(c, src, m.ok.out)
-			put16c(l, m.ok.port, c)
+			fixd(c, d+diff16(ip, op))
 			if be16(c) == 0 {
 				put16(c, 0xffff)
 			}
-		} else {
-			put16(l, m.ok.port)
 		}
+		put16(l, op)
 	case protoICMP:
-		put16c(l[4:], m.ok.port, l[icmpCsumOff:])
+		fixd(l[icmpCsumOff:], diff16(ip, op))
+		put16(l[4:], op)
 	}
 	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, m.ok.out)
+		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, out)
 	}
 	t.cnt[cOut]++
 	return Done, 0
@@ -195,30 +199,30 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 		}
 	}
 	s := &t.sess[sid]
-	m := &t.maps[s.m-1]
 	s.last = t.now
-	put32c(pkt[16:], m.ik.in, pkt[ipCsumOff:])
+	in, ip := s.k.in, s.k.inPort // the mapping's inside endpoint
+	d := diff32(dst, in)
+	put32(pkt[16:], in)
+	fixd(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		c := l[tcpCsumOff:]
-		fix32(c, dst, m.ik.in)
-		put16c(l[2:], m.ik.port, c)
+		fixd(l[tcpCsumOff:], d+diff16(op, ip))
+		put16(l[2:], ip)
 		s.state |= tcpState(l[13], stSynIn, stFinIn)
 	case protoUDP:
 		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fix32(c, dst, m.ik.in)
-			put16c(l[2:], m.ik.port, c)
+			fixd(c, d+diff16(op, ip))
 			if be16(c) == 0 {
 				put16(c, 0xffff)
 			}
-		} else {
-			put16(l[2:], m.ik.port)
 		}
+		put16(l[2:], ip)
 	case protoICMP:
-		put16c(l[4:], m.ik.port, l[icmpCsumOff:])
+		fixd(l[icmpCsumOff:], diff16(op, ip))
+		put16(l[4:], ip)
 	}
 	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragIn, src, dst, be16(pkt[4:]), proto, m.ik.in)
+		t.record(fragIn, src, dst, be16(pkt[4:]), proto, in)
 	}
 	t.cnt[cIn]++
 	return Done, 0
