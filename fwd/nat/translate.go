@@ -10,9 +10,59 @@ func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
 	return t.OutHint(pkt, l4, port, 0)
 }
 
-// OutHint is Out with the packet's loaded index slot from Probe and Load
-// (0: none), which spares the lookup when it names the session.
+// OutHint is Out with the packet's hint from Prefetch and Touch (0:
+// none), which spares the lookup when it names the session.
 func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && t.outFast(pkt, l4, port, id-1) {
+		return Done, 0
+	}
+	return t.out(pkt, l4, port, hint)
+}
+
+// outFast translates a TCP or UDP packet of the live session sid, the
+// common case, with what Prefetch checked taken as checked (IPv4, ports
+// within pkt, a NAT'd source); false: out decides (another session, a
+// fragment, expired, another rule). A session in this table is for an
+// inside address this worker owns: the owner test is implied.
+func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
+	k := t.k
+	if k == nil || int(sid) >= len(t.sess) || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+tcpCsumOff+2 > len(pkt) {
+		return false
+	}
+	s := &t.sess[sid]
+	h := (*[ipv4MinHdrLen]byte)(pkt)
+	src, dst := be32(h[12:]), be32(h[16:])
+	l := pkt[l4 : l4+tcpCsumOff+2] // UDP's checksum is within it too; a short TCP header is out's
+	sp, dp := be16(l), be16(l[2:])
+	proto := h[9]
+	if proto != protoTCP && proto != protoUDP || s.m == 0 || s.k.in != src || s.k.rem != dst || s.k.inPort != sp || s.k.remPort != dp || s.k.proto != proto ||
+		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) || k.match(src, port) != int(s.rule) {
+		return false
+	}
+	s.last = t.now
+	out, op := s.out, s.outPort
+	d := diff32(src, out)
+	put32(h[12:], out)
+	fixd(h[ipCsumOff:], d)
+	switch proto {
+	case protoTCP:
+		fixd(l[tcpCsumOff:], d+diff16(sp, op))
+		s.state |= tcpState(l[13], stSynOut, stFinOut)
+	default:
+		if c := l[udpCsumOff:]; be16(c) != 0 {
+			fixd(c, d+diff16(sp, op))
+			if be16(c) == 0 {
+				put16(c, 0xffff)
+			}
+		}
+	}
+	put16(l, op)
+	t.cnt[cOut]++
+	return true
+}
+
+// out is Out's general path.
+func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	k := t.k
 	if k == nil || len(pkt) < ipv4MinHdrLen {
 		return Pass, 0
