@@ -2,6 +2,7 @@ package nat
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -140,6 +141,7 @@ type Table struct {
 
 	events *ring
 	seed   uint64 // hashS's key
+	mapped int    // bytes of the tables outside the Go heap (hugemem_unsafe.go)
 	sink   uint32 // Load's and Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
 	pub    [numCounters]atomic.Uint64
@@ -411,15 +413,34 @@ func (k *Compiled) rulesOrNil() []crule {
 // configuration (a larger max_sessions later needs a restart).
 func (t *Table) alloc(k *Compiled) {
 	n := (k.cfg.MaxSessions + t.n - 1) / t.n
-	t.sess = make([]session, n)
+	var ms [][]byte
+	keep := func(m []byte, size int) {
+		if m != nil {
+			ms = append(ms, m)
+			t.mapped += size
+		}
+	}
+	var m []byte
+	var size int
+	t.sess, m, size = hugeSlice[session](n)
+	keep(m, size)
+	t.maps, m, size = hugeSlice[mapping](n)
+	keep(m, size)
+	for _, x := range []*index{&t.sidx, &t.midx, &t.oidx} {
+		c := indexSize(n)
+		x.s, m, size = hugeSlice[uint64](c)
+		x.mask = uint32(c - 1)
+		keep(m, size)
+	}
+	if ms != nil {
+		runtime.AddCleanup(t, unmapAll, ms)
+	}
 	t.sfree = make([]uint32, n)
-	t.maps = make([]mapping, n)
 	t.mfree = make([]uint32, n)
 	for i := range n {
 		t.sfree[i] = uint32(n - 1 - i)
 		t.mfree[i] = uint32(n - 1 - i)
 	}
-	t.sidx, t.midx, t.oidx = newIndex(n), newIndex(n), newIndex(n)
 }
 
 func (t *Table) newAddrState(k *Compiled, i int) addrState {
@@ -762,11 +783,17 @@ type index struct {
 }
 
 func newIndex(n int) index {
+	c := indexSize(n)
+	return index{s: make([]uint64, c), mask: uint32(c - 1)}
+}
+
+// indexSize is the slots of an index for n records: load at most 0.5.
+func indexSize(n int) int {
 	c := 16
 	for c < 2*n {
 		c <<= 1
 	}
-	return index{s: make([]uint64, c), mask: uint32(c - 1)}
+	return c
 }
 
 func (x *index) insert(h, id uint32) {
