@@ -25,7 +25,7 @@ type fibBatch struct {
 	val6 []uint32
 	ok6  []bool
 
-	natSlot []uint64 // NAT index slots of pend, probed together (nat.Table.Probe)
+	natSlot []uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
 
 	// single makes routeLater route at once with one Lookup per packet
 	// (the unbatched path), for comparison in benchmarks.

@@ -111,6 +111,7 @@ type Compiled struct {
 	timeout [4]uint32 // seconds: tcp established, tcp transitory, udp, icmp
 	rules   []crule
 	out     []outside
+	srcs    []pfx4 // every rule's source prefixes: Prefetch's test
 }
 
 type crule struct {
@@ -181,6 +182,7 @@ func Compile(c Config) (*Compiled, error) {
 				blocks: (n + c.BlockSize - 1) / c.BlockSize})
 		}
 		k.rules = append(k.rules, cr)
+		k.srcs = append(k.srcs, cr.pfx...)
 	}
 	return k, nil
 }

@@ -857,61 +857,53 @@ func hashO(k okey) uint32 { return mix64(uint64(k.out)<<32 | uint64(k.port)<<8 |
 
 func hashC(k ckey) uint32 { return mix32(k.addr) } // not the rule, as hashM
 
-// Warming. With many sessions each lookup is a cache miss or two; Probe,
-// Load and Touch let the worker take a received batch's misses together
-// (the loads of different packets are independent, so they overlap)
-// before it translates the packets one by one, as the FIB lookup does
-// (fwd/lpm): Probe hashes, Load brings in the index lines, Touch finds
-// each record by the hash tags in those lines and brings it in.
+// Warming. With many sessions each lookup is a cache miss or two;
+// Prefetch and Touch let the worker take a received batch's misses
+// together (the loads of different packets are independent, so they
+// overlap) before it translates the packets one by one, as the FIB lookup
+// does (fwd/lpm): Prefetch hashes and starts the index line's load as each
+// packet is parsed, Touch finds each record by the hash tags in those
+// lines and starts the record's, and OutHint's fast path then finds both
+// in the cache.
 
-// Probe returns the hash a packet's lookup will start from, tagged with
-// its kind (no memory but the packet's and the rules' is read); 0 when NAT
-// would not look.
-func (t *Table) Probe(pkt []byte, l4 int) uint64 {
-	k := t.k
-	if k == nil || len(pkt) < ipv4MinHdrLen || pkt[0]>>4 != 4 || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
-		return 0
-	}
-	proto := pkt[9]
-	if proto != protoTCP && proto != protoUDP {
-		return 0
-	}
-	src, dst := be32(pkt[12:]), be32(pkt[16:])
-	l := pkt[l4 : l4+4]
-	sp, dp := be16(l), be16(l[2:])
-	for i := range k.rules {
-		for _, p := range k.rules[i].pfx {
-			if src&p.mask == p.addr {
-				return uint64(t.hashS(skey{src, dst, sp, dp, proto})) | probeSess
-			}
-		}
-	}
-	if k.outsideIndex(dst) >= 0 {
-		return uint64(hashO(okey{dst, dp, proto})) | probeMap
-	}
-	return 0
-}
-
+// Kinds of a Prefetch hint.
 const (
 	probeSess = 1 << 62
 	probeMap  = 1 << 63
 	probeDone = 1 << 61 // Touch looked: the low 32 bits are the record id + 1, or 0 for none
 )
 
-// Prefetch is Probe that also starts loading the index slot the lookup
-// begins at, without waiting for it: the worker calls it as it parses
+// Prefetch returns the hash a packet's lookup will start from, tagged
+// with its kind (0 when NAT would not look), and starts loading the index
+// slot it names without waiting for it: the worker calls it as it parses
 // each packet of a batch, and the line arrives while it parses the next.
 // A record a few slots on is on the same cache line, or the next one,
 // which Touch then reads.
 func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
-	h := t.Probe(pkt, l4)
-	switch {
-	case h&probeSess != 0:
-		prefetchSlot(&t.sidx.s[uint32(h)&t.sidx.mask])
-	case h&probeMap != 0:
-		prefetchSlot(&t.oidx.s[uint32(h)&t.oidx.mask])
+	k := t.k
+	if k == nil || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
+		return 0
 	}
-	return h
+	h := (*[ipv4MinHdrLen]byte)(pkt)
+	proto := h[9]
+	if h[0]>>4 != 4 || proto != protoTCP && proto != protoUDP {
+		return 0
+	}
+	src, dst := be32(h[12:]), be32(h[16:])
+	l := pkt[l4 : l4+4]
+	for _, p := range k.srcs {
+		if src&p.mask == p.addr {
+			v := t.hashS(skey{src, dst, be16(l), be16(l[2:]), proto})
+			prefetchSlot(&t.sidx.s[v&t.sidx.mask])
+			return uint64(v) | probeSess
+		}
+	}
+	if k.outsideIndex(dst) >= 0 {
+		v := hashO(okey{dst, be16(l[2:]), proto})
+		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
+		return uint64(v) | probeMap
+	}
+	return 0
 }
 
 // Touch finds each probe's record by the hash tags in its (loaded) index
