@@ -26,15 +26,22 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 // inside address this worker owns: the owner test is implied.
 func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	k := t.k
-	if k == nil || int(sid) >= len(t.sess) || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+tcpCsumOff+2 > len(pkt) {
+	if k == nil || int(sid) >= len(t.sess) || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen {
 		return false
 	}
 	s := &t.sess[sid]
 	h := (*[ipv4MinHdrLen]byte)(pkt)
-	src, dst := be32(h[12:]), be32(h[16:])
-	l := pkt[l4 : l4+tcpCsumOff+2] // UDP's checksum is within it too; a short TCP header is out's
-	sp, dp := be16(l), be16(l[2:])
 	proto := h[9]
+	need := udpHdrLen
+	if proto == protoTCP {
+		need = tcpCsumOff + 2 // a shorter TCP header is out's to drop
+	}
+	if l4+need > len(pkt) {
+		return false
+	}
+	src, dst := be32(h[12:]), be32(h[16:])
+	l := pkt[l4 : l4+need]
+	sp, dp := be16(l), be16(l[2:])
 	if proto != protoTCP && proto != protoUDP || s.m == 0 || s.k.in != src || s.k.rem != dst || s.k.inPort != sp || s.k.remPort != dp || s.k.proto != proto ||
 		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) || k.match(src, port) != int(s.rule) {
 		return false

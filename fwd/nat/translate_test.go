@@ -498,3 +498,65 @@ func TestWholeRangeBlock(t *testing.T) {
 		t.Fatalf("worker 1 of 2: %v to %d, want a handoff to worker 0 (the only block)", v, o)
 	}
 }
+
+// TestOutFastPath: an established flow's packets take outFast (the hint
+// from Prefetch and Touch names the session) and leave exactly as Out
+// translates them on a twin table, checksums right; a packet the fast
+// path must not take (a later rule's port, an expired session, a
+// fragment) falls through to the general path.
+func TestOutFastPath(t *testing.T) {
+	zeroSum := ipPacket(inA, remote, protoUDP, udp(5002, 53, "no checksum"))
+	zeroSum[26], zeroSum[27] = 0, 0
+	pkts := [][]byte{
+		ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")),
+		ipPacket(inA, remote, protoUDP, udp(5001, 53, "a longer datagram")),
+		zeroSum,
+		ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "")),
+		ipPacket(inA, remote, protoTCP, tcp(40001, 80, tcpFIN, "data")),
+	}
+	c := testConfig()
+	a, b := newTestTable(t, c), newTestTable(t, c)
+	for _, p := range pkts {
+		mustOut(t, a, append([]byte(nil), p...))
+		mustOut(t, b, append([]byte(nil), p...))
+	}
+	for i, p := range pkts {
+		q, h := append([]byte(nil), p...), append([]byte(nil), p...)
+		if v, _ := a.Out(q, 20, 1); v != Done {
+			t.Fatalf("packet %d: Out %v", i, v)
+		}
+		hint := []uint64{b.Prefetch(h, 20)}
+		b.Touch(hint)
+		if hint[0]&probeSess == 0 || uint32(hint[0]) == 0 {
+			t.Fatalf("packet %d: Touch found no session (hint %#x)", i, hint[0])
+		}
+		if !b.outFast(h, 20, 1, uint32(hint[0])-1) {
+			t.Fatalf("packet %d: the fast path refused an established session", i)
+		}
+		if string(h) != string(q) {
+			t.Fatalf("packet %d: fast path %x, Out %x", i, h, q)
+		}
+		verify(t, h)
+		if i == 2 && (h[26] != 0 || h[27] != 0) {
+			t.Fatalf("a zero UDP checksum became %#x", h[26:28])
+		}
+	}
+	// Not for the fast path: another egress port (no rule), a fragment,
+	// an expired session.
+	p := ipPacket(inA, remote, protoUDP, udp(5001, 53, "a longer datagram"))
+	hint := []uint64{b.Prefetch(p, 20)}
+	b.Touch(hint)
+	id := uint32(hint[0]) - 1
+	if b.outFast(append([]byte(nil), p...), 20, 2, id) {
+		t.Fatal("fast path took a packet for a port without a rule")
+	}
+	frag := append([]byte(nil), p...)
+	frag[6] |= ipv4FlagMF >> 8
+	if b.outFast(frag, 20, 1, id) {
+		t.Fatal("fast path took a first fragment (its later fragments need the record)")
+	}
+	b.now += uint32(c.Timeouts.UDP/time.Second) + 2 // no Refresh: its sweep would free the session first
+	if b.outFast(append([]byte(nil), p...), 20, 1, id) {
+		t.Fatal("fast path took an expired session")
+	}
+}
