@@ -560,3 +560,45 @@ func TestOutFastPath(t *testing.T) {
 		t.Fatal("fast path took an expired session")
 	}
 }
+
+// TestRuleMatchesShortcut: the fast path's rule test (Compiled.matches,
+// which skips the rule scan for a rule first on its port) agrees with
+// match for every source a rule covers, port and rule.
+func TestRuleMatchesShortcut(t *testing.T) {
+	c := testConfig()
+	r := func(name, pfx string, port int, out string) Rule {
+		return Rule{Name: name, Sources: []netip.Prefix{netip.MustParsePrefix(pfx)}, Port: port,
+			Outside: []netip.Addr{netip.MustParseAddr(out)}, PortLo: 1024, PortHi: 2047}
+	}
+	c.Rules = []Rule{r("a", "10.8.0.0/25", 1, "198.18.1.1"), r("b", "10.8.0.0/24", 1, "198.18.1.2"),
+		r("c", "10.8.0.0/24", 2, "198.18.1.3"), r("d", "10.8.0.128/25", 2, "198.18.1.4")}
+	k, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.lone[0] != 1 || k.lone[1] != -1 || k.lone[2] != 2 || k.lone[3] != -1 {
+		t.Fatalf("lone %v", k.lone[:4])
+	}
+	checked := 0
+	for _, a := range []string{"10.8.0.2", "10.8.0.200"} {
+		src := a4(netip.MustParseAddr(a))
+		for port := range 4 {
+			for ri := range k.rules {
+				covers := false
+				for _, p := range k.rules[ri].pfx {
+					covers = covers || src&p.mask == p.addr
+				}
+				if !covers {
+					continue
+				}
+				checked++
+				if got, want := k.matches(uint8(ri), src, port), k.match(src, port) == ri; got != want {
+					t.Errorf("%s port %d rule %d: matches %v, match says %v", a, port, ri, got, want)
+				}
+			}
+		}
+	}
+	if checked < 16 {
+		t.Fatalf("only %d cases", checked)
+	}
+}
