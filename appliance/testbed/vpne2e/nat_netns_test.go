@@ -370,12 +370,22 @@ func TestNATFullTunnel(t *testing.T) {
 
 	// Port exhaustion: client 1 holds one block of 32 ports; 40 more UDP
 	// flows overflow it, are counted, and its existing flow still works.
+	// A datagram lost on the way (a busy machine) is sent again: poll
+	// until the refusals show, within 10 s.
+	var flows []*net.UDPConn
 	for i := range 40 {
-		c := udpIn(t, l.Clients[1], 41000+i)
-		_, _ = c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(vpne2e.NATInet, 7))
+		flows = append(flows, udpIn(t, l.Clients[1], 41000+i))
 	}
-	time.Sleep(500 * time.Millisecond)
-	ns := natStatus(t, srv)
+	var ns *status.NAT
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for _, c := range flows {
+			_, _ = c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(vpne2e.NATInet, 7))
+		}
+		time.Sleep(200 * time.Millisecond)
+		if ns = natStatus(t, srv); ns.Drops["no_port"] > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if ns.Drops["no_port"] == 0 {
 		t.Fatalf("no no_port drops after overflowing a block: %+v", ns.Drops)
 	}
