@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -115,7 +116,14 @@ type addrState struct {
 // Table is one worker's NAT state (see the package doc for the threading
 // rules). Its zero value is not usable: use NewTable.
 type Table struct {
-	k    *Compiled
+	k *Compiled
+	// Copies of k's timeouts and its first rules' lone ports (see
+	// Compiled.lone; -1 for the rest), beside the fields every packet
+	// reads: the fast path takes what it needs from this cache line, not
+	// from k's (which a batch's packet buffers can evict: they all sit at
+	// one offset in 2 KiB buffers, so in a few L1 sets).
+	tmo  [4]uint32
+	lone [8]int16
 	w, n int
 	now  uint32
 
@@ -309,13 +317,21 @@ func (t *Table) timeout(s *session) uint32 {
 	case protoTCP:
 		if s.state&(stSynOut|stSynIn) == stSynOut|stSynIn && s.state&stRst == 0 &&
 			s.state&(stFinOut|stFinIn) != stFinOut|stFinIn {
-			return t.k.timeout[0]
+			return t.tmo[0]
 		}
-		return t.k.timeout[1]
+		return t.tmo[1]
 	case protoUDP:
-		return t.k.timeout[2]
+		return t.tmo[2]
 	}
-	return t.k.timeout[3]
+	return t.tmo[3]
+}
+
+// matches is Compiled.matches from the table's copy where it has one.
+func (t *Table) matches(r uint8, src uint32, port int) bool {
+	if int(r) < len(t.lone) && t.lone[r] >= 0 {
+		return int(t.lone[r]) == port
+	}
+	return t.k.matches(r, src, port)
 }
 
 func (t *Table) expired(s *session) bool { return t.now-s.last > t.timeout(s) }
@@ -398,7 +414,13 @@ func (t *Table) reconfigure(k *Compiled) {
 			c.oi = uint16(oiMap[c.oi])
 		}
 	}
-	t.addrs, t.k = addrs, k
+	t.addrs, t.k, t.tmo = addrs, k, k.timeout
+	for i := range t.lone {
+		t.lone[i] = -1
+		if i < len(k.rules) && k.lone[i] >= 0 && k.lone[i] <= math.MaxInt16 {
+			t.lone[i] = int16(k.lone[i])
+		}
+	}
 	t.limit = min(len(t.sess), (k.cfg.MaxSessions+t.n-1)/t.n)
 }
 

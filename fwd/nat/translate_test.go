@@ -562,8 +562,9 @@ func TestOutFastPath(t *testing.T) {
 }
 
 // TestRuleMatchesShortcut: the fast path's rule test (Compiled.matches,
-// which skips the rule scan for a rule first on its port) agrees with
-// match for every source a rule covers, port and rule.
+// which skips the rule scan for a rule first on its port, and the table's
+// copy of it) agrees with match for every source a rule covers, port and
+// rule.
 func TestRuleMatchesShortcut(t *testing.T) {
 	c := testConfig()
 	r := func(name, pfx string, port int, out string) Rule {
@@ -579,6 +580,8 @@ func TestRuleMatchesShortcut(t *testing.T) {
 	if k.lone[0] != 1 || k.lone[1] != -1 || k.lone[2] != 2 || k.lone[3] != -1 {
 		t.Fatalf("lone %v", k.lone[:4])
 	}
+	tb := NewTable(0, 1)
+	tb.Refresh(k, 1000e9)
 	checked := 0
 	for _, a := range []string{"10.8.0.2", "10.8.0.200"} {
 		src := a4(netip.MustParseAddr(a))
@@ -592,8 +595,12 @@ func TestRuleMatchesShortcut(t *testing.T) {
 					continue
 				}
 				checked++
-				if got, want := k.matches(uint8(ri), src, port), k.match(src, port) == ri; got != want {
+				want := k.match(src, port) == ri
+				if got := k.matches(uint8(ri), src, port); got != want {
 					t.Errorf("%s port %d rule %d: matches %v, match says %v", a, port, ri, got, want)
+				}
+				if got := tb.matches(uint8(ri), src, port); got != want {
+					t.Errorf("%s port %d rule %d: the table's copy says %v, match %v", a, port, ri, got, want)
 				}
 			}
 		}
