@@ -326,10 +326,18 @@ func (t *Table) timeout(s *session) uint32 {
 	return t.tmo[3]
 }
 
-// matches is Compiled.matches from the table's copy where it has one.
+// lonePort is the table's copy of k.lone[r], or -1.
+func (t *Table) lonePort(r uint8) int {
+	if int(r) < len(t.lone) {
+		return int(t.lone[r])
+	}
+	return -1
+}
+
+// matches is Compiled.matches by the table's copy where it has one.
 func (t *Table) matches(r uint8, src uint32, port int) bool {
-	if int(r) < len(t.lone) && t.lone[r] >= 0 {
-		return int(t.lone[r]) == port
+	if lp := t.lonePort(r); lp >= 0 {
+		return lp == port
 	}
 	return t.k.matches(r, src, port)
 }

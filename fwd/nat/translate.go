@@ -43,7 +43,10 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	l := pkt[l4 : l4+need]
 	sp, dp := be16(l), be16(l[2:])
 	if proto != protoTCP && proto != protoUDP || s.m == 0 || s.k.in != src || s.k.rem != dst || s.k.inPort != sp || s.k.remPort != dp || s.k.proto != proto ||
-		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) || !t.matches(s.rule, src, port) {
+		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) {
+		return false
+	}
+	if lp := t.lonePort(s.rule); lp >= 0 && lp != port || lp < 0 && !k.matches(s.rule, src, port) {
 		return false
 	}
 	s.last = t.now
