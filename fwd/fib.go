@@ -25,7 +25,7 @@ type fibBatch struct {
 	val6 []uint32
 	ok6  []bool
 
-	natSlot []uint64 // NAT index slots of pend, probed together (nat.Table.Probe)
+	natSlot []uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
 
 	// single makes routeLater route at once with one Lookup per packet
 	// (the unbatched path), for comparison in benchmarks.
@@ -57,6 +57,11 @@ func (w *Worker) routeLater(t *tables, p *Packet) {
 		f.slot = append(f.slot, uint16(len(f.dst6)))
 		f.dst6 = append(f.dst6, [16]byte(l3[24:40]))
 	}
+	var h uint64
+	if w.nat.Active() && p.Flags&FlagIPv4 != 0 {
+		h = w.nat.Prefetch(l3, l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
+	}
+	f.natSlot[len(f.pend)] = h
 	f.pend = append(f.pend, p)
 }
 
@@ -64,16 +69,11 @@ func (w *Worker) routeLater(t *tables, p *Packet) {
 // calls in all, and forwards the packets in the order they arrived.
 func (w *Worker) routePending(t *tables) {
 	f := &w.fib
-	clear(f.natSlot[:len(f.pend)])
-	if w.nat.Active() { // NAT's cache misses overlap each other and the FIB's
-		for i, p := range f.pend {
-			f.natSlot[i] = w.nat.Probe(p.Data()[p.L3Off:], l4Off(p))
-		}
-		w.nat.Load(f.natSlot[:len(f.pend)])
-		w.nat.Touch(f.natSlot[:len(f.pend)])
-	}
 	t.v4.LookupBatch(f.dst4, f.val4, f.ok4)
 	t.v6.LookupBatch(f.dst6, f.val6, f.ok6)
+	if w.nat.Active() {
+		w.nat.Touch(f.natSlot[:len(f.pend)])
+	}
 	for i, p := range f.pend {
 		j := f.slot[i]
 		if p.Flags&FlagIPv4 != 0 {

@@ -111,6 +111,11 @@ type Compiled struct {
 	timeout [4]uint32 // seconds: tcp established, tcp transitory, udp, icmp
 	rules   []crule
 	out     []outside
+	srcs    []pfx4 // every rule's source prefixes: Prefetch's test
+	// lone[i]: rule i's egress port when no earlier rule has that port,
+	// else -1: then for a source rule i covers, match is i exactly when
+	// the port is lone[i] (no pointer to chase on the fast path).
+	lone [maxRules]int32
 }
 
 type crule struct {
@@ -180,7 +185,14 @@ func Compile(c Config) (*Compiled, error) {
 			k.out = append(k.out, outside{addr: v, rule: uint8(i), port: r.Port, lo: r.PortLo, hi: r.PortHi,
 				blocks: (n + c.BlockSize - 1) / c.BlockSize})
 		}
+		k.lone[i] = int32(r.Port)
+		for j := range k.rules {
+			if k.rules[j].port == r.Port {
+				k.lone[i] = -1
+			}
+		}
 		k.rules = append(k.rules, cr)
+		k.srcs = append(k.srcs, cr.pfx...)
 	}
 	return k, nil
 }
@@ -210,6 +222,15 @@ func (k *Compiled) match(src uint32, port int) int {
 		}
 	}
 	return -1
+}
+
+// matches reports whether match(src, port) is rule r, for a source r's
+// prefixes cover (a session's inside address and rule).
+func (k *Compiled) matches(r uint8, src uint32, port int) bool {
+	if p := k.lone[r]; p >= 0 {
+		return int(p) == port
+	}
+	return k.match(src, port) == int(r)
 }
 
 // outsideIndex returns the index of outside address a, or -1.

@@ -15,6 +15,22 @@ func fix32(c []byte, old, new uint32) {
 	put16(c, ^fold16(s))
 }
 
+// diff32 is what a 32-bit field changing from old to new adds to a
+// one's-complement sum (~m + m' word by word), unfolded: differences add
+// up, and fixd folds their total into a checksum once.
+func diff32(old, new uint32) uint32 {
+	return uint32(^uint16(old>>16)) + uint32(^uint16(old)) + uint32(uint16(new>>16)) + uint32(uint16(new))
+}
+
+// diff16 is diff32 for a 16-bit field.
+func diff16(old, new uint16) uint32 { return uint32(^old) + uint32(new) }
+
+// fixd applies an unfolded difference to the checksum stored at c: RFC
+// 1624 eqn. 3 with all of a packet's edits at once.
+func fixd(c []byte, d uint32) {
+	put16(c, ^fold16(uint32(^be16(c))+d))
+}
+
 // put16c writes v at b and updates the checksum at c for it.
 func put16c(b []byte, v uint16, c []byte) {
 	old := be16(b)

@@ -33,10 +33,14 @@ func checkable(p []byte) bool {
 
 // FuzzTranslate feeds arbitrary datagrams through Out and In of a table
 // with live sessions: never a panic, and a translated packet whose
-// checksums were valid has valid checksums.
+// checksums were valid has valid checksums. A twin table takes the
+// outbound packet the worker's way (Prefetch, Touch, OutHint and its fast
+// path) and must decide and translate exactly as Out.
 func FuzzTranslate(f *testing.F) {
 	f.Add(ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "x")))
 	f.Add(ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")))
+	f.Add(ipPacket(inA, remote, protoUDP, udp(5000, 53, "a longer datagram")))
+	f.Add(ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpFIN, "")))
 	f.Add(ipPacket(inA, remote, protoICMP, echo(icmpEchoRequest, 9, 1)))
 	f.Add(ipPacket(remote, out1, protoUDP, udp(53, 1024, "y")))
 	f.Add(ipPacket(remote, out1, protoICMP, echo(icmpEchoReply, 1024, 1)))
@@ -45,10 +49,12 @@ func FuzzTranslate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := testConfig()
 		c.EndpointIndependentFiltering = len(data)%2 == 0
-		tb := newTestTable(t, c)
-		mustOut(t, tb, ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")))
-		mustOut(t, tb, ipPacket(inA, remote, protoICMP, echo(icmpEchoRequest, 9, 1)))
-		mustOut(t, tb, ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "x")))
+		tb, twin := newTestTable(t, c), newTestTable(t, c)
+		for _, x := range []*Table{tb, twin} {
+			mustOut(t, x, ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")))
+			mustOut(t, x, ipPacket(inA, remote, protoICMP, echo(icmpEchoRequest, 9, 1)))
+			mustOut(t, x, ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "x")))
+		}
 		if len(data) < 20 || data[0]>>4 != 4 {
 			return
 		}
@@ -68,6 +74,12 @@ func FuzzTranslate(f *testing.F) {
 			var v Verdict
 			if dir == 0 {
 				v, _ = tb.Out(q, l4, 1)
+				h := append([]byte(nil), p...)
+				hint := []uint64{twin.Prefetch(h, l4)}
+				twin.Touch(hint)
+				if hv, _ := twin.OutHint(h, l4, 1, hint[0]); hv != v || string(h) != string(q) {
+					t.Fatalf("hinted path: %v, Out: %v\nin   %x\nOut  %x\nhint %x", hv, v, p, q, h)
+				}
 			} else {
 				v, _ = tb.In(q, l4)
 			}

@@ -34,6 +34,9 @@ const (
 	tcpRST = 0x04
 )
 
+// RFC 768 UDP.
+const udpHdrLen = 8
+
 // Offsets of the checksum fields.
 const (
 	tcpCsumOff  = 16

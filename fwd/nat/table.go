@@ -1,6 +1,11 @@
 package nat
 
-import "sync/atomic"
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+)
 
 // Verdict is what Out or In decided for a packet.
 type Verdict uint8
@@ -51,11 +56,18 @@ type skey struct {
 	proto           uint8
 }
 
+// session is 32 bytes, two to a cache line and never across two (the
+// array is a large, page-aligned allocation): an established flow's
+// outbound packet reads this record and nothing else — its key, its age
+// and a copy of its mapping's outside endpoint and rule.
 type session struct {
-	k     skey
-	m     uint32 // mapping id + 1; 0: the record is free
-	last  uint32 // engine seconds of the last packet
-	state uint8
+	k       skey   // 16 bytes with padding
+	m       uint32 // mapping id + 1; 0: the record is free
+	last    uint32 // engine seconds of the last packet
+	out     uint32 // the mapping's outside address
+	outPort uint16 // and port
+	state   uint8
+	rule    uint8 // the mapping's rule (renumbered with it on reload)
 }
 
 type mkey struct {
@@ -104,7 +116,14 @@ type addrState struct {
 // Table is one worker's NAT state (see the package doc for the threading
 // rules). Its zero value is not usable: use NewTable.
 type Table struct {
-	k    *Compiled
+	k *Compiled
+	// Copies of k's timeouts and its first rules' lone ports (see
+	// Compiled.lone; -1 for the rest), beside the fields every packet
+	// reads: the fast path takes what it needs from this cache line, not
+	// from k's (which a batch's packet buffers can evict: they all sit at
+	// one offset in 2 KiB buffers, so in a few L1 sets).
+	tmo  [4]uint32
+	lone [8]int16
 	w, n int
 	now  uint32
 
@@ -129,7 +148,9 @@ type Table struct {
 	csweepAcc int64
 
 	events *ring
-	sink   uint32 // Touch's loads land here so they are not optimised away
+	seed   uint64 // hashS's key
+	mapped int    // bytes of the tables outside the Go heap (hugemem_unsafe.go)
+	sink   uint32 // Load's and Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
 	pub    [numCounters]atomic.Uint64
 }
@@ -137,7 +158,7 @@ type Table struct {
 // NewTable makes worker w's table of n workers. It holds nothing until
 // Refresh gives it a configuration.
 func NewTable(w, n int) *Table {
-	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots)}
+	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots), seed: rand.Uint64()}
 }
 
 // Counters.
@@ -296,13 +317,29 @@ func (t *Table) timeout(s *session) uint32 {
 	case protoTCP:
 		if s.state&(stSynOut|stSynIn) == stSynOut|stSynIn && s.state&stRst == 0 &&
 			s.state&(stFinOut|stFinIn) != stFinOut|stFinIn {
-			return t.k.timeout[0]
+			return t.tmo[0]
 		}
-		return t.k.timeout[1]
+		return t.tmo[1]
 	case protoUDP:
-		return t.k.timeout[2]
+		return t.tmo[2]
 	}
-	return t.k.timeout[3]
+	return t.tmo[3]
+}
+
+// lonePort is the table's copy of k.lone[r], or -1.
+func (t *Table) lonePort(r uint8) int {
+	if int(r) < len(t.lone) {
+		return int(t.lone[r])
+	}
+	return -1
+}
+
+// matches is Compiled.matches by the table's copy where it has one.
+func (t *Table) matches(r uint8, src uint32, port int) bool {
+	if lp := t.lonePort(r); lp >= 0 {
+		return lp == port
+	}
+	return t.k.matches(r, src, port)
 }
 
 func (t *Table) expired(s *session) bool { return t.now-s.last > t.timeout(s) }
@@ -335,8 +372,13 @@ func (t *Table) reconfigure(k *Compiled) {
 		}
 		for i := range t.sess {
 			s := &t.sess[i]
-			if s.m != 0 && ruleMap[t.maps[s.m-1].ik.rule] < 0 {
+			if s.m == 0 {
+				continue
+			}
+			if r := ruleMap[s.rule]; r < 0 {
 				t.freeSession(uint32(i))
+			} else {
+				s.rule = uint8(r)
 			}
 		}
 		for i := range t.clients {
@@ -380,7 +422,13 @@ func (t *Table) reconfigure(k *Compiled) {
 			c.oi = uint16(oiMap[c.oi])
 		}
 	}
-	t.addrs, t.k = addrs, k
+	t.addrs, t.k, t.tmo = addrs, k, k.timeout
+	for i := range t.lone {
+		t.lone[i] = -1
+		if i < len(k.rules) && k.lone[i] >= 0 && k.lone[i] <= math.MaxInt16 {
+			t.lone[i] = int16(k.lone[i])
+		}
+	}
 	t.limit = min(len(t.sess), (k.cfg.MaxSessions+t.n-1)/t.n)
 }
 
@@ -395,15 +443,34 @@ func (k *Compiled) rulesOrNil() []crule {
 // configuration (a larger max_sessions later needs a restart).
 func (t *Table) alloc(k *Compiled) {
 	n := (k.cfg.MaxSessions + t.n - 1) / t.n
-	t.sess = make([]session, n)
+	var ms [][]byte
+	keep := func(m []byte, size int) {
+		if m != nil {
+			ms = append(ms, m)
+			t.mapped += size
+		}
+	}
+	var m []byte
+	var size int
+	t.sess, m, size = hugeSlice[session](n)
+	keep(m, size)
+	t.maps, m, size = hugeSlice[mapping](n)
+	keep(m, size)
+	for _, x := range []*index{&t.sidx, &t.midx, &t.oidx} {
+		c := indexSize(n)
+		x.s, m, size = hugeSlice[uint64](c)
+		x.mask = uint32(c - 1)
+		keep(m, size)
+	}
+	if ms != nil {
+		runtime.AddCleanup(t, unmapAll, ms)
+	}
 	t.sfree = make([]uint32, n)
-	t.maps = make([]mapping, n)
 	t.mfree = make([]uint32, n)
 	for i := range n {
 		t.sfree[i] = uint32(n - 1 - i)
 		t.mfree[i] = uint32(n - 1 - i)
 	}
-	t.sidx, t.midx, t.oidx = newIndex(n), newIndex(n), newIndex(n)
 }
 
 func (t *Table) newAddrState(k *Compiled, i int) addrState {
@@ -459,7 +526,7 @@ func (t *Table) ownerOut(oi int, port uint16) int {
 // ---- sessions and mappings ----
 
 func (t *Table) findSession(k skey) (uint32, bool) {
-	h := hashS(k)
+	h := t.hashS(k)
 	x := &t.sidx
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
 		v := x.s[i]
@@ -552,8 +619,9 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	}
 	id := t.sfree[len(t.sfree)-1]
 	t.sfree = t.sfree[:len(t.sfree)-1]
-	t.sess[id] = session{k: k, m: m + 1, last: t.now}
-	t.sidx.insert(hashS(k), id)
+	mp := &t.maps[m]
+	t.sess[id] = session{k: k, m: m + 1, last: t.now, out: mp.ok.out, outPort: mp.ok.port, rule: mp.ik.rule}
+	t.sidx.insert(t.hashS(k), id)
 	t.maps[m].refs++
 	t.cnt[live(k.proto)]++
 	t.cnt[cCreated]++
@@ -562,7 +630,7 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 
 func (t *Table) freeSession(id uint32) {
 	s := &t.sess[id]
-	t.sidx.remove(hashS(s.k), id)
+	t.sidx.remove(t.hashS(s.k), id)
 	t.cnt[live(s.k.proto)]--
 	mi := s.m - 1
 	s.m = 0
@@ -745,11 +813,17 @@ type index struct {
 }
 
 func newIndex(n int) index {
+	c := indexSize(n)
+	return index{s: make([]uint64, c), mask: uint32(c - 1)}
+}
+
+// indexSize is the slots of an index for n records: load at most 0.5.
+func indexSize(n int) int {
 	c := 16
 	for c < 2*n {
 		c <<= 1
 	}
-	return index{s: make([]uint64, c), mask: uint32(c - 1)}
+	return c
 }
 
 func (x *index) insert(h, id uint32) {
@@ -794,11 +868,15 @@ func mix64(v uint64) uint32 {
 	return uint32(v>>32) ^ uint32(v)
 }
 
-func hashS(k skey) uint32 {
-	x := (uint64(k.in)<<32|uint64(k.rem))*0x9e3779b97f4a7c15 ^ (uint64(k.inPort)<<24|uint64(k.remPort)<<8|uint64(k.proto))*0xc2b2ae3d27d4eb4f
-	x ^= x >> 31
-	x *= 0xd6e8feb86659fd93
-	return uint32(x >> 32)
+// hashS is one multiply-shift over the 5-tuple folded into 64 bits. The
+// fold is one-to-one for a given inside address and protocol (the ports
+// go over the inside address, the remote address stays whole), so a
+// client's flows differ before the multiply; the table's random seed
+// keeps a client from choosing flows that share an index slot.
+func (t *Table) hashS(k skey) uint32 {
+	x := (uint64(k.in)<<32 | uint64(k.rem)) ^ (uint64(k.inPort)<<48 | uint64(k.remPort)<<32 | uint64(k.proto)) ^ t.seed
+	x ^= x >> 29
+	return uint32((x * 0x9e3779b97f4a7c15) >> 32)
 }
 
 func hashM(k mkey) uint32 { // not the rule: a reload renumbers rules in place
@@ -809,74 +887,89 @@ func hashO(k okey) uint32 { return mix64(uint64(k.out)<<32 | uint64(k.port)<<8 |
 
 func hashC(k ckey) uint32 { return mix32(k.addr) } // not the rule, as hashM
 
-// Warming. With many sessions each lookup is a cache miss or two; Probe
-// and Touch let the worker take a received batch's misses together (the
-// loads of different packets are independent, so they overlap) before it
-// translates the packets one by one, as the FIB lookup does (fwd/lpm).
+// Warming. With many sessions each lookup is a cache miss or two;
+// Prefetch and Touch let the worker take a received batch's misses
+// together (the loads of different packets are independent, so they
+// overlap) before it translates the packets one by one, as the FIB lookup
+// does (fwd/lpm): Prefetch hashes and starts the index line's load as each
+// packet is parsed, Touch finds each record by the hash tags in those
+// lines and starts the record's, and OutHint's fast path then finds both
+// in the cache.
 
-// Probe returns the hash a packet's lookup will start from, tagged with
-// its index (no memory but the packet's is read); 0 when NAT would not
-// look. Load turns a batch of them into loaded slots, Touch loads the
-// records they name.
-func (t *Table) Probe(pkt []byte, l4 int) uint64 {
+// Kinds of a Prefetch hint.
+const (
+	probeSess = 1 << 62
+	probeMap  = 1 << 63
+	probeDone = 1 << 61 // Touch looked: the low 32 bits are the record id + 1, or 0 for none
+)
+
+// Prefetch returns the hash a packet's lookup will start from, tagged
+// with its kind (0 when NAT would not look), and starts loading the index
+// slot it names without waiting for it: the worker calls it as it parses
+// each packet of a batch, and the line arrives while it parses the next.
+// A record a few slots on is on the same cache line, or the next one,
+// which Touch then reads.
+func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
 	k := t.k
-	if k == nil || len(pkt) < ipv4MinHdrLen || pkt[0]>>4 != 4 || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
+	if k == nil || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
 		return 0
 	}
-	proto := pkt[9]
-	if proto != protoTCP && proto != protoUDP {
+	h := (*[ipv4MinHdrLen]byte)(pkt)
+	proto := h[9]
+	if h[0]>>4 != 4 || proto != protoTCP && proto != protoUDP {
 		return 0
 	}
-	src, dst := be32(pkt[12:]), be32(pkt[16:])
-	sp, dp := be16(pkt[l4:]), be16(pkt[l4+2:])
-	for i := range k.rules {
-		for _, p := range k.rules[i].pfx {
-			if src&p.mask == p.addr {
-				return uint64(hashS(skey{src, dst, sp, dp, proto})) | probeSess
-			}
+	src, dst := be32(h[12:]), be32(h[16:])
+	l := pkt[l4 : l4+4]
+	for _, p := range k.srcs {
+		if src&p.mask == p.addr {
+			v := t.hashS(skey{src, dst, be16(l), be16(l[2:]), proto})
+			prefetchSlot(&t.sidx.s[v&t.sidx.mask])
+			return uint64(v) | probeSess
 		}
 	}
 	if k.outsideIndex(dst) >= 0 {
-		return uint64(hashO(okey{dst, dp, proto})) | probeMap
+		v := hashO(okey{dst, be16(l[2:]), proto})
+		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
+		return uint64(v) | probeMap
 	}
 	return 0
 }
 
-const (
-	probeSess = 1 << 62
-	probeMap  = 1 << 63
-)
-
-// Load replaces each probe in hs with the index slot it starts at (kind
-// bits kept): a tight loop of independent loads, so the misses overlap.
-func (t *Table) Load(hs []uint64) {
-	ss, sm := t.sidx.s, t.sidx.mask
-	os, om := t.oidx.s, t.oidx.mask
+// Touch finds each probe's record by the hash tags in its (loaded) index
+// slots, reads the record and leaves its id + 1 in hs (kind kept,
+// probeDone set). A tag match whose record turns out to hold another key
+// is checked by the translation, which then looks again.
+func (t *Table) Touch(hs []uint64) {
+	var sink uint32
 	for i, h := range hs {
 		switch {
 		case h&probeSess != 0:
-			// Only the home slot: a branch on the loaded value here would
-			// stall the loop on each miss. A record a few slots on is on
-			// the same cache line, which this load brings in.
-			hs[i] = ss[uint32(h)&sm]&0xffffffff | probeSess
+			id := t.sidx.tagged(uint32(h))
+			if id != 0 && int(id) <= len(t.sess) {
+				prefetchSession(&t.sess[id-1])
+			}
+			hs[i] = uint64(id) | probeSess | probeDone
 		case h&probeMap != 0:
-			hs[i] = os[uint32(h)&om]&0xffffffff | probeMap
-		}
-	}
-}
-
-// Touch loads the records the loaded slots name.
-func (t *Table) Touch(hs []uint64) {
-	var sink uint32
-	for _, v := range hs {
-		id := uint32(v)
-		switch {
-		case id == 0:
-		case v&probeSess != 0 && int(id) <= len(t.sess):
-			sink += t.sess[id-1].last
-		case v&probeMap != 0 && int(id) <= len(t.maps):
-			sink += t.maps[id-1].refs
+			id := t.oidx.tagged(uint32(h))
+			if id != 0 && int(id) <= len(t.maps) {
+				sink += t.maps[id-1].refs
+			}
+			hs[i] = uint64(id) | probeMap | probeDone
 		}
 	}
 	t.sink += sink
+}
+
+// tagged returns the id + 1 of the first record with hash h, or 0.
+func (x *index) tagged(h uint32) uint32 {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.s[i]
+		if v == 0 {
+			return 0
+		}
+		if uint32(v>>32) == h {
+			return uint32(v)
+		}
+	}
 }

@@ -10,9 +10,69 @@ func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
 	return t.OutHint(pkt, l4, port, 0)
 }
 
-// OutHint is Out with the packet's loaded index slot from Probe and Load
-// (0: none), which spares the lookup when it names the session.
+// OutHint is Out with the packet's hint from Prefetch and Touch (0:
+// none), which spares the lookup when it names the session.
 func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && t.outFast(pkt, l4, port, id-1) {
+		return Done, 0
+	}
+	return t.out(pkt, l4, port, hint)
+}
+
+// outFast translates a TCP or UDP packet of the live session sid, the
+// common case, with what Prefetch checked taken as checked (IPv4, ports
+// within pkt, a NAT'd source); false: out decides (another session, a
+// fragment, expired, another rule). A session in this table is for an
+// inside address this worker owns: the owner test is implied.
+func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
+	k := t.k
+	if k == nil || int(sid) >= len(t.sess) || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen {
+		return false
+	}
+	s := &t.sess[sid]
+	h := (*[ipv4MinHdrLen]byte)(pkt)
+	proto := h[9]
+	need := udpHdrLen
+	if proto == protoTCP {
+		need = tcpCsumOff + 2 // a shorter TCP header is out's to drop
+	}
+	if l4+need > len(pkt) {
+		return false
+	}
+	src, dst := be32(h[12:]), be32(h[16:])
+	l := pkt[l4 : l4+need]
+	sp, dp := be16(l), be16(l[2:])
+	if proto != protoTCP && proto != protoUDP || s.m == 0 || s.k.in != src || s.k.rem != dst || s.k.inPort != sp || s.k.remPort != dp || s.k.proto != proto ||
+		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) {
+		return false
+	}
+	if lp := t.lonePort(s.rule); lp >= 0 && lp != port || lp < 0 && !k.matches(s.rule, src, port) {
+		return false
+	}
+	s.last = t.now
+	out, op := s.out, s.outPort
+	d := diff32(src, out)
+	put32(h[12:], out)
+	fixd(h[ipCsumOff:], d)
+	switch proto {
+	case protoTCP:
+		fixd(l[tcpCsumOff:], d+diff16(sp, op))
+		s.state |= tcpState(l[13], stSynOut, stFinOut)
+	default:
+		if c := l[udpCsumOff:]; be16(c) != 0 {
+			fixd(c, d+diff16(sp, op))
+			if be16(c) == 0 {
+				put16(c, 0xffff)
+			}
+		}
+	}
+	put16(l, op)
+	t.cnt[cOut]++
+	return true
+}
+
+// out is Out's general path.
+func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	k := t.k
 	if k == nil || len(pkt) < ipv4MinHdrLen {
 		return Pass, 0
@@ -57,12 +117,14 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 	key := skey{src, be32(pkt[16:]), ip, rp, proto}
 	var sid uint32
 	var ok bool
-	if id := uint32(hint); hint&probeSess != 0 && id != 0 && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
+	// Touch's id names the session unless an earlier packet of the batch
+	// freed or moved it since: the key and liveness checks catch that.
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && int(id) <= len(t.sess) && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
 		sid, ok = id-1, true
 	} else {
 		sid, ok = t.findSession(key)
 	}
-	if ok && (t.expired(&t.sess[sid]) || t.maps[t.sess[sid].m-1].ik.rule != uint8(ri)) {
+	if ok && (t.expired(&t.sess[sid]) || t.sess[sid].rule != uint8(ri)) {
 		t.freeSession(sid)
 		t.cnt[cExpired]++
 		ok = false
@@ -85,30 +147,32 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 		}
 	}
 	s := &t.sess[sid]
-	m := &t.maps[s.m-1]
 	s.last = t.now
-	put32c(pkt[12:], m.ok.out, pkt[ipCsumOff:])
+	out, op := s.out, s.outPort
+	// One difference for the address, folded once into each checksum it
+	// is in (the transport's pseudo-header also has the port's).
+	d := diff32(src, out)
+	put32(pkt[12:], out)
+	fixd(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		c := l[tcpCsumOff:]
-		fix32(c, src, m.ok.out)
-		put16c(l, m.ok.port, c)
+		fixd(l[tcpCsumOff:], d+diff16(ip, op))
+		put16(l, op)
 		s.state |= tcpState(l[13], stSynOut, stFinOut)
 	case protoUDP:
 		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fix32(c, src, m.ok.out)
-			put16c(l, m.ok.port, c)
+			fixd(c, d+diff16(ip, op))
 			if be16(c) == 0 {
 				put16(c, 0xffff)
 			}
-		} else {
-			put16(l, m.ok.port)
 		}
+		put16(l, op)
 	case protoICMP:
-		put16c(l[4:], m.ok.port, l[icmpCsumOff:])
+		fixd(l[icmpCsumOff:], diff16(ip, op))
+		put16(l[4:], op)
 	}
 	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, m.ok.out)
+		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, out)
 	}
 	t.cnt[cOut]++
 	return Done, 0
@@ -195,30 +259,30 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 		}
 	}
 	s := &t.sess[sid]
-	m := &t.maps[s.m-1]
 	s.last = t.now
-	put32c(pkt[16:], m.ik.in, pkt[ipCsumOff:])
+	in, ip := s.k.in, s.k.inPort // the mapping's inside endpoint
+	d := diff32(dst, in)
+	put32(pkt[16:], in)
+	fixd(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		c := l[tcpCsumOff:]
-		fix32(c, dst, m.ik.in)
-		put16c(l[2:], m.ik.port, c)
+		fixd(l[tcpCsumOff:], d+diff16(op, ip))
+		put16(l[2:], ip)
 		s.state |= tcpState(l[13], stSynIn, stFinIn)
 	case protoUDP:
 		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fix32(c, dst, m.ik.in)
-			put16c(l[2:], m.ik.port, c)
+			fixd(c, d+diff16(op, ip))
 			if be16(c) == 0 {
 				put16(c, 0xffff)
 			}
-		} else {
-			put16(l[2:], m.ik.port)
 		}
+		put16(l[2:], ip)
 	case protoICMP:
-		put16c(l[4:], m.ik.port, l[icmpCsumOff:])
+		fixd(l[icmpCsumOff:], diff16(op, ip))
+		put16(l[4:], ip)
 	}
 	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragIn, src, dst, be16(pkt[4:]), proto, m.ik.in)
+		t.record(fragIn, src, dst, be16(pkt[4:]), proto, in)
 	}
 	t.cnt[cIn]++
 	return Done, 0

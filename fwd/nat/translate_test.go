@@ -498,3 +498,114 @@ func TestWholeRangeBlock(t *testing.T) {
 		t.Fatalf("worker 1 of 2: %v to %d, want a handoff to worker 0 (the only block)", v, o)
 	}
 }
+
+// TestOutFastPath: an established flow's packets take outFast (the hint
+// from Prefetch and Touch names the session) and leave exactly as Out
+// translates them on a twin table, checksums right; a packet the fast
+// path must not take (a later rule's port, an expired session, a
+// fragment) falls through to the general path.
+func TestOutFastPath(t *testing.T) {
+	zeroSum := ipPacket(inA, remote, protoUDP, udp(5002, 53, "no checksum"))
+	zeroSum[26], zeroSum[27] = 0, 0
+	pkts := [][]byte{
+		ipPacket(inA, remote, protoUDP, udp(5000, 53, "x")),
+		ipPacket(inA, remote, protoUDP, udp(5001, 53, "a longer datagram")),
+		zeroSum,
+		ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, "")),
+		ipPacket(inA, remote, protoTCP, tcp(40001, 80, tcpFIN, "data")),
+	}
+	c := testConfig()
+	a, b := newTestTable(t, c), newTestTable(t, c)
+	for _, p := range pkts {
+		mustOut(t, a, append([]byte(nil), p...))
+		mustOut(t, b, append([]byte(nil), p...))
+	}
+	for i, p := range pkts {
+		q, h := append([]byte(nil), p...), append([]byte(nil), p...)
+		if v, _ := a.Out(q, 20, 1); v != Done {
+			t.Fatalf("packet %d: Out %v", i, v)
+		}
+		hint := []uint64{b.Prefetch(h, 20)}
+		b.Touch(hint)
+		if hint[0]&probeSess == 0 || uint32(hint[0]) == 0 {
+			t.Fatalf("packet %d: Touch found no session (hint %#x)", i, hint[0])
+		}
+		if !b.outFast(h, 20, 1, uint32(hint[0])-1) {
+			t.Fatalf("packet %d: the fast path refused an established session", i)
+		}
+		if string(h) != string(q) {
+			t.Fatalf("packet %d: fast path %x, Out %x", i, h, q)
+		}
+		verify(t, h)
+		if i == 2 && (h[26] != 0 || h[27] != 0) {
+			t.Fatalf("a zero UDP checksum became %#x", h[26:28])
+		}
+	}
+	// Not for the fast path: another egress port (no rule), a fragment,
+	// an expired session.
+	p := ipPacket(inA, remote, protoUDP, udp(5001, 53, "a longer datagram"))
+	hint := []uint64{b.Prefetch(p, 20)}
+	b.Touch(hint)
+	id := uint32(hint[0]) - 1
+	if b.outFast(append([]byte(nil), p...), 20, 2, id) {
+		t.Fatal("fast path took a packet for a port without a rule")
+	}
+	frag := append([]byte(nil), p...)
+	frag[6] |= ipv4FlagMF >> 8
+	if b.outFast(frag, 20, 1, id) {
+		t.Fatal("fast path took a first fragment (its later fragments need the record)")
+	}
+	b.now += uint32(c.Timeouts.UDP/time.Second) + 2 // no Refresh: its sweep would free the session first
+	if b.outFast(append([]byte(nil), p...), 20, 1, id) {
+		t.Fatal("fast path took an expired session")
+	}
+}
+
+// TestRuleMatchesShortcut: the fast path's rule test (Compiled.matches,
+// which skips the rule scan for a rule first on its port, and the table's
+// copy of it) agrees with match for every source a rule covers, port and
+// rule.
+func TestRuleMatchesShortcut(t *testing.T) {
+	c := testConfig()
+	r := func(name, pfx string, port int, out string) Rule {
+		return Rule{Name: name, Sources: []netip.Prefix{netip.MustParsePrefix(pfx)}, Port: port,
+			Outside: []netip.Addr{netip.MustParseAddr(out)}, PortLo: 1024, PortHi: 2047}
+	}
+	c.Rules = []Rule{r("a", "10.8.0.0/25", 1, "198.18.1.1"), r("b", "10.8.0.0/24", 1, "198.18.1.2"),
+		r("c", "10.8.0.0/24", 2, "198.18.1.3"), r("d", "10.8.0.128/25", 2, "198.18.1.4")}
+	k, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.lone[0] != 1 || k.lone[1] != -1 || k.lone[2] != 2 || k.lone[3] != -1 {
+		t.Fatalf("lone %v", k.lone[:4])
+	}
+	tb := NewTable(0, 1)
+	tb.Refresh(k, 1000e9)
+	checked := 0
+	for _, a := range []string{"10.8.0.2", "10.8.0.200"} {
+		src := a4(netip.MustParseAddr(a))
+		for port := range 4 {
+			for ri := range k.rules {
+				covers := false
+				for _, p := range k.rules[ri].pfx {
+					covers = covers || src&p.mask == p.addr
+				}
+				if !covers {
+					continue
+				}
+				checked++
+				want := k.match(src, port) == ri
+				if got := k.matches(uint8(ri), src, port); got != want {
+					t.Errorf("%s port %d rule %d: matches %v, match says %v", a, port, ri, got, want)
+				}
+				if got := tb.matches(uint8(ri), src, port); got != want {
+					t.Errorf("%s port %d rule %d: the table's copy says %v, match %v", a, port, ri, got, want)
+				}
+			}
+		}
+	}
+	if checked < 16 {
+		t.Fatalf("only %d cases", checked)
+	}
+}

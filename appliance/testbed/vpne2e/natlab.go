@@ -193,6 +193,7 @@ pool_v4 = "%s"
 pool_v6 = "%s"
 keepalive_interval = "5s"
 keepalive_timeout = "30s"
+redirect_gateway = ["ipv4"]
 
 [[nat]]
 name = "vpn"
@@ -243,14 +244,15 @@ func (l *NATLab) StartOvfwd(bin string, queues int, appliance, natOptions string
 	return nil, fmt.Errorf("vpne2e: ovfwd with NAT not up in 30 s:\n%s", logTail(s.Log, 4000))
 }
 
-// StartNATClient runs a stock openvpn client i in full-tunnel mode and
-// waits for its pool address. The client asks for the default route
-// itself (redirect-gateway def1 in its own config; "local": the server is
-// on the client's subnet, so no host route to it is needed).
+// StartNATClient runs a stock openvpn client i and waits for its pool
+// address. Its profile has no routes of its own: the server pushes
+// "redirect-gateway def1" (redirect_gateway = ["ipv4"]), which puts the
+// client in full-tunnel mode (0/1 and 128/1 into tun0, a host route to
+// the server via the client's original default gateway).
 func (l *NATLab) StartNATClient(i int) (c *Client, err error) {
 	remote := netip.AddrPortFrom(NATServer, VPNPort).String()
 	prof, err := pki.ClientProfile(l.PKI, pki.Profile{Name: fmt.Sprintf("client%d", i), Remotes: []string{remote},
-		Extra: []string{"verb 4", "redirect-gateway def1 local"}})
+		Extra: []string{"verb 4"}})
 	if err != nil {
 		return nil, err
 	}
