@@ -3,6 +3,7 @@ package fwd_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime/metrics"
@@ -428,6 +429,24 @@ func TestGleanOwnTrafficNotSenderLimited(t *testing.T) {
 // index again, the eviction list and a MAC per event — a soak's main
 // garbage, which grew the daemon's heap to its collection target.
 func TestNeighbourStormControlPlaneGarbage(t *testing.T) {
+	// The counts are process-wide: other goroutines of the test binary
+	// (runtime, earlier tests' timers) can add as much again to one
+	// measurement, so the storm runs up to three times and the best run
+	// must meet the bound; the old control plane made 8,623 allocations
+	// and 1.87 MB in every run.
+	var why string
+	for range 3 {
+		if why = neighbourStormGarbage(t); why == "" {
+			return
+		}
+		t.Log(why)
+	}
+	t.Error(why)
+}
+
+// neighbourStormGarbage runs the storm once and says what was over the
+// bound, or "".
+func neighbourStormGarbage(t *testing.T) string {
 	r := newRig(t, rigOpt{cfg: fwd.Config{NeighTable: 64}})
 	var frames [][]byte
 	base := bV4.As4()
@@ -469,14 +488,11 @@ func TestNeighbourStormControlPlaneGarbage(t *testing.T) {
 	// What remains is the entries themselves (one object each, which a
 	// worker may still hold, so never reused), a rebuild of the index a
 	// few dozen deletions apart here, and metrics.Read's own (more under -race).
-	// The counts are process-wide: other goroutines of the test binary
-	// (runtime, earlier tests' timers) add up to about as much again, so
-	// the bound is 2.5× that; the old control plane made 8,623
-	// allocations and 1.87 MB here.
 	t.Logf("%d allocations, %d bytes in %d control passes that made %d entries (%d evicted in all)", allocs, bytes, passes, made, s.NeighEvicted)
-	if made < passes || allocs > (made+passes)*5/2 || bytes > (made*128+passes*256)*5/2 {
-		t.Errorf("%d allocations (%d bytes) for %d new entries in %d passes", allocs, bytes, made, passes)
+	if made < passes || allocs > made+passes || bytes > made*128+passes*256 {
+		return fmt.Sprintf("%d allocations (%d bytes) for %d new entries in %d passes", allocs, bytes, made, passes)
 	}
+	return ""
 }
 
 // The glean limits are configuration (Config, and Limits on a reload): a
