@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -24,9 +23,19 @@ type FwdOptions struct {
 	Duration   time.Duration // measured time per run [3s], after Warmup [500ms]
 	Warmup     time.Duration
 	MaxPackets uint64 // generator budget per run [40M]
-	GenThreads int    // generator threads [2], all pinned to GenCPU
-	GenCPU     int    // [0]
-	FwdCPU     int    // the appliance's CPU: ovfwd's worker and, with IngressOnFwdCPU, the ingress softirq [1]
+	// Gen is the generator, the same for both sides: "afxdp" (AF_XDP
+	// copy-mode TX of prebuilt frames, genxdp_unsafe.go) or "afpacket"
+	// (sendmmsg, gen_unsafe.go). Empty: afxdp if its socket opens on the
+	// generator's veth here, else afpacket.
+	Gen        string
+	GenThreads int // generator threads, all pinned to GenCPU [afpacket 2; afxdp 1, one per TX queue, and veth has one]
+	GenCPU     int // [0]
+	Flows      int // distinct UDP flows the generator cycles through [256]
+	// GenOnly measures the generator alone: an XDP_DROP counter on the
+	// appliance's ingress veth takes its frames, with that veth's NAPI on
+	// FwdCPU as in ovfwd's runs. Nothing is forwarded.
+	GenOnly bool
+	FwdCPU  int // the appliance's CPU: ovfwd's worker and, with IngressOnFwdCPU, the ingress softirq [1]
 	// IngressOnGenCPU leaves the appliance's receive softirq where veth
 	// puts it — on the generator's CPU — instead of moving it to FwdCPU
 	// (RPS for Linux, threaded NAPI for ovfwd). The default moves it, so
@@ -57,8 +66,8 @@ func (o *FwdOptions) defaults() {
 	if o.MaxPackets == 0 {
 		o.MaxPackets = 40_000_000
 	}
-	if o.GenThreads == 0 {
-		o.GenThreads = 2
+	if o.Flows == 0 {
+		o.Flows = 256
 	}
 	if o.FwdCPU == 0 && o.GenCPU == 0 {
 		o.FwdCPU = min(1, runtime.NumCPU()-1)
@@ -106,6 +115,7 @@ type FwdResult struct {
 	LinuxNs    float64
 	CostRatio  float64 // LinuxNs / OvfwdNs: above 1, ovfwd needs less CPU per packet
 	QueueModes []string
+	GenPPS     float64 // GenOnly: median frames/s the sink counted
 	OvfwdLimit string
 	LinuxLimit string
 }
@@ -118,11 +128,17 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	if runtime.NumCPU() < 2 {
 		return nil, errors.New("bench: needs 2 CPUs (generator and appliance apart)")
 	}
+	if o.Flows < 1 || o.Flows > xdpGenFrames {
+		return nil, fmt.Errorf("bench: %d flows, want 1 to %d", o.Flows, xdpGenFrames)
+	}
+	if o.Gen != "" && o.Gen != genAFXDP && o.Gen != genAFPacket {
+		return nil, fmt.Errorf("bench: generator %q, want %s or %s", o.Gen, genAFXDP, genAFPacket)
+	}
 	// The generator threads spin in Go between sendmmsg calls and hold a P
 	// each; without spare Ps the worker goroutine (and the timers that wake
 	// it) would wait for one, and the benchmark would measure the Go
 	// scheduler. Ps are not CPUs: pinning decides where threads run.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.GenThreads + 4))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(o.GenThreads, 2) + 4))
 	if stale := netns.Sweep(); len(stale) > 0 {
 		fmt.Fprintf(w, "removed stale namespaces: %s\n", strings.Join(stale, " "))
 	}
@@ -137,17 +153,22 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	}
 	defer sink.Close()
 	what := "through"
+	t.frames = flowFrames(t.appA, t.genMAC, o.Flows)
 	if o.Bridge {
 		if o.NAT {
 			return nil, errors.New("bench: -bridge and -nat exclude each other")
 		}
 		// Bridged: the frames go to the sink's MAC.
-		t.frame = udpFrame(t.sinkMAC, t.genMAC, net.ParseIP(genIP).To4(), net.ParseIP(sinkIP).To4())
+		t.frames = flowFrames(t.sinkMAC, t.genMAC, o.Flows)
 		what = "bridged by"
 	}
+	genWhy := pickGen(t, &o)
+	if o.GenOnly {
+		what = "into an XDP_DROP counter on the ingress veth of"
+	}
 
-	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s %s the appliance namespace; generator: %d AF_PACKET sendmmsg threads on CPU %d; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
-		genIP, sinkIP, what, o.GenThreads, o.GenCPU, o.FwdCPU)
+	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s (%d flows: 16 source addresses x %d source ports) %s the appliance namespace; generator: %s; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
+		genIP+"-16", sinkIP, o.Flows, (o.Flows+15)/16, what, genWhy, o.FwdCPU)
 	if o.Bridge {
 		fmt.Fprintf(w, "bridge: ovfwd bridge mode vs a Linux bridge of the same veths (%s); both learn the sink's MAC from a broadcast it sends before each run\n", bridgeNetfilterOff(t))
 	}
@@ -166,6 +187,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		fmt.Fprintf(w, "ovfwd worker and NAPI threads at nice %d (Linux forwards in softirq, above every task)\n", boostNice)
 	}
 	switch {
+	case o.GenOnly:
 	case o.NoFastPath:
 		fmt.Fprintf(w, "ovfwd: XDP fast path off (every frame through the worker)\n")
 	case o.Bridge:
@@ -175,24 +197,42 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	}
 	fmt.Fprintf(w, "ns/pkt: CPU %d's busy time (/proc/stat, every tick counted once, whatever ran) per forwarded packet; before: its busy share just before the generator started (other load); softirq%d, worker, napi: the breakdown (softirq from /proc/stat; threads' utime+stime, which include softirq run inside them)\n", o.FwdCPU, o.FwdCPU)
 	res := &FwdResult{}
+	sides := []string{"linux", "ovfwd"}
+	if o.GenOnly {
+		sides = []string{"gen"}
+	}
 	for round := 0; round < o.Rounds; round++ {
-		for _, side := range []string{"linux", "ovfwd"} {
+		for _, side := range sides {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
 			var r Run
-			if side == "linux" {
+			switch side {
+			case "linux":
 				r, err = runLinux(ctx, t, sink, o)
-			} else {
+			case "ovfwd":
 				r, err = runOvfwd(ctx, t, sink, o, res)
+			default:
+				r, err = runGenOnly(ctx, t, o)
 			}
 			if err != nil {
 				return res, fmt.Errorf("bench: %s run %d: %w", side, round+1, err)
 			}
 			res.Runs = append(res.Runs, r)
 			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
-				round+1, side, r.SentPPS(), r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU), noteSuffix(r.Note))
+				round+1, side, r.SentPPS(), r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
 		}
+	}
+	if o.GenOnly {
+		pps, _ := summarize(res.Runs, "gen", o)
+		var offered []float64
+		for _, r := range res.Runs {
+			offered = append(offered, r.SentPPS())
+		}
+		slices.Sort(offered)
+		res.GenPPS = pps
+		fmt.Fprintf(w, "generator alone (%s): median offered %.0f pps, counted by the XDP_DROP sink %.0f pps\n", o.Gen, offered[len(offered)/2], pps)
+		return res, nil
 	}
 	res.LinuxPPS, res.LinuxLimit = summarize(res.Runs, "linux", o)
 	res.OvfwdPPS, res.OvfwdLimit = summarize(res.Runs, "ovfwd", o)
@@ -224,11 +264,13 @@ func noteSuffix(s string) string {
 	return "  " + s
 }
 
-func fmtWorkers(w []float64) string {
+// fmtWorkers names ovfwd's thread shares: its workers, then its NAPI
+// thread if there is one; in a generator-only run, just the NAPI thread.
+func fmtWorkers(w []float64, napiOnly bool) string {
 	var s string
 	for i, v := range w {
 		name := fmt.Sprintf("worker%d", i)
-		if i == len(w)-1 && i > 0 {
+		if i == len(w)-1 && (i > 0 || napiOnly) {
 			name = "napi"
 		}
 		s += fmt.Sprintf(" %s %3.0f%%", name, v)
@@ -319,7 +361,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	budget := o.MaxPackets / uint64(o.GenThreads)
 	var wg sync.WaitGroup
 	errc := make(chan error, o.GenThreads)
-	for range o.GenThreads {
+	for q := range o.GenThreads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -327,13 +369,13 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 				if err := pinThread(o.GenCPU); err != nil {
 					return err
 				}
-				g, err := newGenThread(t.genIf, t.frame)
+				g, err := newGen(t, o, q)
 				if err != nil {
 					return err
 				}
 				defer g.close()
 				if errno := g.run(budget, deadline, &stop, &sent); errno != 0 {
-					return fmt.Errorf("sendmmsg: %w", errno)
+					return fmt.Errorf("%s: %w", o.Gen, errno)
 				}
 				return nil
 			})

@@ -9,24 +9,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// generator sends one prebuilt frame as fast as it can from an AF_PACKET
-// socket: sendmmsg of genBatch messages, PACKET_QDISC_BYPASS so the frames
-// go straight to the driver: of the generators tried here, the fastest
-// into a veth (docs/benchmarks.md).
+// genThread sends prebuilt frames as fast as it can from an AF_PACKET
+// socket (-gen afpacket): sendmmsg of genBatch messages, PACKET_QDISC_BYPASS
+// so the frames go straight to the driver. Each batch starts one frame
+// further into the flow set, so every flow is sent.
 const genBatch = 64
 
 type genThread struct {
-	fd   int
-	msgs [genBatch]unix.Mmsghdr
-	iov  unix.Iovec
-	to   unix.RawSockaddrLinklayer
+	fd     int
+	msgs   [genBatch]unix.Mmsghdr
+	iov    [genBatch]unix.Iovec
+	to     unix.RawSockaddrLinklayer
+	frames [][]byte
+	next   int
 }
 
 // newGenThread opens the socket in the calling thread's namespace.
 // Invariant for the unsafe uses: msgs, iov and to live in the genThread,
-// which the caller keeps alive while sending; frame is kept alive by the
-// caller too.
-func newGenThread(ifindex int, frame []byte) (*genThread, error) {
+// which the caller keeps alive while sending; frames are kept alive by
+// the genThread too.
+func newGenThread(ifindex int, frames [][]byte) (*genThread, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -35,18 +37,26 @@ func newGenThread(ifindex int, frame []byte) (*genThread, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	g := &genThread{fd: fd}
+	g := &genThread{fd: fd, frames: frames}
 	g.to = unix.RawSockaddrLinklayer{Family: unix.AF_PACKET, Ifindex: int32(ifindex), Halen: 6}
-	g.iov = unix.Iovec{Base: &frame[0]}
-	g.iov.SetLen(len(frame))
 	for i := range g.msgs {
+		g.iov[i].SetLen(len(frames[0]))
 		h := &g.msgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&g.to))
 		h.Namelen = uint32(unsafe.Sizeof(g.to))
-		h.Iov = &g.iov
+		h.Iov = &g.iov[i]
 		h.SetIovlen(1)
 	}
+	g.rotate()
 	return g, nil
+}
+
+// rotate points the batch's messages at the next genBatch flows.
+func (g *genThread) rotate() {
+	for i := range g.iov {
+		g.iov[i].Base = &g.frames[(g.next+i)%len(g.frames)][0]
+	}
+	g.next = (g.next + 1) % len(g.frames)
 }
 
 // run sends until budget frames are out, deadline passes or stop is set,
@@ -63,6 +73,7 @@ func (g *genThread) run(budget uint64, deadline time.Time, stop *atomic.Bool, se
 		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(g.fd), uintptr(unsafe.Pointer(&g.msgs[0])), uintptr(want), 0, 0, 0)
 		if errno == 0 {
 			n += uint64(r)
+			g.rotate()
 			if i&15 == 0 {
 				sent.Add(n)
 				n, budget = 0, budget-n

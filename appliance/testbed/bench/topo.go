@@ -18,7 +18,7 @@ type topology struct {
 	genIf, sinkIf  int // ifindexes of bnA0 (in gen) and bnB0 (in sink)
 	genMAC, appA   net.HardwareAddr
 	sinkMAC        net.HardwareAddr
-	frame          []byte // the 60-byte UDP frame the generator sends
+	frames         [][]byte // the 60-byte UDP frames the generator sends, one per flow
 }
 
 const (
@@ -80,7 +80,6 @@ func buildTopology() (t *topology, err error) {
 	if _, err = t.app.Run("ip", "neigh", "replace", sinkIP, "lladdr", t.sinkMAC.String(), "dev", "bnB1", "nud", "permanent"); err != nil {
 		return
 	}
-	t.frame = udpFrame(t.appA, t.genMAC, net.ParseIP(genIP).To4(), net.ParseIP(sinkIP).To4())
 	return t, nil
 }
 
@@ -129,6 +128,21 @@ func udpFrame(dst, src net.HardwareAddr, sip, dip net.IP) []byte {
 	binary.BigEndian.PutUint16(udp[2:], 9)
 	binary.BigEndian.PutUint16(udp[4:], 26)
 	return f
+}
+
+// flowFrames is the generator's flow set: n frames to dst, flow i from
+// 198.18.20.(1+i%16) port 1024+i/16 to the sink's port 9, so that flow
+// hashing (RPS, conntrack, NAT) sees many flows and both sides the same.
+func flowFrames(dst, src net.HardwareAddr, n int) [][]byte {
+	base := net.ParseIP(genIP).To4()
+	var fs [][]byte
+	for i := range n {
+		sip := net.IPv4(base[0], base[1], base[2], byte(1+i%16)).To4()
+		f := udpFrame(dst, src, sip, net.ParseIP(sinkIP).To4())
+		binary.BigEndian.PutUint16(f[34:], uint16(1024+i/16))
+		fs = append(fs, f)
+	}
+	return fs
 }
 
 // sysctl/sysfs writes go through `ip netns exec`, which mounts the

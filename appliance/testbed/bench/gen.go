@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"golang.org/x/sys/unix"
+)
+
+// The generators (FwdOptions.Gen). Both send the topology's flow set,
+// pinned to GenCPU, for both sides alike.
+const (
+	genAFXDP    = "afxdp"
+	genAFPacket = "afpacket"
+)
+
+type generator interface {
+	run(budget uint64, deadline time.Time, stop *atomic.Bool, sent *atomic.Uint64) unix.Errno
+	close()
+}
+
+// newGen opens generator thread q's socket in the calling thread (which is
+// in the generator's namespace). An AF_XDP thread sends on TX queue q.
+func newGen(t *topology, o FwdOptions, q int) (generator, error) {
+	if o.Gen == genAFXDP {
+		return newXDPGen(t.genIf, q, t.frames)
+	}
+	return newGenThread(t.genIf, t.frames)
+}
+
+// pickGen settles o.Gen and o.GenThreads and says what the report prints:
+// without a choice, AF_XDP if its socket opens on the generator's veth
+// (it offers more frames per CPU second: one sendto per ring of
+// descriptors, no per-frame user copy), else AF_PACKET.
+func pickGen(t *topology, o *FwdOptions) string {
+	why := ""
+	if o.Gen == "" {
+		o.Gen = genAFXDP
+		err := t.gen.Do(func() error {
+			g, err := newXDPGen(t.genIf, 0, t.frames)
+			if err == nil {
+				g.close()
+			}
+			return err
+		})
+		if err != nil {
+			o.Gen, why = genAFPacket, fmt.Sprintf(" (AF_XDP did not open: %v)", err)
+		}
+	}
+	if o.Gen == genAFXDP {
+		if o.GenThreads == 0 {
+			o.GenThreads = 1
+		}
+		return fmt.Sprintf("%d AF_XDP copy-mode TX thread(s), one per TX queue, of prebuilt frames, up to %d per sendto, on CPU %d", o.GenThreads, xdpGenBudget, o.GenCPU)
+	}
+	if o.GenThreads == 0 {
+		o.GenThreads = 2
+	}
+	return fmt.Sprintf("%d AF_PACKET sendmmsg threads (%d frames per call, qdisc bypass) on CPU %d%s", o.GenThreads, genBatch, o.GenCPU, why)
+}
+
+// runGenOnly measures the generator into an XDP_DROP counter on bnA1, the
+// appliance's ingress veth, its NAPI made a thread and pinned to FwdCPU as
+// in ovfwd's runs (or RPS, if the counter could attach only in generic
+// mode): what the generator can offer when nothing behind it forwards.
+func runGenOnly(ctx context.Context, t *topology, o FwdOptions) (Run, error) {
+	var c *afxdp.DropCounter
+	var mode afxdp.AttachMode
+	err := t.app.Do(func() (err error) {
+		if c, err = afxdp.NewDropCounter(); err != nil {
+			return err
+		}
+		ifi, err := net.InterfaceByName("bnA1")
+		if err == nil {
+			mode, err = c.Attach(ifi.Index, afxdp.ModeNative)
+		}
+		if err != nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	defer c.Close()
+	var threads []string
+	switch {
+	case o.IngressOnGenCPU:
+	case mode == afxdp.ModeGeneric:
+		if err := steerRPS(t, o); err != nil {
+			return Run{}, err
+		}
+		defer unsteerRPS(t)
+	default:
+		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
+			return Run{}, err
+		}
+		defer nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0")
+		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
+		if err != nil {
+			return Run{}, err
+		}
+		threads = append(threads, strconv.Itoa(pid))
+	}
+	return measure(ctx, t, c, o, "gen", threads, nil)
+}
