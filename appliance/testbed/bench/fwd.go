@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"golang.org/x/sys/unix"
 )
 
 // FwdOptions tune Fwd. Zero values take the defaults in brackets.
@@ -97,6 +98,10 @@ type Run struct {
 	// breakdown, not the cost.
 	Softirq   float64
 	WorkerCPU []float64
+	// GenNs is the generator threads' own CPU time (utime+stime, with the
+	// softirq run inside their sendto) per frame sent: what a frame costs
+	// the generator whatever share of its CPU other load leaves it.
+	GenNs     float64
 	RingDrops uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
 	Fast      uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
 	Note      string // side-specific counters (ovfwd drops, queue modes)
@@ -116,6 +121,7 @@ type FwdResult struct {
 	CostRatio  float64 // LinuxNs / OvfwdNs: above 1, ovfwd needs less CPU per packet
 	QueueModes []string
 	GenPPS     float64 // GenOnly: median frames/s the sink counted
+	GenNs      float64 // GenOnly: median Run.GenNs
 	OvfwdLimit string
 	LinuxLimit string
 }
@@ -219,8 +225,8 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 				return res, fmt.Errorf("bench: %s run %d: %w", side, round+1, err)
 			}
 			res.Runs = append(res.Runs, r)
-			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
-				round+1, side, r.SentPPS(), r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
+			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame)  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
+				round+1, side, r.SentPPS(), r.GenNs, r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
 		}
 	}
 	if o.GenOnly {
@@ -231,7 +237,18 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		}
 		slices.Sort(offered)
 		res.GenPPS = pps
+		var ns []float64
+		for _, r := range res.Runs {
+			if r.GenNs > 0 {
+				ns = append(ns, r.GenNs)
+			}
+		}
+		slices.Sort(ns)
 		fmt.Fprintf(w, "generator alone (%s): median offered %.0f pps, counted by the XDP_DROP sink %.0f pps\n", o.Gen, offered[len(offered)/2], pps)
+		if len(ns) > 0 {
+			res.GenNs = ns[len(ns)/2]
+			fmt.Fprintf(w, "generator threads' CPU per frame: median %.0f ns, so %.0f pps per CPU-second they get\n", res.GenNs, 1e9/res.GenNs)
+		}
 		return res, nil
 	}
 	res.LinuxPPS, res.LinuxLimit = summarize(res.Runs, "linux", o)
@@ -251,7 +268,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		res.OvfwdNs, res.LinuxNs, res.CostRatio = 0, 0, 0
 		fmt.Fprintf(w, "appliance-CPU cost: not comparable with the ingress on the generator's CPU\n")
 	} else {
-		fmt.Fprintf(w, "median appliance-CPU cost: ovfwd %.0f ns/packet, linux %.0f ns/packet (linux/ovfwd %.2f; CPU %d busy time per forwarded packet, so work on frames later dropped and other load on that CPU count too)\n", res.OvfwdNs, res.LinuxNs, res.CostRatio, o.FwdCPU)
+		fmt.Fprintf(w, "median appliance-CPU cost: ovfwd %.0f ns/packet, linux %.0f ns/packet (linux/ovfwd %.2f, ovfwd/linux %.2f; CPU %d busy time per forwarded packet, so work on frames later dropped and other load on that CPU count too)\n", res.OvfwdNs, res.LinuxNs, res.CostRatio, 1/res.CostRatio, o.FwdCPU)
 	}
 	fmt.Fprintf(w, "ovfwd limited by: %s\nlinux limited by: %s\n", res.OvfwdLimit, res.LinuxLimit)
 	return res, nil
@@ -319,7 +336,8 @@ func summarize(runs []Run, side string, o FwdOptions) (float64, string) {
 	var why string
 	switch {
 	case m.Forwarded >= m.Sent*95/100:
-		why = fmt.Sprintf("the generator (forwarded %.0f%% of %.0f pps offered)", got, m.SentPPS())
+		why = fmt.Sprintf("the generator (forwarded %.0f%% of %.0f pps offered; generator CPU %d %.0f%% busy; appliance CPU %d %.0f%% busy, %.0f%% before the run, softirq %.0f%%%s)",
+			got, m.SentPPS(), o.GenCPU, genBusy, o.FwdCPU, fwdBusy, m.Before, m.Softirq, threadShare(m.WorkerCPU))
 	case m.RingDrops > 0 && len(m.WorkerCPU) > 0:
 		var ours float64
 		for _, v := range m.WorkerCPU {
@@ -335,6 +353,18 @@ func summarize(runs []Run, side string, o FwdOptions) (float64, string) {
 		why = fmt.Sprintf("neither CPU saturated (%.0f%%/%.0f%%): drops in rings or queues; %.0f%% of %.0f pps offered got through", genBusy, fwdBusy, got, m.SentPPS())
 	}
 	return m.PPS(), why
+}
+
+// threadShare is ", ovfwd threads N%" for a run with ovfwd's threads.
+func threadShare(w []float64) string {
+	if len(w) == 0 {
+		return ""
+	}
+	var sum float64
+	for _, v := range w {
+		sum += v
+	}
+	return fmt.Sprintf(", ovfwd threads %.0f%%", sum)
 }
 
 // beforeWait is how long measure samples the appliance CPU before traffic.
@@ -361,14 +391,17 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	budget := o.MaxPackets / uint64(o.GenThreads)
 	var wg sync.WaitGroup
 	errc := make(chan error, o.GenThreads)
+	tids := make(chan string, o.GenThreads)
 	for q := range o.GenThreads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errc <- t.gen.Do(func() error {
 				if err := pinThread(o.GenCPU); err != nil {
+					tids <- ""
 					return err
 				}
+				tids <- fmt.Sprintf("self/task/%d", unix.Gettid())
 				g, err := newGen(t, o, q)
 				if err != nil {
 					return err
@@ -387,10 +420,15 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	case <-ctx.Done():
 		return Run{}, ctx.Err()
 	}
+	var gens []string
+	for range o.GenThreads {
+		gens = append(gens, <-tids)
+	}
 	c0, _, err := sink.Count()
 	if err != nil {
 		return Run{}, err
 	}
+	g0 := threadTimes(gens)
 	s0, cpu0, t0, r0, w0 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	select {
 	case <-time.After(o.Duration):
@@ -402,6 +440,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 		return Run{}, err
 	}
 	s1, cpu1, t1, r1, w1 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	g1 := threadTimes(gens)
 	stop.Store(true)
 	wg.Wait()
 	close(errc)
@@ -417,6 +456,13 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	r.Softirq = 100 * softirqSeconds(cpu0, cpu1, o.FwdCPU) / r.Seconds
 	for i := range w1 {
 		r.WorkerCPU = append(r.WorkerCPU, 100*(w1[i]-w0[i])/r.Seconds)
+	}
+	if r.Sent > 0 {
+		var g float64
+		for i := range g1 {
+			g += g1[i] - g0[i]
+		}
+		r.GenNs = g * 1e9 / float64(r.Sent)
 	}
 	if r.Forwarded > 0 {
 		r.CPUns = busySeconds(cpu0, cpu1, o.FwdCPU) * 1e9 / float64(r.Forwarded)
