@@ -346,7 +346,8 @@ func summarize(runs []Run, side string, o FwdOptions) (float64, string) {
 		why = fmt.Sprintf("the ovfwd threads' share of CPU %d: %.0f%% of %.0f pps offered got through, the kernel dropped %.0f/s at the full XSK RX ring; the CPU was %.0f%% busy (%.0f%% before the run), softirq %.0f%%, ovfwd's worker+NAPI threads %.0f%% (including the softirq inside them)",
 			o.FwdCPU, got, m.SentPPS(), float64(m.RingDrops)/m.Seconds, fwdBusy, m.Before, m.Softirq, ours)
 	case fwdBusy >= 90:
-		why = fmt.Sprintf("the appliance CPU %d (%.0f%% busy; %.0f%% of %.0f pps offered got through)", o.FwdCPU, fwdBusy, got, m.SentPPS())
+		why = fmt.Sprintf("the appliance CPU %d (%.0f%% busy, %.0f%% before the run, softirq %.0f%%%s; %.0f%% of %.0f pps offered got through)",
+			o.FwdCPU, fwdBusy, m.Before, m.Softirq, threadShare(m.WorkerCPU), got, m.SentPPS())
 	case genBusy >= 90:
 		why = fmt.Sprintf("the generator CPU %d (%.0f%% busy), which also runs the ingress softirq; %.0f%% of %.0f pps offered got through", o.GenCPU, genBusy, got, m.SentPPS())
 	default:
