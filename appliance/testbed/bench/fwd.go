@@ -101,10 +101,13 @@ type Run struct {
 	// GenNs is the generator threads' own CPU time (utime+stime, with the
 	// softirq run inside their sendto) per frame sent: what a frame costs
 	// the generator whatever share of its CPU other load leaves it.
-	GenNs     float64
-	RingDrops uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
-	Fast      uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
-	Note      string // side-specific counters (ovfwd drops, queue modes)
+	GenNs float64
+	// GenStalled is the share, percent, of the generator's send calls
+	// that ended early because the receiving side was full (genCounters).
+	GenStalled float64
+	RingDrops  uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
+	Fast       uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
+	Note       string // side-specific counters (ovfwd drops, queue modes)
 }
 
 func (r Run) SentPPS() float64 { return float64(r.Sent) / r.Seconds }
@@ -225,8 +228,8 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 				return res, fmt.Errorf("bench: %s run %d: %w", side, round+1, err)
 			}
 			res.Runs = append(res.Runs, r)
-			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame)  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
-				round+1, side, r.SentPPS(), r.GenNs, r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
+			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
+				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
 		}
 	}
 	if o.GenOnly {
@@ -335,6 +338,9 @@ func summarize(runs []Run, side string, o FwdOptions) (float64, string) {
 	got := 100 * float64(m.Forwarded) / float64(max(m.Sent, 1))
 	var why string
 	switch {
+	case m.Forwarded >= m.Sent*95/100 && m.GenStalled >= 10:
+		why = fmt.Sprintf("the appliance, which took frames no faster: the generator stalled in %.0f%% of its send calls on a full receiver (forwarded %.0f%% of %.0f pps offered; appliance CPU %d %.0f%% busy, %.0f%% before the run, softirq %.0f%%%s)",
+			m.GenStalled, got, m.SentPPS(), o.FwdCPU, fwdBusy, m.Before, m.Softirq, threadShare(m.WorkerCPU))
 	case m.Forwarded >= m.Sent*95/100:
 		why = fmt.Sprintf("the generator (forwarded %.0f%% of %.0f pps offered; generator CPU %d %.0f%% busy; appliance CPU %d %.0f%% busy, %.0f%% before the run, softirq %.0f%%%s)",
 			got, m.SentPPS(), o.GenCPU, genBusy, o.FwdCPU, fwdBusy, m.Before, m.Softirq, threadShare(m.WorkerCPU))
@@ -387,7 +393,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	}
 	b1 := readCPUTimes()
 	var stop atomic.Bool
-	var sent atomic.Uint64
+	var gc genCounters
 	deadline := time.Now().Add(o.Warmup + o.Duration + time.Second)
 	budget := o.MaxPackets / uint64(o.GenThreads)
 	var wg sync.WaitGroup
@@ -408,7 +414,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 					return err
 				}
 				defer g.close()
-				if errno := g.run(budget, deadline, &stop, &sent); errno != 0 {
+				if errno := g.run(budget, deadline, &stop, &gc); errno != 0 {
 					return fmt.Errorf("%s: %w", o.Gen, errno)
 				}
 				return nil
@@ -430,7 +436,8 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 		return Run{}, err
 	}
 	g0 := threadTimes(gens)
-	s0, cpu0, t0, r0, w0 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	k0, st0 := gc.calls.Load(), gc.stalled.Load()
+	s0, cpu0, t0, r0, w0 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	select {
 	case <-time.After(o.Duration):
 	case <-ctx.Done():
@@ -440,7 +447,8 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	if err != nil {
 		return Run{}, err
 	}
-	s1, cpu1, t1, r1, w1 := sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	k1, st1 := gc.calls.Load(), gc.stalled.Load()
+	s1, cpu1, t1, r1, w1 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	g1 := threadTimes(gens)
 	stop.Store(true)
 	wg.Wait()
@@ -457,6 +465,9 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	r.Softirq = 100 * softirqSeconds(cpu0, cpu1, o.FwdCPU) / r.Seconds
 	for i := range w1 {
 		r.WorkerCPU = append(r.WorkerCPU, 100*(w1[i]-w0[i])/r.Seconds)
+	}
+	if k1 > k0 {
+		r.GenStalled = 100 * float64(st1-st0) / float64(k1-k0)
 	}
 	if r.Sent > 0 {
 		var g float64

@@ -20,9 +20,16 @@ const (
 )
 
 type generator interface {
-	run(budget uint64, deadline time.Time, stop *atomic.Bool, sent *atomic.Uint64) unix.Errno
+	run(budget uint64, deadline time.Time, stop *atomic.Bool, c *genCounters) unix.Errno
 	close()
 }
+
+// genCounters are what the generator threads add up, a few times per
+// thousand frames: frames sent, send calls, and the calls that stalled —
+// ended early because the receiving side was full (a frame dropped at the
+// veth peer, or the socket's send buffer full of frames not yet taken). A
+// generator that stalls often is not what limits the rate.
+type genCounters struct{ sent, calls, stalled atomic.Uint64 }
 
 // newGen opens generator thread q's socket in the calling thread (which is
 // in the generator's namespace). An AF_XDP thread sends on TX queue q.

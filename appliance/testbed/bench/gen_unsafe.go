@@ -60,30 +60,42 @@ func (g *genThread) rotate() {
 }
 
 // run sends until budget frames are out, deadline passes or stop is set,
-// adding what it sent to sent once per call.
+// adding to c every 16 calls.
 // It returns the errno that ended it early, if one did.
-func (g *genThread) run(budget uint64, deadline time.Time, stop *atomic.Bool, sent *atomic.Uint64) unix.Errno {
-	var n uint64
+func (g *genThread) run(budget uint64, deadline time.Time, stop *atomic.Bool, c *genCounters) unix.Errno {
+	var n, calls, stalled uint64
 	var failed unix.Errno
 	for i := 0; n < budget && !stop.Load(); i++ {
 		if i&63 == 0 && time.Now().After(deadline) {
 			break
 		}
 		want := min(uint64(genBatch), budget-n)
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(g.fd), uintptr(unsafe.Pointer(&g.msgs[0])), uintptr(want), 0, 0, 0)
+		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(g.fd), uintptr(unsafe.Pointer(&g.msgs[0])), uintptr(want), unix.MSG_DONTWAIT, 0, 0)
+		calls++
+		if errno != 0 || uint64(r) < want {
+			// The send buffer full of frames the peer has not taken
+			// (EAGAIN: MSG_DONTWAIT, so the thread spins as the AF_XDP
+			// one does instead of sleeping) or a frame dropped (ENOBUFS),
+			// or a short count before either.
+			stalled++
+		}
 		if errno == 0 {
 			n += uint64(r)
 			g.rotate()
 			if i&15 == 0 {
-				sent.Add(n)
-				n, budget = 0, budget-n
+				c.sent.Add(n)
+				c.calls.Add(calls)
+				c.stalled.Add(stalled)
+				n, budget, calls, stalled = 0, budget-n, 0, 0
 			}
 		} else if errno != unix.EAGAIN && errno != unix.ENOBUFS && errno != unix.EINTR {
 			failed = errno
 			break
 		}
 	}
-	sent.Add(n)
+	c.sent.Add(n)
+	c.calls.Add(calls)
+	c.stalled.Add(stalled)
 	runtime.KeepAlive(g)
 	return failed
 }

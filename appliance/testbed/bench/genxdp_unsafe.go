@@ -129,12 +129,13 @@ func (g *xdpGen) mapRing(pgoff int64, off unix.XDPRingOffset, n uint32, elem uin
 }
 
 // run keeps the TX ring full and kicks it until budget frames completed,
-// deadline passes or stop is set, adding the completed frames to sent —
+// deadline passes or stop is set, adding to c every 16 calls; sent are the
+// completed frames —
 // every frame the device took, including any the veth peer then dropped,
 // as AF_PACKET's count is of frames handed to the device. It returns the
 // errno that ended it early, if one did.
-func (g *xdpGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, sent *atomic.Uint64) unix.Errno {
-	var n, done uint64
+func (g *xdpGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, c *genCounters) unix.Errno {
+	var n, done, calls, stalled uint64
 	var failed unix.Errno
 	for i := 0; done+n < budget && !stop.Load(); i++ {
 		if i&63 == 0 && time.Now().After(deadline) {
@@ -142,12 +143,12 @@ func (g *xdpGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, sent 
 		}
 		// Completed frames come back to the free stack unchanged.
 		cons := atomic.LoadUint32(g.comp.consumer)
-		c := atomic.LoadUint32(g.comp.producer) - cons
-		for j := uint32(0); j < c; j++ {
+		m := atomic.LoadUint32(g.comp.producer) - cons
+		for j := uint32(0); j < m; j++ {
 			g.free = append(g.free, g.cq[(cons+j)&g.comp.mask])
 		}
-		atomic.StoreUint32(g.comp.consumer, cons+c)
-		n += uint64(c)
+		atomic.StoreUint32(g.comp.consumer, cons+m)
+		n += uint64(m)
 		prod := atomic.LoadUint32(g.tx.producer)
 		room := uint32(len(g.txd)) - (prod - atomic.LoadUint32(g.tx.consumer))
 		k := min(room, uint32(len(g.free)), uint32(min(budget-done-n, 1<<20)))
@@ -158,11 +159,15 @@ func (g *xdpGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, sent 
 		g.free = g.free[:top-k]
 		atomic.StoreUint32(g.tx.producer, prod+k)
 		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(g.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		calls++
 		switch errno {
-		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
-			// EAGAIN: more left than one call sends; EBUSY: the peer
-			// dropped a frame (its backlog is full) or the completion
-			// ring is; both are the load this generator is for.
+		case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+			// With the budget the whole ring, EAGAIN is the send buffer
+			// full of frames the peer has not taken; EBUSY a frame the
+			// peer dropped (net/xdp/xsk.c __xsk_generic_xmit). Both are
+			// the load this generator is for.
+			stalled++
+		case 0, unix.EINTR:
 		default:
 			failed = errno
 		}
@@ -170,12 +175,16 @@ func (g *xdpGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, sent 
 			break
 		}
 		if i&15 == 0 {
-			sent.Add(n)
+			c.sent.Add(n)
+			c.calls.Add(calls)
+			c.stalled.Add(stalled)
 			done += n
-			n = 0
+			n, calls, stalled = 0, 0, 0
 		}
 	}
-	sent.Add(n)
+	c.sent.Add(n)
+	c.calls.Add(calls)
+	c.stalled.Add(stalled)
 	runtime.KeepAlive(g)
 	return failed
 }
