@@ -403,7 +403,11 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Every thread hands in one TID (empty if it never ran), so
+			// that the wait for them below cannot hang.
+			told := false
 			errc <- t.gen.Do(func() error {
+				told = true
 				if err := pinThread(o.GenCPU); err != nil {
 					tids <- ""
 					return err
@@ -419,6 +423,9 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 				}
 				return nil
 			})
+			if !told {
+				tids <- ""
+			}
 		}()
 	}
 	defer func() { stop.Store(true); wg.Wait() }()

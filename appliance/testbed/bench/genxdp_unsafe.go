@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -104,7 +105,18 @@ func newXDPGen(ifindex, q int, frames [][]byte) (g *xdpGen, err error) {
 		return g, err
 	}
 	g.txd = unsafe.Slice((*unix.XDPDesc)(d), xdpGenTx)
-	if err = unix.Bind(fd, &unix.SockaddrXDP{Flags: unix.XDP_COPY, Ifindex: uint32(ifindex), QueueID: uint32(q)}); err != nil {
+	// The previous run's socket on this queue may still hold it: the
+	// kernel releases a closed socket's buffer pool from deferred work
+	// (net/xdp/xsk_buff_pool.c xp_put_pool), so EBUSY is retried a while.
+	sa := &unix.SockaddrXDP{Flags: unix.XDP_COPY, Ifindex: uint32(ifindex), QueueID: uint32(q)}
+	for wait := 0; ; wait++ {
+		err = unix.Bind(fd, sa)
+		if err == nil || !errors.Is(err, unix.EBUSY) || wait == 60 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
 		return g, fmt.Errorf("AF_XDP bind to queue %d: %w", q, err)
 	}
 	// Older kernels (before 6.17) keep 32 frames per sendto; run copes.
