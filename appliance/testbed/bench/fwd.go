@@ -171,7 +171,10 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		t.frames = flowFrames(t.sinkMAC, t.genMAC, o.Flows)
 		what = "bridged by"
 	}
-	genWhy := pickGen(t, &o)
+	genWhy, err := pickGen(t, &o)
+	if err != nil {
+		return nil, err
+	}
 	if o.GenOnly {
 		what = "into an XDP_DROP counter on the ingress veth of"
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,7 @@ func newGen(t *topology, o FwdOptions, q int) (generator, error) {
 // without a choice, AF_XDP if its socket opens on the generator's veth
 // (it offers more frames per CPU second: one sendto per ring of
 // descriptors, no per-frame user copy), else AF_PACKET.
-func pickGen(t *topology, o *FwdOptions) string {
+func pickGen(t *topology, o *FwdOptions) (string, error) {
 	why := ""
 	if o.Gen == "" {
 		o.Gen = genAFXDP
@@ -63,12 +64,19 @@ func pickGen(t *topology, o *FwdOptions) string {
 		if o.GenThreads == 0 {
 			o.GenThreads = 1
 		}
-		return fmt.Sprintf("%d AF_XDP copy-mode TX thread(s), one per TX queue, of prebuilt frames, up to %d per sendto, on CPU %d", o.GenThreads, xdpGenBudget, o.GenCPU)
+		out, err := t.gen.Run("ls", "/sys/class/net/bnA0/queues")
+		if err != nil {
+			return "", err
+		}
+		if n := strings.Count(out, "tx-"); o.GenThreads > n {
+			return "", fmt.Errorf("bench: %d AF_XDP generator threads, one per TX queue, but bnA0 has %d", o.GenThreads, n)
+		}
+		return fmt.Sprintf("%d AF_XDP copy-mode TX thread(s), one per TX queue, of prebuilt frames, up to %d per sendto, on CPU %d", o.GenThreads, xdpGenBudget, o.GenCPU), nil
 	}
 	if o.GenThreads == 0 {
 		o.GenThreads = 2
 	}
-	return fmt.Sprintf("%d AF_PACKET sendmmsg threads (%d frames per call, qdisc bypass) on CPU %d%s", o.GenThreads, genBatch, o.GenCPU, why)
+	return fmt.Sprintf("%d AF_PACKET sendmmsg threads (%d frames per call, qdisc bypass) on CPU %d%s", o.GenThreads, genBatch, o.GenCPU, why), nil
 }
 
 // runGenOnly measures the generator into an XDP_DROP counter on bnA1, the
