@@ -80,7 +80,14 @@ func l4Off(p *Packet) int {
 // natOut translates a packet about to leave through a's port; false when
 // it was consumed (dropped or handed to its owner).
 func (w *Worker) natOut(p *Packet, a *adjacency, how uint8) bool {
-	if !w.nat.Active() || how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
+	if !w.nat.Active() { // inlined: no call per packet when NAT is off
+		return true
+	}
+	return w.natTranslateOut(p, a, how)
+}
+
+func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
+	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
 	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), int(a.port), w.natHint)

@@ -34,3 +34,28 @@ func (t *neighTable) lookupWords(port uint16, k neighWords) *neighbour {
 		h++
 	}
 }
+
+// neighCache is a worker's last neighbour lookup: consecutive packets
+// mostly go to one next hop. The cached entry stands only while the
+// engine's neighGen is the value read before the lookup that filled it:
+// every put or remove (in place or by a new table) moves neighGen after it
+// changes the table, so a hit never returns an entry removed since. An
+// entry's own fields (MAC, expiry) are still read per packet.
+type neighCache struct {
+	gen  uint64
+	port uint16
+	k    neighWords
+	n    *neighbour // nil: empty
+}
+
+// neighbourFor is lookupWords through w's cache.
+func (w *Worker) neighbourFor(port uint16, k neighWords) *neighbour {
+	c := &w.nc
+	gen := w.e.neighGen.Load()
+	if c.n != nil && c.gen == gen && c.port == port && c.k == k {
+		return c.n
+	}
+	n := w.e.neigh.Load().lookupWords(port, k)
+	c.gen, c.port, c.k, c.n = gen, port, k, n
+	return n
+}

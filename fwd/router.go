@@ -158,7 +158,7 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 	default:
 		k = wordsOf((*[16]byte)(l3[24:40]))
 	}
-	n := w.e.neigh.Load().lookupWords(uint16(out), k)
+	n := w.neighbourFor(uint16(out), k)
 	if n == nil {
 		key := k.key()
 		w.holdPacket(t, p, out, &key, v4)
@@ -248,16 +248,19 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 	// The descriptor goes to the TX batch before its fields change: copying
 	// a Packet whose fields were just stored one by one makes the copy's
 	// wide loads wait for those stores (no store-to-load forwarding).
-	q := p
 	if p.Pool == w.e.pools[out] {
-		q = w.txSlot(out)
+		b := w.tx[out]
+		i := len(b.Pkts)
+		b.Pkts = b.Pkts[:i+1] // a full batch is flushed below, so there is room
+		q := &b.Pkts[i]
 		copyPacket(q, p)
-	}
-	q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag
-	if q != p {
-		w.txQueued(out)
+		q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN, q.OutPort = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag, uint16(out)
+		if i+1 == cap(b.Pkts) {
+			w.flushTx(out)
+		}
 		return
 	}
+	p.Flags, p.L4Off, p.Len, p.Off, p.L3Off, p.VLAN = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag
 	w.send(p, out)
 }
 

@@ -32,7 +32,8 @@ type Worker struct {
 	icmpTokens int64 // token bucket in nano-tokens
 	icmpLast   int64
 
-	fib   fibBatch // routed packets of the batch being received, looked up together
+	nc    neighCache // the last next hop nextHop looked up
+	fib   fibBatch   // routed packets of the batch being received, looked up together
 	hold  holdTable
 	glean gleanState
 	learn *spscRing[learnMsg]
@@ -120,20 +121,22 @@ func (w *Worker) Poll() int {
 			continue
 		}
 		total += n
-		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
-		rxc[0] += uint64(len(w.rx.Pkts))
 		bridge := w.e.cfg.Mode == ModeBridge
+		var bytes uint64 // summed here, added to the counter once a batch
 		for i := range w.rx.Pkts {
 			p := &w.rx.Pkts[i]
 			p.InPort, p.Verdict, p.Reason, p.Peer = uint16(pi), VerdictForward, DropNone, 0
 			p.Flags &^= FlagLocal
-			rxc[1] += uint64(p.Len)
+			bytes += uint64(p.Len)
 			if bridge {
 				w.bridgeFrame(t, p)
 			} else {
 				w.routeFrame(t, p)
 			}
 		}
+		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
+		rxc[0] += uint64(len(w.rx.Pkts))
+		rxc[1] += bytes
 		if len(w.fib.pend) > 0 {
 			w.routePending(t)
 		}
