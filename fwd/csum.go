@@ -108,8 +108,14 @@ func finishPartialCsum(p *Packet) bool {
 		s := uint64(proto) + uint64(n) + uint64(binary.BigEndian.Uint32(a[0:])) + uint64(binary.BigEndian.Uint32(a[4:]))
 		s = s&0xffff + s>>16 // < 2^18
 		ps = uint32(s&0xffff + s>>16)
-	} else {
-		ps = sumBytes(proto+uint32(n>>16)+uint32(n&0xffff), l3[8:40]) // IPv6 source and destination
+	} else { // IPv6 source and destination: four fixed words
+		a := (*[32]byte)(l3[8:40])
+		w0, w1, w2, w3 := binary.BigEndian.Uint64(a[0:]), binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(a[16:]), binary.BigEndian.Uint64(a[24:])
+		s := uint64(proto) + uint64(n) + w0>>32 + w0&0xffffffff + w1>>32 + w1&0xffffffff +
+			w2>>32 + w2&0xffffffff + w3>>32 + w3&0xffffffff // < 2^36
+		s = s&0xffff + s>>16 // < 2^21
+		s = s&0xffff + s>>16 // < 2^17
+		ps = uint32(s)
 	}
 	seg := l4[:n]
 	stored := binary.BigEndian.Uint16(seg[field:])

@@ -31,7 +31,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 	}
 	d := p.Data()
 	e := (*[ethHdrLen]byte)(d) // Parse checked the Ethernet header is there
-	if e[0]&1 == 0 && [6]byte(e[:6]) != pc.mac {
+	if e[0]&1 == 0 && !sameMAC((*[6]byte)(e[:6]), &pc.mac) {
 		w.drop(p, DropNotForUs)
 		return
 	}
@@ -314,6 +314,13 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 		return
 	}
 	w.punt(p)
+}
+
+// sameMAC compares in place, a word and a half-word: comparing [6]byte
+// values copies them to the stack first and reads the copies back.
+func sameMAC(a, b *[6]byte) bool {
+	return binary.LittleEndian.Uint32(a[:]) == binary.LittleEndian.Uint32(b[:]) &&
+		binary.LittleEndian.Uint16(a[4:]) == binary.LittleEndian.Uint16(b[4:])
 }
 
 func swap4(a, b []byte) {
