@@ -20,63 +20,6 @@ func touch(n *node) uint64 {
 	return n.kids[0] ^ n.pfx[0] ^ n.pfx[7] ^ uint64(len(n.vals)) ^ uint64(n.leafAddr[0]) ^ uint64(n.leafLen)
 }
 
-// descend finishes up to batchWidth lookups level by level. cur[i] is lane
-// i's node at depth on addrs[i]'s path (nil: lane done) and vals[i],
-// oks[i] the longest match above it. Each level takes two rounds of loads,
-// each issued for every lane before any is used: the node headers, then
-// the value and child slot the headers point to. A loop over single
-// lookups would wait for each of those misses in turn; here a level costs
-// about two memory latencies for the whole batch.
-func descend(cur *[batchWidth]*node, addrs *[batchWidth][]byte, k, depth int, vals []uint32, oks []bool) {
-	var valAt [batchWidth]*uint32
-	var kidAt [batchWidth]**node
-	for ; ; depth++ {
-		var sum uint64
-		for i := range k {
-			if n := cur[i]; n != nil {
-				sum += touch(n)
-			}
-		}
-		runtime.KeepAlive(sum) // keeps touch's loads
-		live := false
-		for i := range k {
-			n := cur[i]
-			valAt[i], kidAt[i], cur[i] = nil, nil, nil
-			if n == nil {
-				continue
-			}
-			a := addrs[i]
-			if n.isLeaf() {
-				if n.leafCovers(a) {
-					vals[i], oks[i] = n.leafVal, true
-				}
-				continue
-			}
-			b := a[depth]
-			if len(n.vals) != 0 {
-				if j := n.longest(b); j != 0 {
-					valAt[i] = &n.vals[n.pfxRank(j)]
-				}
-			}
-			if n.kids[b>>6]&(1<<(b&63)) != 0 {
-				kidAt[i] = &n.children[n.kidRank(b)]
-				live = true
-			}
-		}
-		for i := range k {
-			if p := valAt[i]; p != nil {
-				vals[i], oks[i] = *p, true
-			}
-			if p := kidAt[i]; p != nil {
-				cur[i] = *p
-			}
-		}
-		if !live {
-			return
-		}
-	}
-}
-
 // lookupBatch looks up at most batchWidth addresses: the first level for
 // all of them, then, for the lanes it leaves open, the at most two node
 // levels below (depths 2 and 3; a /32 lives at depth 3). It is descend
@@ -158,20 +101,69 @@ func copyDups(dups uint64, vals []uint32, oks []bool) {
 	}
 }
 
+// lookupBatch finishes up to batchWidth lookups level by level. Each
+// level takes two rounds of loads, each issued for every lane before any
+// is used: the node headers, then the value and child the headers point
+// to. A loop over single lookups would wait for each of those misses in
+// turn; here a level costs about two memory latencies for the whole batch.
+// As in V4's, lanes still walking are packed at the front of cur, so each
+// level's loops run over those lanes only (a run of one destination walks
+// one lane, not 64).
 func (t *V6) lookupBatch(addrs [][16]byte, vals []uint32, oks []bool) {
 	var cur [batchWidth]*node
-	var as [batchWidth][]byte
-	k := len(addrs)
-	var dups uint64
-	for i := range k {
+	var lane [batchWidth]uint8 // cur[j] walks for addrs[lane[j]]
+	vals, oks = vals[:len(addrs)], oks[:len(addrs)]
+	k := 0
+	var dups uint64 // lanes whose address is the previous lane's
+	for i := range addrs {
 		vals[i], oks[i] = 0, false
 		if i > 0 && addrs[i] == addrs[i-1] {
 			dups |= 1 << (i & 63)
-			continue // cur[i] nil: descend skips the lane
+			continue
 		}
-		cur[i], as[i] = t.root, addrs[i][:]
+		cur[k&(batchWidth-1)], lane[k&(batchWidth-1)] = t.root, uint8(i)
+		k++
 	}
-	descend(&cur, &as, k, 0, vals, oks)
+	var valAt [batchWidth]*uint32
+	var kidAt [batchWidth]*node
+	for depth := 0; k > 0; depth++ {
+		var sum uint64
+		for _, n := range cur[:k] {
+			sum += touch(n)
+		}
+		runtime.KeepAlive(sum) // keeps touch's loads
+		for j, n := range cur[:k] {
+			a := &addrs[lane[j]]
+			valAt[j], kidAt[j] = nil, nil
+			if n.isLeaf() {
+				if n.leafCovers(a[:]) {
+					vals[lane[j]], oks[lane[j]] = n.leafVal, true
+				}
+				continue
+			}
+			b := a[depth]
+			if len(n.vals) != 0 {
+				if x := n.longest(b); x != 0 {
+					valAt[j] = &n.vals[n.pfxRank(x)]
+				}
+			}
+			if n.kids[b>>6]&(1<<(b&63)) != 0 {
+				kidAt[j] = n.children[n.kidRank(b)]
+			}
+		}
+		live := 0
+		for j := range k {
+			i := lane[j]
+			if p := valAt[j]; p != nil {
+				vals[i], oks[i] = *p, true
+			}
+			if c := kidAt[j]; c != nil {
+				cur[live], lane[live] = c, i
+				live++
+			}
+		}
+		k = live
+	}
 	copyDups(dups, vals, oks)
 }
 
