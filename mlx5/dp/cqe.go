@@ -42,6 +42,7 @@ type RxStats struct {
 	PrefetchExact        uint64 // prefetches aimed with CQE i+N's own stride and length
 	PrefetchGuess        uint64 // prefetches aimed N strides ahead with packet i's length
 	PrefetchSkippedWQEnd uint64 // guesses that would have left the WQE
+	PrefetchShinfoEarly  uint64 // shinfo lines PREFETCHWed a group before their header lines (inside a burst)
 }
 
 // cqRing is a CQ seen from the consumer.

@@ -396,3 +396,47 @@ func TestPrefetchTailGuess(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchShinfoEarly: inside a burst, the shinfo lines of the group
+// after the one whose headers are prefetched are asked for (for write) a
+// group early — every packet from N+8 on, none with prefetch off — and
+// delivery stays exact.
+func TestPrefetchShinfoEarly(t *testing.T) {
+	for _, c := range []struct{ dist, burst, want int }{
+		{4, 64, 64 - 4 - 8},
+		{8, 64, 64 - 8 - 8},
+		{4, 10, 0}, // the group after N … N+7 lies past the burst
+		{0, 64, 0},
+	} {
+		port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: c.dist}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]byte
+		dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
+		r := rand.New(rand.NewPCG(7, uint64(c.dist)))
+		frames := make([][]byte, c.burst)
+		for i := range frames {
+			frames[i] = frame(60+i, uint32(i), r)
+		}
+		dev.RX[0].InjectBatch(frames)
+		b := fwd.NewBatch(c.burst)
+		if n := port.Rx(0, b); n != c.burst {
+			t.Fatalf("%+v: received %d", c, n)
+		}
+		port.Tx(0, b)
+		st := port.Queue(0).RX.Stats
+		if st.PrefetchShinfoEarly != uint64(c.want) {
+			t.Errorf("%+v: %d shinfo lines prefetched early, want %d", c, st.PrefetchShinfoEarly, c.want)
+		}
+		if len(got) != c.burst {
+			t.Fatalf("%+v: sent %d frames", c, len(got))
+		}
+		for i := range frames {
+			if !bytes.Equal(got[i], frames[i]) {
+				t.Fatalf("%+v: frame %d differs", c, i)
+			}
+		}
+		port.Close()
+	}
+}

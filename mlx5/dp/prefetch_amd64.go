@@ -17,3 +17,10 @@ func prefetchDescs(d *rxDesc, n int, headroom uintptr)
 func prefetchLines(p uintptr, n int)
 
 const havePrefetch = true
+
+// prefetchShinfos issues PREFETCHW on the shinfo lines of n consecutive
+// decoded descriptors from d (deliver asks for them a group before the
+// header lines of the same packets).
+//
+//go:noescape
+func prefetchShinfos(d *rxDesc, n int, headroom uintptr)

@@ -50,3 +50,26 @@ loop2:
 	JNZ loop2
 done2:
 	RET
+
+// func prefetchShinfos(d *rxDesc, n int, headroom uintptr)
+// For each of n descriptors: PREFETCHW (encoded as above) on the shinfo
+// line, buf + (headroom + length + 63) &^ 63.
+TEXT ·prefetchShinfos(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ headroom+16(FP), DI
+	TESTQ CX, CX
+	JLE done3
+loop3:
+	MOVQ rxDesc_buf(SI), AX
+	MOVWQZX rxDesc_length(SI), BX
+	ADDQ DI, BX
+	ADDQ $63, BX
+	ANDQ $~63, BX
+	ADDQ AX, BX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	ADDQ $rxDesc__size, SI
+	DECQ CX
+	JNZ loop3
+done3:
+	RET

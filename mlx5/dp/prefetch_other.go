@@ -6,6 +6,8 @@ package dp
 
 func prefetchDescs(d *rxDesc, n int, headroom uintptr) {}
 
+func prefetchShinfos(d *rxDesc, n int, headroom uintptr) {}
+
 func prefetchLines(p uintptr, n int) {}
 
 const havePrefetch = false

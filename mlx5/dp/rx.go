@@ -214,8 +214,9 @@ var hdrTab = func() (t [256]hdrEntry) {
 }()
 
 // prefetchAhead prefetches, in one call, the header lines and (for write)
-// the shinfo lines of packets i+N … i+N+prefetchGroup−1; deliver calls it
-// every prefetchGroup packets. Inside the burst the targets' completions
+// the shinfo lines of packets i+N … i+N+prefetchGroup−1, and in a second the
+// shinfo lines of the group after those; deliver calls it every
+// prefetchGroup packets. Inside the burst the targets' completions
 // are already decoded, so their addresses are exact. Past the burst, and
 // only when more completions are queued, targets are guessed the way the
 // kernel patch does: further strides of the same WQE, each as long as
@@ -229,6 +230,15 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 		prefetchDescs(&q.desc[j], k, uintptr(q.headroom))
 		q.Stats.PrefetchExact += uint64(k)
 		j += k
+		if end < n {
+			// The shinfo lines of the next group, for write, a group
+			// earlier than their header lines: the store waits for the
+			// whole ownership request, the header load of a line already
+			// arriving does not.
+			k := min(end+prefetchGroup, n) - end
+			prefetchShinfos(&q.desc[end], k, uintptr(q.headroom))
+			q.Stats.PrefetchShinfoEarly += uint64(k)
+		}
 	}
 	if j >= end || !more {
 		return
