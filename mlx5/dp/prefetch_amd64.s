@@ -3,14 +3,16 @@
 
 // Prefetch instructions never fault, so any address is safe here.
 
-// func prefetchDescs(d *rxDesc, n int, headroom uintptr)
+// func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)
 // For each of n descriptors: PREFETCHT0 on the first data line (buf +
-// headroom) and, unless it is the shinfo line (a frame of one line), on the
-// second; PREFETCHW on the shinfo line, buf + (headroom + length + 63) &^ 63.
-TEXT ·prefetchDescs(SB), NOSPLIT, $0-24
+// headroom) and on the second, unless it is the shinfo line (a frame of one
+// line) or oneLine[hdrType] says the headers end in the first; PREFETCHW on
+// the shinfo line, buf + (headroom + length + 63) &^ 63.
+TEXT ·prefetchDescs(SB), NOSPLIT, $0-32
 	MOVQ d+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ headroom+16(FP), DI
+	MOVQ oneLine+24(FP), R9
 	TESTQ CX, CX
 	JLE done
 loop:
@@ -25,6 +27,9 @@ loop:
 	LEAQ 64(AX), DX
 	CMPQ DX, BX
 	JEQ shinfo
+	MOVBQZX rxDesc_hdrType(SI), R8
+	CMPB (R9)(R8*1), $0
+	JNE shinfo
 	PREFETCHT0 (DX)
 shinfo:
 	// PREFETCHW (BX): 0F 0D /1, ModRM 0x0B = mod 00, reg 001, rm 011 (RBX).

@@ -46,12 +46,16 @@ type RxQueue struct {
 	headroom uint32
 	maxFrame uint32
 	dist     int
-	ctx      rxCtx
-	desc     [fwd.MaxBatch]rxDesc
-	inPort   uint16
-	tx       *TxQueue // the queue sending this pool's buffers: reaped on every Rx
-	title    rxDesc   // enhanced compression: fields of the last normal CQE
-	titleOK  bool
+	// oneLine[t] is 1 when a frame whose CQE says l4_l3_hdr_type t has
+	// all its headers (one 802.1Q tag allowed) in the first line from
+	// the headroom: the prefetch then skips the second line.
+	oneLine [256]uint8
+	ctx     rxCtx
+	desc    [fwd.MaxBatch]rxDesc
+	inPort  uint16
+	tx      *TxQueue // the queue sending this pool's buffers: reaped on every Rx
+	title   rxDesc   // enhanced compression: fields of the last normal CQE
+	titleOK bool
 	// spill holds the rest of a compressed session that did not fit the
 	// caller's batch (spill[spillAt:spillN]); each holds a reference on its
 	// WQE so the stride is not reposted before the packet is delivered.
@@ -95,8 +99,14 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 		return nil, fmt.Errorf("dp: stride %d cannot hold headroom %d + frame %d + shinfo", p.strideSize, o.Headroom, o.MaxFrame)
 	}
 	c.pfCQE = o.PrefetchDistance > 0
-	return &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
-		spill: make([]rxDesc, c.mask+1)}, nil
+	q := &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
+		spill: make([]rxDesc, c.mask+1)}
+	for t := range q.oneLine {
+		if l := int(hdrTab[t].hdrLen); l != 0 && o.Headroom%64+l+vlanTagLen <= 64 {
+			q.oneLine[t] = 1
+		}
+	}
+	return q, nil
 }
 
 // Pool is the queue's buffer pool (shared with the TX queue that sends its
@@ -227,7 +237,7 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 	end := j + prefetchGroup
 	if j < n {
 		k := min(end, n) - j
-		prefetchDescs(&q.desc[j], k, uintptr(q.headroom))
+		prefetchDescs(&q.desc[j], k, uintptr(q.headroom), &q.oneLine)
 		q.Stats.PrefetchExact += uint64(k)
 		j += k
 		if end < n {
@@ -253,7 +263,7 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 		q.Stats.PrefetchGuess++
 		g := rxDesc{wqe: last.wqe, stride: uint16(stride), length: q.desc[i].length}
 		q.locate(&g)
-		prefetchDescs(&g, 1, uintptr(q.headroom))
+		prefetchDescs(&g, 1, uintptr(q.headroom), &q.oneLine)
 	}
 }
 
