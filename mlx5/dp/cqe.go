@@ -294,7 +294,7 @@ const prefetchGroup = 8
 // prefetchHead prefetches out[head:min(n, N)] and returns where it stopped.
 func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
 	end := min(n, q.dist)
-	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine)
+	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0)
 	q.Stats.PrefetchExact += uint64(end - head)
 	return end
 }

@@ -3,18 +3,19 @@
 
 // Prefetch instructions never fault, so any address is safe here.
 
-// func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)
+// func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m int)
 // For each of n descriptors: PREFETCHT0 on the first data line (buf +
 // headroom) and on the second, unless it is the shinfo line (a frame of one
 // line) or oneLine[hdrType] says the headers end in the first; PREFETCHW on
-// the shinfo line, buf + (headroom + length + 63) &^ 63.
-TEXT ·prefetchDescs(SB), NOSPLIT, $0-32
+// the shinfo line, buf + (headroom + length + 63) &^ 63. Then, for the m
+// descriptors after those, PREFETCHW on the shinfo line alone.
+TEXT ·prefetchDescs(SB), NOSPLIT, $0-40
 	MOVQ d+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ headroom+16(FP), DI
 	MOVQ oneLine+24(FP), R9
 	TESTQ CX, CX
-	JLE done
+	JLE shinfos
 loop:
 	MOVQ rxDesc_buf(SI), AX
 	MOVWQZX rxDesc_length(SI), BX
@@ -38,6 +39,21 @@ shinfo:
 	ADDQ $rxDesc__size, SI
 	DECQ CX
 	JNZ loop
+shinfos:
+	MOVQ m+32(FP), CX
+	TESTQ CX, CX
+	JLE done
+loop3:
+	MOVQ rxDesc_buf(SI), AX
+	MOVWQZX rxDesc_length(SI), BX
+	ADDQ DI, BX
+	ADDQ $63, BX
+	ANDQ $~63, BX
+	ADDQ AX, BX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
+	ADDQ $rxDesc__size, SI
+	DECQ CX
+	JNZ loop3
 done:
 	RET
 
@@ -54,27 +70,4 @@ loop2:
 	DECQ CX
 	JNZ loop2
 done2:
-	RET
-
-// func prefetchShinfos(d *rxDesc, n int, headroom uintptr)
-// For each of n descriptors: PREFETCHW (encoded as above) on the shinfo
-// line, buf + (headroom + length + 63) &^ 63.
-TEXT ·prefetchShinfos(SB), NOSPLIT, $0-24
-	MOVQ d+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ headroom+16(FP), DI
-	TESTQ CX, CX
-	JLE done3
-loop3:
-	MOVQ rxDesc_buf(SI), AX
-	MOVWQZX rxDesc_length(SI), BX
-	ADDQ DI, BX
-	ADDQ $63, BX
-	ANDQ $~63, BX
-	ADDQ AX, BX
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
-	ADDQ $rxDesc__size, SI
-	DECQ CX
-	JNZ loop3
-done3:
 	RET

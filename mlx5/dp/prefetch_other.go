@@ -4,9 +4,7 @@ package dp
 
 // No prefetch assembly here: the calls are no-ops.
 
-func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8) {}
-
-func prefetchShinfos(d *rxDesc, n int, headroom uintptr) {}
+func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m int) {}
 
 func prefetchLines(p uintptr, n int) {}
 

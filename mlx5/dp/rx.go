@@ -224,10 +224,9 @@ var hdrTab = func() (t [256]hdrEntry) {
 }()
 
 // prefetchAhead prefetches, in one call, the header lines and (for write)
-// the shinfo lines of packets i+N … i+N+prefetchGroup−1, and in a second the
-// shinfo lines of the group after those; deliver calls it every
-// prefetchGroup packets. Inside the burst the targets' completions
-// are already decoded, so their addresses are exact. Past the burst, and
+// the shinfo lines of packets i+N … i+N+prefetchGroup−1 and the shinfo
+// lines of the group after those; deliver calls it every prefetchGroup
+// packets. Inside the burst the targets' completions are already decoded, so their addresses are exact. Past the burst, and
 // only when more completions are queued, targets are guessed the way the
 // kernel patch does: further strides of the same WQE, each as long as
 // packet i; a guess that leaves the WQE is skipped. Packets 0..N-1 of a
@@ -237,18 +236,18 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 	end := j + prefetchGroup
 	if j < n {
 		k := min(end, n) - j
-		prefetchDescs(&q.desc[j], k, uintptr(q.headroom), &q.oneLine)
-		q.Stats.PrefetchExact += uint64(k)
-		j += k
+		// The shinfo lines of the next group too, for write, a group
+		// earlier than their header lines: the store waits for the whole
+		// ownership request, the header load of a line already arriving
+		// does not.
+		m := 0
 		if end < n {
-			// The shinfo lines of the next group, for write, a group
-			// earlier than their header lines: the store waits for the
-			// whole ownership request, the header load of a line already
-			// arriving does not.
-			k := min(end+prefetchGroup, n) - end
-			prefetchShinfos(&q.desc[end], k, uintptr(q.headroom))
-			q.Stats.PrefetchShinfoEarly += uint64(k)
+			m = min(end+prefetchGroup, n) - end
 		}
+		prefetchDescs(&q.desc[j], k, uintptr(q.headroom), &q.oneLine, m)
+		q.Stats.PrefetchExact += uint64(k)
+		q.Stats.PrefetchShinfoEarly += uint64(m)
+		j += k
 	}
 	if j >= end || !more {
 		return
@@ -263,7 +262,7 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 		q.Stats.PrefetchGuess++
 		g := rxDesc{wqe: last.wqe, stride: uint16(stride), length: q.desc[i].length}
 		q.locate(&g)
-		prefetchDescs(&g, 1, uintptr(q.headroom), &q.oneLine)
+		prefetchDescs(&g, 1, uintptr(q.headroom), &q.oneLine, 0)
 	}
 }
 
