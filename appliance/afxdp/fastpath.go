@@ -408,12 +408,77 @@ func pseudoSumEquals(proto int32, from, to, check int16) asm.Instructions {
 	for off := from; off < to; off += 2 {
 		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
 	}
-	for range 2 {
-		p = append(p, asm.Mov.Reg(r3, r2), asm.RSh.Imm(r3, 16), asm.And.Imm(r2, 0xffff), asm.Add.Reg(r2, r3))
-	}
+	p = append(p, foldCarry(r2, r3)...)
 	return append(p,
 		asm.LoadMem(r3, r7, check, asm.Half),
 		asm.JEq.Reg(r3, r2, "fp_partial"),
+	)
+}
+
+// foldCarry folds the carries of the one's-complement sum in acc into its
+// low 16 bits (tmp is clobbered): twice, as the first fold may carry again.
+func foldCarry(acc, tmp asm.Register) asm.Instructions {
+	var p asm.Instructions
+	for range 2 {
+		p = append(p, asm.Mov.Reg(tmp, acc), asm.RSh.Imm(tmp, 16), asm.And.Imm(acc, 0xffff), asm.Add.Reg(acc, tmp))
+	}
+	return p
+}
+
+// lookup emits bpf_map_lookup_elem(m, r10+key): r0 = the value or 0.
+func lookup(m string, key int32) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, key),
+		asm.FnMapLookupElem.Call(),
+	}
+}
+
+// portConf leaves r8 = the port's fastConf and goes to miss when there is
+// none or its byte at flag (which fast path is on) is 0.
+func portConf(flag int16, miss string) asm.Instructions {
+	const r0, r2, r8, r10 = asm.R0, asm.R2, asm.R8, asm.R10
+	p := asm.Instructions{asm.StoreImm(r10, -4, 0, asm.Word)}
+	p = append(p, lookup(mapFPConf, -4)...)
+	return append(p,
+		asm.JEq.Imm(r0, 0, miss),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, flag, asm.Byte),
+		asm.JEq.Imm(r2, 0, miss),
+	)
+}
+
+// routeNextHop looks the route key at r10+key up in the LPM map m and
+// leaves r8 = its next hop (both families): no route goes to "fp_noroute",
+// a next hop without a device to "fp_neigh".
+func routeNextHop(m string, key int32) asm.Instructions {
+	const r0, r2, r8, r10 = asm.R0, asm.R2, asm.R8, asm.R10
+	p := lookup(m, key)
+	p = append(p,
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.LoadMem(r2, r0, 0, asm.Word),
+		asm.StoreMem(r10, -4, r2, asm.Word),
+	)
+	p = append(p, lookup(mapFPNH, -4)...)
+	return append(p,
+		asm.JEq.Imm(r0, 0, "fp_noroute"),
+		asm.Mov.Reg(r8, r0),
+		asm.LoadMem(r2, r8, 0, asm.Word),
+		asm.JEq.Imm(r2, 0, "fp_neigh"),
+	)
+}
+
+// countOne adds 1 to the per-CPU counter whose index is at r10-4, going
+// to miss without the counter.
+func countOne(miss string) asm.Instructions {
+	const r0, r2 = asm.R0, asm.R2
+	p := lookup(mapFPStats, -4)
+	return append(p,
+		asm.JEq.Imm(r0, 0, miss),
+		asm.LoadMem(r2, r0, 0, asm.DWord),
+		asm.Add.Imm(r2, 1),
+		asm.StoreMem(r0, 0, r2, asm.DWord),
 	)
 }
 
@@ -425,19 +490,13 @@ func fastPrologue(entry string) asm.Instructions {
 		r0, r1, r2, r3, r4, r6, r7, r8, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R10
 		W, H, B                             = asm.Word, asm.Half, asm.Byte
 	)
-	return asm.Instructions{
+	p := asm.Instructions{
 		asm.LoadMem(r2, r6, xdpMDData, W).WithSymbol(entry),
 		asm.Add.Imm(r2, ethHeaderLen),
 		asm.JNE.Reg(r2, r7, "ovfwd"),
-		asm.StoreImm(r10, -4, 0, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPConf),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "ovfwd"),
-		asm.Mov.Reg(r8, r0),
-		asm.LoadMem(r2, r8, 6, B),
-		asm.JEq.Imm(r2, 0, "ovfwd"),
+	}
+	p = append(p, portConf(6, "ovfwd")...)
+	return append(p,
 		asm.Mov.Reg(r4, r7),
 		asm.Add.Imm(r4, -ethHeaderLen),
 		asm.LoadMem(r2, r4, 0, W),
@@ -446,7 +505,7 @@ func fastPrologue(entry string) asm.Instructions {
 		asm.LoadMem(r2, r4, 4, H),
 		asm.LoadMem(r3, r8, 4, H),
 		asm.JNE.Reg(r2, r3, "ovfwd"),
-	}
+	)
 }
 
 // fastPath6 emits the IPv6 fast path, entered at "fp6" like fastPath4 at
@@ -514,22 +573,8 @@ func fastPath6() asm.Instructions {
 	for off := int16(0); off < 16; off += 4 {
 		p = append(p, asm.LoadMem(r2, r7, 24+off, W), asm.StoreMem(r10, -20+off, r2, W))
 	}
+	p = append(p, routeNextHop(mapFPRoute6, -24)...)
 	p = append(p,
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPRoute6),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -24),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "fp_noroute"),
-		asm.LoadMem(r2, r0, 0, W),
-		asm.StoreMem(r10, -4, r2, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPNH),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "fp_noroute"),
-		asm.Mov.Reg(r8, r0),
-		asm.LoadMem(r2, r8, 0, W),
-		asm.JEq.Imm(r2, 0, "fp_neigh"),
 		asm.LoadMem(r5, r7, 4, H),
 		asm.HostTo(asm.BE, r5, asm.Half),
 		asm.Add.Imm(r5, ipv6HeaderLen),
@@ -583,9 +628,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 	for off := int16(2); off < 20; off += 2 {
 		p = append(p, asm.LoadMem(r2, r7, off, H), asm.Add.Reg(r3, r2))
 	}
-	for range 2 {
-		p = append(p, asm.Mov.Reg(r2, r3), asm.RSh.Imm(r2, 16), asm.And.Imm(r3, 0xffff), asm.Add.Reg(r3, r2))
-	}
+	p = append(p, foldCarry(r3, r2)...)
 	p = append(p,
 		asm.JNE.Imm(r3, 0xffff, "fp_checksum"),
 		// TCP and UDP with a sound header (what the engine's parser
@@ -633,21 +676,9 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.StoreImm(r10, -16, 32, W).WithSymbol("fp_route"),
 		asm.LoadMem(r2, r7, 16, W),
 		asm.StoreMem(r10, -12, r2, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPRoute4),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -16),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "fp_noroute"),
-		asm.LoadMem(r2, r0, 0, W),
-		asm.StoreMem(r10, -4, r2, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPNH),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "fp_noroute"),
-		asm.Mov.Reg(r8, r0),
-		asm.LoadMem(r2, r8, 0, W),
-		asm.JEq.Imm(r2, 0, "fp_neigh"),
+	)
+	p = append(p, routeNextHop(mapFPRoute4, -16)...)
+	p = append(p,
 		// The datagram must fit the egress MTU (the engine fragments or
 		// answers "too big").
 		asm.LoadMem(r5, r7, 2, H),
@@ -661,9 +692,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Xor.Imm(r3, 0xffff),
 		asm.Add.Imm(r3, 0xfffe),
 	)
-	for range 2 {
-		p = append(p, asm.Mov.Reg(r2, r3), asm.RSh.Imm(r2, 16), asm.And.Imm(r3, 0xffff), asm.Add.Reg(r3, r2))
-	}
+	p = append(p, foldCarry(r3, r2)...)
 	p = append(p,
 		asm.Xor.Imm(r3, 0xffff),
 		asm.StoreMem(r7, 10, r3, H),
@@ -684,19 +713,11 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Add.Imm(r3, ethHeaderLen),
 		asm.StoreMem(r10, -24, r3, DW),
 		asm.StoreImm(r10, -4, int64(FastForwarded), W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "fp_out"),
-		asm.LoadMem(r2, r0, 0, DW),
-		asm.Add.Imm(r2, 1),
-		asm.StoreMem(r0, 0, r2, DW),
-		asm.StoreImm(r10, -4, int64(FastBytes), W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
+	)
+	p = append(p, countOne("fp_out")...)
+	p = append(p, asm.StoreImm(r10, -4, int64(FastBytes), W))
+	p = append(p, lookup(mapFPStats, -4)...)
+	p = append(p,
 		asm.JEq.Imm(r0, 0, "fp_out"),
 		asm.LoadMem(r2, r0, 0, DW),
 		asm.LoadMem(r3, r10, -24, DW),
@@ -741,18 +762,9 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		p = append(p, q...)
 	}
 	// Count the punt (r3 = counter) and hand the frame to the engine.
-	return append(p,
-		asm.StoreMem(r10, -4, r3, W).WithSymbol("fp_punt"),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPStats),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "xsk"),
-		asm.LoadMem(r2, r0, 0, DW),
-		asm.Add.Imm(r2, 1),
-		asm.StoreMem(r0, 0, r2, DW),
-		asm.Ja.Label("xsk"),
-	)
+	p = append(p, asm.StoreMem(r10, -4, r3, W).WithSymbol("fp_punt"))
+	p = append(p, countOne("xsk")...)
+	return append(p, asm.Ja.Label("xsk"))
 }
 
 // fastBridge emits the bridge fast path at label "ovfwd", where every
@@ -770,33 +782,24 @@ func fastBridge() asm.Instructions {
 	)
 	// key stores the MAC at r7+off and the port's PVID (r8+10) at fp-16.
 	key := func(off int16) asm.Instructions {
-		return asm.Instructions{
+		p := asm.Instructions{
 			asm.LoadMem(r2, r7, off, W),
 			asm.StoreMem(r10, -16, r2, W),
 			asm.LoadMem(r2, r7, off+4, H),
 			asm.StoreMem(r10, -12, r2, H),
 			asm.LoadMem(r2, r8, 10, H),
 			asm.StoreMem(r10, -10, r2, H),
-			asm.LoadMapPtr(r1, 0).WithReference(mapFPMACs),
-			asm.Mov.Reg(r2, r10),
-			asm.Add.Imm(r2, -16),
-			asm.FnMapLookupElem.Call(),
 		}
+		return append(p, lookup(mapFPMACs, -16)...)
 	}
 	p := asm.Instructions{
 		asm.LoadMem(r7, r6, xdpMDData, W).WithSymbol("ovfwd"),
 		asm.Mov.Reg(r2, r7),
 		asm.Add.Imm(r2, ethHeaderLen),
 		asm.JGT.Reg(r2, r9, "xsk"),
-		asm.StoreImm(r10, -4, 0, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapFPConf),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(r0, 0, "xsk"),
-		asm.Mov.Reg(r8, r0),
-		asm.LoadMem(r2, r8, 8, B),
-		asm.JEq.Imm(r2, 0, "xsk"),
+	}
+	p = append(p, portConf(8, "xsk")...)
+	p = append(p,
 		// Tags are the engine's (membership, retagging); so is a port
 		// without an untagged VLAN (it drops).
 		asm.LoadMem(r2, r7, 12, H),
@@ -818,7 +821,7 @@ func fastBridge() asm.Instructions {
 		asm.LoadMem(r2, r7, 4, H),
 		asm.LoadMem(r3, r8, 4, H),
 		asm.JEq.Reg(r2, r3, "fp_neigh"),
-	}
+	)
 	// The source must be known on this port: a new or moved station's
 	// frames teach the engine (forwarded here they would teach it nothing).
 	src := key(6)
