@@ -344,19 +344,7 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := srv.times()
-	if err != nil {
-		return r, err
-	}
-	scpu0, err := readCPUTimes(o.ServerCPU)
-	if err != nil {
-		return r, err
-	}
-	gen0, err := readCPUTimes(o.GenCPU)
-	if err != nil {
-		return r, err
-	}
-	sched0, err := srv.sched()
+	u0, err := readUsage(srv, o)
 	if err != nil {
 		return r, err
 	}
@@ -377,19 +365,7 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 		sent, _ = offer(clients, o.PayloadSize, o.PerClientPPS, o.Duration)
 	}
 	r.Seconds = time.Since(tStart).Seconds()
-	cpu1, err := srv.times()
-	if err != nil {
-		return r, err
-	}
-	scpu1, err := readCPUTimes(o.ServerCPU)
-	if err != nil {
-		return r, err
-	}
-	gen1, err := readCPUTimes(o.GenCPU)
-	if err != nil {
-		return r, err
-	}
-	sched1, err := srv.sched()
+	u1, err := readUsage(srv, o)
 	if err != nil {
 		return r, err
 	}
@@ -417,15 +393,15 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 	if r.Offered > 0 {
 		r.Loss = max(0, 1-float64(r.Delivered+r.DrainDelivered)/float64(r.Offered))
 	}
-	r.ServerCPUSeconds, r.DrainCPUSeconds = cpu1.seconds()-cpu0.seconds(), cpu2-cpu1.seconds()
+	r.ServerCPUSeconds, r.DrainCPUSeconds = u1.proc.seconds()-u0.proc.seconds(), cpu2-u1.proc.seconds()
 	if o.ServerCPU >= 0 {
-		r.ServerSplit = split(cpu0, cpu1, scpu0, scpu1, r.Seconds)
+		r.ServerSplit = split(u0.proc, u1.proc, u0.serverCPU, u1.serverCPU, r.Seconds)
 	}
-	if sched1.wait >= sched0.wait && r.Seconds > 0 {
-		r.ServerSplit.Wait = float64(sched1.wait-sched0.wait) / 1e9 / r.Seconds
+	if u1.sched.wait >= u0.sched.wait && r.Seconds > 0 {
+		r.ServerSplit.Wait = float64(u1.sched.wait-u0.sched.wait) / 1e9 / r.Seconds
 	}
 	if o.GenCPU >= 0 {
-		r.GenSplit = split(procTimes{}, procTimes{}, gen0, gen1, r.Seconds)
+		r.GenSplit = split(procTimes{}, procTimes{}, u0.genCPU, u1.genCPU, r.Seconds)
 	}
 	if srv.status != "" {
 		r.Note = ovfwdCounters(srv.status)
@@ -434,6 +410,28 @@ func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.Cli
 		r.CPUPerMpkt = r.ServerCPUSeconds / (float64(r.Delivered) / 1e6)
 	}
 	return r, nil
+}
+
+// usage is what the server and the CPUs of server and generator have
+// used so far, read at both ends of the measured window.
+type usage struct {
+	proc              procTimes
+	serverCPU, genCPU cpuTimes
+	sched             schedTimes
+}
+
+func readUsage(srv *server, o *Options) (u usage, err error) {
+	if u.proc, err = srv.times(); err != nil {
+		return u, err
+	}
+	if u.serverCPU, err = readCPUTimes(o.ServerCPU); err != nil {
+		return u, err
+	}
+	if u.genCPU, err = readCPUTimes(o.GenCPU); err != nil {
+		return u, err
+	}
+	u.sched, err = srv.sched()
+	return u, err
 }
 
 func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
