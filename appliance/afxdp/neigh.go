@@ -170,8 +170,8 @@ func (m *NeighMirror) Purge(ifindexes []int) (int, error) {
 				done = true
 				break
 			}
-			if e, ok := parseMirrored(msg.Header.Type, msg.Data); ok && slices.Contains(ifindexes, e.ifindex) {
-				stale = append(stale, e)
+			if ifindex, ip, ok := nlsync.Mirrored(msg.Header.Type, msg.Data); ok && slices.Contains(ifindexes, ifindex) {
+				stale = append(stale, mirroredEntry{ifindex, ip})
 			}
 		}
 	}
@@ -190,32 +190,6 @@ func (m *NeighMirror) Purge(ifindexes []int) (int, error) {
 type mirroredEntry struct {
 	ifindex int
 	ip      netip.Addr
-}
-
-// parseMirrored reports whether an RTM_NEWNEIGH message describes an entry
-// a NeighMirror wrote.
-func parseMirrored(typ uint16, b []byte) (mirroredEntry, bool) {
-	var e mirroredEntry
-	if typ != unix.RTM_NEWNEIGH || len(b) < 12 || b[10]&nlsync.MirrorFlag == 0 {
-		return e, false
-	}
-	e.ifindex = int(binary.NativeEndian.Uint32(b[4:]))
-	proto := false
-	for a := b[12:]; len(a) >= unix.SizeofRtAttr; {
-		l := int(binary.NativeEndian.Uint16(a[0:]))
-		if l < unix.SizeofRtAttr || l > len(a) {
-			return e, false
-		}
-		v := a[unix.SizeofRtAttr:l]
-		switch binary.NativeEndian.Uint16(a[2:]) {
-		case unix.NDA_DST:
-			e.ip, _ = netip.AddrFromSlice(v)
-		case ndaProtocol:
-			proto = len(v) == 1 && v[0] == nlsync.MirrorProtocol
-		}
-		a = a[min((l+3)&^3, len(a)):]
-	}
-	return e, proto && e.ip.IsValid()
 }
 
 func appendAttr(b []byte, typ uint16, data []byte) []byte {

@@ -39,9 +39,9 @@ func TestParseMirrored(t *testing.T) {
 		{"a deletion", ndmsg(7, nlsync.MirrorFlag, ip, nlsync.MirrorProtocol), unix.RTM_DELNEIGH, false, 0},
 		{"short", []byte{2, 0, 0}, unix.RTM_NEWNEIGH, false, 0},
 	} {
-		e, ok := parseMirrored(c.typ, c.b)
-		if ok != c.ours || ok && (e.ifindex != c.index || e.ip != ip) {
-			t.Errorf("%s: %+v %v", c.name, e, ok)
+		ifindex, got, ok := nlsync.Mirrored(c.typ, c.b)
+		if ok != c.ours || ok && (ifindex != c.index || got != ip) {
+			t.Errorf("%s: %d %v %v", c.name, ifindex, got, ok)
 		}
 	}
 }
@@ -54,8 +54,8 @@ func FuzzParseMirrored(f *testing.F) {
 	f.Add(ndmsg(3, 0, ip, 0))
 	f.Add([]byte{10, 0, 0, 0, 3, 0, 0, 0, 128, 0, 16, 0, 255, 255, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if e, ok := parseMirrored(unix.RTM_NEWNEIGH, b); ok && !e.ip.IsValid() {
-			t.Fatalf("taken as ours without an address: %+v", e)
+		if ifindex, ip, ok := nlsync.Mirrored(unix.RTM_NEWNEIGH, b); ok && !ip.IsValid() {
+			t.Fatalf("taken as ours without an address: %d %v", ifindex, ip)
 		}
 	})
 }

@@ -27,6 +27,7 @@ type neighUpdate struct {
 	ip      netip.Addr
 	mac     [6]byte
 	macLen  int
+	proto   uint8 // NDA_PROTOCOL, 0 without it
 }
 
 // neighRcvBuf is the size of the one receive buffer: the largest message
@@ -141,7 +142,20 @@ func parseNeighMsgs(b []byte, fn func(neighUpdate)) error {
 	return nil
 }
 
-// parseNeigh reads struct ndmsg and its NDA_DST and NDA_LLADDR attributes.
+// ndaProtocol is NDA_PROTOCOL (linux/neighbour.h; x/sys does not name it).
+const ndaProtocol = 12
+
+// Mirrored reports whether an RTM_NEWNEIGH message's body (ndmsg and its
+// attributes) is an entry a mirror wrote (MirrorFlag and MirrorProtocol),
+// and which.
+func Mirrored(typ uint16, m []byte) (ifindex int, ip netip.Addr, ok bool) {
+	u, ok := parseNeigh(typ, m)
+	ok = ok && typ == unix.RTM_NEWNEIGH && u.flags&MirrorFlag != 0 && u.proto == MirrorProtocol && u.ip.IsValid()
+	return u.ifindex, u.ip, ok
+}
+
+// parseNeigh reads struct ndmsg and its NDA_DST, NDA_LLADDR and
+// NDA_PROTOCOL attributes.
 func parseNeigh(typ uint16, m []byte) (neighUpdate, bool) {
 	u := neighUpdate{typ: typ}
 	if len(m) < unix.SizeofNdMsg {
@@ -162,6 +176,11 @@ func parseNeigh(typ uint16, m []byte) (neighUpdate, bool) {
 		case unix.NDA_LLADDR:
 			if len(v) <= len(u.mac) {
 				u.macLen = copy(u.mac[:], v)
+			}
+		case ndaProtocol:
+			u.proto = 0
+			if len(v) == 1 {
+				u.proto = v[0]
 			}
 		}
 		a = a[min((l+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1), len(a)):]
