@@ -2,15 +2,14 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/ovfwd/ovfwd/fwd"
-	"github.com/ovfwd/ovfwd/fwd/porttest"
 )
 
 // The bridge's differential rig: one bridge as an engine in bridge mode
@@ -46,45 +45,19 @@ type fbRig struct {
 }
 
 func newFBRig(tb testing.TB) *fbRig {
-	needRoot(tb)
-	r := &fbRig{fpRig: &fpRig{}}
-	pool := porttest.NewPool(1, 512, 2048)
-	var fports []fwd.Port
-	for i, mac := range fbMACs {
-		p := porttest.New("b"+itoa(i), mac, fbMTUs[i], 1, pool)
-		r.ports = append(r.ports, p)
-		fports = append(fports, p)
-	}
-	must := func(err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatal(err)
-		}
-	}
-	var err error
-	now := func() int64 { return int64(time.Hour) } // nothing ages
-	r.e, err = fwd.New(fwd.Config{Mode: fwd.ModeBridge, BridgeTable: 1024, Now: now}, fports)
-	must(err)
-	r.w = r.e.Workers()[0]
-	must(r.e.SetPortVLAN(0, fwd.PortVLAN{Untagged: 1, Tagged: []uint16{20}}))
-	must(r.e.SetPortVLAN(3, fwd.PortVLAN{Untagged: 20, Tagged: []uint16{1}}))
+	r := &fbRig{fpRig: newRig(tb, "b", fbMACs, fbMTUs, fwd.Config{Mode: fwd.ModeBridge, BridgeTable: 1024})}
+	must(tb, r.e.SetPortVLAN(0, fwd.PortVLAN{Untagged: 1, Tagged: []uint16{20}}))
+	must(tb, r.e.SetPortVLAN(3, fwd.PortVLAN{Untagged: 20, Tagged: []uint16{1}}))
 
 	fp, err := NewFastPath()
-	must(err)
+	must(tb, err)
 	tb.Cleanup(func() { fp.Close() })
 	r.fs, err = NewFastSync(fp, []int{100, 101, 102, 103, 0})
-	must(err)
-	if r.s, err = newSteering(1, 0, fp); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r.s.Close() })
+	must(tb, err)
 	// The box's own address on the bridge: IPv4 to it is the kernel's.
-	must(r.s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1")}))
-	must(r.s.SetFastBridge(true, fbMACs[0], 0, 1))
-	if r.prog, err = r.s.load("ovfwd_fb_t", true); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r.prog.Close() })
+	r.steer(tb, fp, "ovfwd_fb_t", func(s *Steering) error {
+		return errors.Join(s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1")}), s.SetFastBridge(true, fbMACs[0], 0, 1))
+	})
 	r.teach(tb)
 	return r
 }

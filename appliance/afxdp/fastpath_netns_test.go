@@ -64,23 +64,17 @@ func newFPNet(t *testing.T) *fpNet {
 	if n.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter}, []fwd.Port{n.pa, n.pb}); err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(n.e.AddAddress(0, netip.MustParsePrefix("198.18.8.254/24")))
-	must(n.e.AddAddress(1, netip.MustParsePrefix("198.18.9.254/24")))
-	must(n.e.AddRoute(netip.MustParsePrefix("198.18.50.0/24"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.9.1")}))
+	must(t, n.e.AddAddress(0, netip.MustParsePrefix("198.18.8.254/24")))
+	must(t, n.e.AddAddress(1, netip.MustParsePrefix("198.18.9.254/24")))
+	must(t, n.e.AddRoute(netip.MustParsePrefix("198.18.50.0/24"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.9.1")}))
 	fs, err := NewFastSync(n.fp, []int{n.pa.Ifindex(), n.pb.Ifindex()})
-	must(err)
-	must(n.pa.SetFast(true, false))
-	must(n.pb.SetFast(true, false))
+	must(t, err)
+	must(t, n.pa.SetFast(true, false))
+	must(t, n.pb.SetFast(true, false))
 	// The daemon's worker loop; this test's own control loop below syncs
 	// the fast path, so the runner's is slowed to never.
 	run, err := runner.Start(n.e, []fwd.Port{n.pa, n.pb}, runner.Options{Interval: time.Hour})
-	must(err)
+	must(t, err)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -48,68 +49,81 @@ func needRoot(tb testing.TB) {
 	}
 }
 
-func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
+func must(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// newRig makes a rig's engine: port i (named prefix+i) has macs[i] and
+// mtus[i]. Its clock stands still: no neighbour retransmission, expiry or
+// ageing adds frames to a later check's output.
+func newRig(tb testing.TB, prefix string, macs []net.HardwareAddr, mtus []int, cfg fwd.Config) *fpRig {
 	needRoot(tb)
 	r := &fpRig{}
 	pool := porttest.NewPool(1, 512, 2048)
 	var fports []fwd.Port
-	for i, mac := range fpMACs {
-		p := porttest.New("p"+itoa(i), mac, fpMTUs[i], 1, pool)
+	for i, mac := range macs {
+		p := porttest.New(prefix+itoa(i), mac, mtus[i], 1, pool)
 		r.ports = append(r.ports, p)
 		fports = append(fports, p)
 	}
+	cfg.Now = func() int64 { return int64(time.Hour) }
 	var err error
-	// A clock that stands still: no neighbour retransmission or expiry adds
-	// frames to a later check's output.
-	now := func() int64 { return int64(time.Hour) }
-	if r.e, err = fwd.New(fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1, Now: now}, fports); err != nil {
-		tb.Fatal(err)
-	}
+	r.e, err = fwd.New(cfg, fports)
+	must(tb, err)
 	r.w = r.e.Workers()[0]
-	must := func(err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatal(err)
-		}
-	}
+	return r
+}
+
+// steer loads the verdict-only steering program over fp as name, set
+// configuring it first.
+func (r *fpRig) steer(tb testing.TB, fp *FastPath, name string, set func(*Steering) error) {
+	var err error
+	r.s, err = newSteering(1, 0, fp)
+	must(tb, err)
+	tb.Cleanup(func() { r.s.Close() })
+	must(tb, set(r.s))
+	r.prog, err = r.s.load(name, true)
+	must(tb, err)
+	tb.Cleanup(func() { r.prog.Close() })
+}
+
+func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
+	r := newRig(tb, "p", fpMACs, fpMTUs, fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1})
 	for i, a := range []string{"198.18.1.1/24", "198.18.2.1/24", "198.18.3.1/24"} {
-		must(r.e.AddAddress(i, netip.MustParsePrefix(a)))
+		must(tb, r.e.AddAddress(i, netip.MustParsePrefix(a)))
 	}
-	must(r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.2.2")}))
-	must(r.e.AddRoute(netip.MustParsePrefix("198.18.128.0/17"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("198.18.3.2")}))
-	must(r.e.AddRoute(netip.MustParsePrefix("198.18.160.0/20"), fwd.NextHop{Blackhole: true}))
-	must(r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.2"), fpGW1))
-	must(r.e.SetNeighbour(2, netip.MustParseAddr("198.18.3.2"), fpGW2))
-	must(r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.7"), fpHost))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.2.2")}))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("198.18.128.0/17"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("198.18.3.2")}))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("198.18.160.0/20"), fwd.NextHop{Blackhole: true}))
+	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.2"), fpGW1))
+	must(tb, r.e.SetNeighbour(2, netip.MustParseAddr("198.18.3.2"), fpGW2))
+	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.7"), fpHost))
 
 	for i, a := range []string{"2001:db8:1::1/64", "2001:db8:2::1/64", "2001:db8:3::1/64"} {
-		must(r.e.AddAddress(i, netip.MustParsePrefix(a)))
+		must(tb, r.e.AddAddress(i, netip.MustParsePrefix(a)))
 	}
-	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("2001:db8:2::2")}))
-	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:80::/48"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("2001:db8:3::2")}))
-	must(r.e.AddRoute(netip.MustParsePrefix("2001:db8:a0::/48"), fwd.NextHop{Blackhole: true}))
-	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::2"), fpGW1))
-	must(r.e.SetNeighbour(2, netip.MustParseAddr("2001:db8:3::2"), fpGW2))
-	must(r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("2001:db8:2::2")}))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:80::/48"), fwd.NextHop{Port: 2, Via: netip.MustParseAddr("2001:db8:3::2")}))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:a0::/48"), fwd.NextHop{Blackhole: true}))
+	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::2"), fpGW1))
+	must(tb, r.e.SetNeighbour(2, netip.MustParseAddr("2001:db8:3::2"), fpGW2))
+	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
 
 	// The maps as the daemon's control loop writes them: the engine's view
 	// through FastSync (port i is ifindex 100+i).
 	fp, err := NewFastPath()
-	must(err)
+	must(tb, err)
 	tb.Cleanup(func() { fp.Close() })
 	fs, err := NewFastSync(fp, []int{100, 101, 102})
-	must(err)
-	must(fs.Apply(r.e.FastView()))
-	if r.s, err = newSteering(1, 0, fp); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r.s.Close() })
-	must(r.s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}))
-	must(r.s.SetFast(true, fpMACs[0], mssClamp != 0))
-	if r.prog, err = r.s.load("ovfwd_fp_t", true); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r.prog.Close() })
+	must(tb, err)
+	must(tb, fs.Apply(r.e.FastView()))
+	r.steer(tb, fp, "ovfwd_fp_t", func(s *Steering) error {
+		return errors.Join(s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}),
+			s.SetFast(true, fpMACs[0], mssClamp != 0))
+	})
 	return r
 }
 
