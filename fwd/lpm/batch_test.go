@@ -1,19 +1,14 @@
 package lpm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
 
 func TestLookupBatchMatchesLookup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
-	var b4 V4Builder
-	var b6 V6Builder
-	for range 20000 {
-		b4.Add(randPrefix(rng, 32), rng.Uint32())
-		b6.Add(randPrefix(rng, 128), rng.Uint32())
-	}
-	t4, t6 := b4.Build(), b6.Build()
+	t4, t6 := randTables(rng, 20000)
 	for _, n := range []int{0, 1, 15, 16, 17, 100, 1000} {
 		a4 := make([][4]byte, n)
 		a6 := make([][16]byte, n)
@@ -25,18 +20,7 @@ func TestLookupBatchMatchesLookup(t *testing.T) {
 		for i := range vals {
 			vals[i], oks[i] = 12345, true // must be overwritten
 		}
-		t4.LookupBatch(a4, vals, oks)
-		for i, a := range a4 {
-			if v, ok := t4.Lookup(a); v != vals[i] || ok != oks[i] {
-				t.Fatalf("v4 batch of %d: [%d] %v = %d,%v; Lookup says %d,%v", n, i, a, vals[i], oks[i], v, ok)
-			}
-		}
-		t6.LookupBatch(a6, vals, oks)
-		for i, a := range a6 {
-			if v, ok := t6.Lookup(a); v != vals[i] || ok != oks[i] {
-				t.Fatalf("v6 batch of %d: [%d] %v = %d,%v; Lookup says %d,%v", n, i, a, vals[i], oks[i], v, ok)
-			}
-		}
+		checkBatch(t, fmt.Sprintf("batch of %d", n), t4, t6, a4, a6, vals, oks)
 	}
 	var empty *V4
 	vals, oks := []uint32{7}, []bool{true}
@@ -55,13 +39,7 @@ func TestLookupBatchMatchesLookup(t *testing.T) {
 // lanes around them, and runs that end a batch, must still be right.
 func TestLookupBatchRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	var b4 V4Builder
-	var b6 V6Builder
-	for range 5000 {
-		b4.Add(randPrefix(rng, 32), rng.Uint32())
-		b6.Add(randPrefix(rng, 128), rng.Uint32())
-	}
-	t4, t6 := b4.Build(), b6.Build()
+	t4, t6 := randTables(rng, 5000)
 	for round := range 200 {
 		n := 1 + rng.IntN(200)
 		a4, a6 := make([][4]byte, n), make([][16]byte, n)
@@ -72,18 +50,35 @@ func TestLookupBatchRuns(t *testing.T) {
 			}
 			a4[i], a6[i] = randAddr(rng, 32).As4(), randAddr(rng, 128).As16()
 		}
-		vals, oks := make([]uint32, n), make([]bool, n)
-		t4.LookupBatch(a4, vals, oks)
-		for i, a := range a4 {
-			if v, ok := t4.Lookup(a); v != vals[i] || ok != oks[i] {
-				t.Fatalf("round %d v4 [%d] %v = %d,%v; Lookup says %d,%v", round, i, a, vals[i], oks[i], v, ok)
-			}
+		checkBatch(t, fmt.Sprintf("round %d", round), t4, t6, a4, a6, make([]uint32, n), make([]bool, n))
+	}
+}
+
+// randTables builds an IPv4 and an IPv6 table of n random prefixes each.
+func randTables(rng *rand.Rand, n int) (*V4, *V6) {
+	var b4 V4Builder
+	var b6 V6Builder
+	for range n {
+		b4.Add(randPrefix(rng, 32), rng.Uint32())
+		b6.Add(randPrefix(rng, 128), rng.Uint32())
+	}
+	return b4.Build(), b6.Build()
+}
+
+// checkBatch looks a4 and a6 up in one batch each (into vals and oks,
+// whatever they hold) and compares every lane with Lookup.
+func checkBatch(t *testing.T, what string, t4 *V4, t6 *V6, a4 [][4]byte, a6 [][16]byte, vals []uint32, oks []bool) {
+	t.Helper()
+	t4.LookupBatch(a4, vals, oks)
+	for i, a := range a4 {
+		if v, ok := t4.Lookup(a); v != vals[i] || ok != oks[i] {
+			t.Fatalf("%s: v4 [%d] %v = %d,%v; Lookup says %d,%v", what, i, a, vals[i], oks[i], v, ok)
 		}
-		t6.LookupBatch(a6, vals, oks)
-		for i, a := range a6 {
-			if v, ok := t6.Lookup(a); v != vals[i] || ok != oks[i] {
-				t.Fatalf("round %d v6 [%d] %v = %d,%v; Lookup says %d,%v", round, i, a, vals[i], oks[i], v, ok)
-			}
+	}
+	t6.LookupBatch(a6, vals, oks)
+	for i, a := range a6 {
+		if v, ok := t6.Lookup(a); v != vals[i] || ok != oks[i] {
+			t.Fatalf("%s: v6 [%d] %v = %d,%v; Lookup says %d,%v", what, i, a, vals[i], oks[i], v, ok)
 		}
 	}
 }

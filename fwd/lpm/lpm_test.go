@@ -380,13 +380,7 @@ func TestEdgeCasesV6(t *testing.T) {
 
 func TestLookupDoesNotAllocate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	var b4 V4Builder
-	var b6 V6Builder
-	for range 5000 {
-		b4.Add(randPrefix(rng, 32), rng.Uint32())
-		b6.Add(randPrefix(rng, 128), rng.Uint32())
-	}
-	t4, t6 := b4.Build(), b6.Build()
+	t4, t6 := randTables(rng, 5000)
 	a4, a6 := randAddr(rng, 32).As4(), randAddr(rng, 128).As16()
 	var sink uint32
 	if n := testing.AllocsPerRun(1000, func() {
