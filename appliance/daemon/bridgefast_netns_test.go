@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,22 +81,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	sock := filepath.Join(dir, "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(bridgeFastConfig, sock))
-	var stderr syncBuffer
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-		if t.Failed() {
-			t.Logf("ovfwd stderr:\n%s", stderr.String())
-		}
-	})
+	_, exited, _ := startRoot(t, app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 3 })
 	// Both learned (B answers A's ping, which floods first).
 	ping(t, a, "198.18.60.2")

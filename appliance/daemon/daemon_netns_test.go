@@ -110,25 +110,7 @@ func TestDaemonNetns(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(baseConfig, sock))
 
-	var stdout, stderr syncBuffer
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("ovfwd stderr:\n%s", stderr.String())
-		}
-	})
+	cmd, exited, log := startRoot(t, app, bin, cfgPath)
 
 	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	for _, p := range snap.Ports {
@@ -143,7 +125,7 @@ func TestDaemonNetns(t *testing.T) {
 	if !strings.Contains(snap.Ports[0].Reason, "auto") {
 		t.Errorf("p0 reason %q does not explain the auto choice", snap.Ports[0].Reason)
 	}
-	if !waitLog(&stderr, regexp.MustCompile(`msg="queue mode" port=p0 .*queue=0`)) {
+	if !waitLog(log, regexp.MustCompile(`msg="queue mode" port=p0 .*queue=0`)) {
 		t.Errorf("no per-queue mode in the log")
 	}
 
@@ -310,8 +292,8 @@ func TestDaemonNetns(t *testing.T) {
 	if s.Reload.Count != 1 || !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)") {
 		t.Errorf("after a rejected reload: reloads %+v, routes %v", s.Reload, s.Routes.Prefixes)
 	}
-	if !waitLog(&stderr, regexp.MustCompile(`config error.*line=\d+ key=appliance.mode`)) {
-		t.Errorf("the rejected reload's error (with its line) is not in the log:\n%s", stderr.String())
+	if !waitLog(log, regexp.MustCompile(`config error.*line=\d+ key=appliance.mode`)) {
+		t.Errorf("the rejected reload's error (with its line) is not in the log:\n%s", log.String())
 	}
 	ping(t, a, "198.18.53.1")
 	ping(t, a, "198.18.52.1")
@@ -357,7 +339,7 @@ func TestDaemonNetns(t *testing.T) {
 	}
 
 	// SIGTERM: out within 5 s, no XDP program left, addresses given back.
-	stopped = stopWithin5s(t, cmd, exited, "SIGTERM to exit")
+	stopWithin5s(t, cmd, exited, "SIGTERM to exit")
 	for _, ifn := range []string{"p0", "p1"} {
 		if out := netns.Run(t, app, "ip", "-d", "link", "show", ifn); strings.Contains(out, "xdp") {
 			t.Errorf("%s still has an XDP program after exit:\n%s", ifn, out)
@@ -366,7 +348,7 @@ func TestDaemonNetns(t *testing.T) {
 	if out := netns.Run(t, app, "ip", "addr", "show", "p0"); strings.Contains(out, "198.18.50.254") {
 		t.Errorf("p0 keeps the address ovfwd added:\n%s", out)
 	}
-	if !waitLog(&stderr, regexp.MustCompile(`msg=stopped`)) {
+	if !waitLog(log, regexp.MustCompile(`msg=stopped`)) {
 		t.Errorf("no clean stop in the log")
 	}
 }
@@ -475,9 +457,44 @@ func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
 	return 0
 }
 
+// startRoot runs ovfwd as root in app with the config at cfgPath (see
+// start).
+func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *syncBuffer) {
+	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exited, log := start(t, cmd)
+	return cmd, exited, log
+}
+
+// start starts ovfwd's cmd and returns its exit (closed after its one
+// value: waitStatus may take it) and its log (stdout and stderr), whose
+// tail the test prints when it fails. The cleanup kills it unless it has
+// exited.
+func start(t *testing.T, cmd *exec.Cmd) (<-chan error, *syncBuffer) {
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("ovfwd log (last 64 KiB):\n%s", tail(log.String(), 64<<10))
+		}
+	})
+	return exited, log
+}
+
 // stopWithin5s sends SIGTERM and fails the test unless ovfwd exits cleanly
-// within the 5 s the daemon promises; it reports whether ovfwd stopped.
-func stopWithin5s(t *testing.T, cmd *exec.Cmd, exited <-chan error, what string) bool {
+// within the 5 s the daemon promises.
+func stopWithin5s(t *testing.T, cmd *exec.Cmd, exited <-chan error, what string) {
 	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -489,13 +506,11 @@ func stopWithin5s(t *testing.T, cmd *exec.Cmd, exited <-chan error, what string)
 			t.Errorf("ovfwd exited with %v", err)
 		}
 		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
-		return true
 	case <-time.After(5 * time.Second):
 		// Where it is stuck: Go's goroutine dump on SIGQUIT lands in the
 		// log the test prints when it fails (the cleanup then kills it).
 		_ = cmd.Process.Signal(syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 		t.Fatal("ovfwd still running 5 s after SIGTERM (goroutine dump in its log)")
-		return false
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,25 +45,6 @@ socket = "%s"
 level = "info"
 `
 
-// startRoot runs ovfwd as root in app (the old code cannot run as the
-// unit does) and returns the command, its exit channel and its log.
-func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, chan error, *syncBuffer) {
-	log := &syncBuffer{}
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
-	return cmd, exited, log
-}
-
 // firstPing reports how long the first answered ping to addr from ns took,
 // trying up to 5 times (a failed try costs its 1 s timeout).
 func firstPing(ns *netns.NS, addr string) (time.Duration, bool) {
@@ -91,11 +71,6 @@ func TestHostileNeighbours(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(hostileConfig, sock))
 	cmd, exited, log := startRoot(t, h.app, bin, cfgPath)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("ovfwd log (last 3000 bytes):\n%s", tail(log.String(), 3000))
-		}
-	})
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
@@ -192,7 +167,7 @@ func TestHostileNeighbours(t *testing.T) {
 	allBefore, before := strings.Count(perm, "\n"), strings.Count(perm, "extern_learn")
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
-	_, exited2, log2 := startRoot(t, h.app, bin, cfgPath)
+	_, exited2, _ := startRoot(t, h.app, bin, cfgPath)
 	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	time.Sleep(time.Second)
 	s = waitStatus(t, sock, exited2, func(*status.Snapshot) bool { return true })
@@ -203,9 +178,6 @@ func TestHostileNeighbours(t *testing.T) {
 		t.Errorf("item 3: the restart adopted %d stale entries as pins", s.Engine["neighbours_pinned"])
 	}
 	ping(t, h.a, "198.18.65.1")
-	if t.Failed() {
-		t.Logf("second run's log:\n%s", tail(log2.String(), 2000))
-	}
 }
 
 func tail(s string, n int) string {

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,27 +68,7 @@ func TestDaemonTwoQueues(t *testing.T) {
 	sock := filepath.Join(dir, "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(twoQueueConfig, sock))
-	var stderr syncBuffer
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("ovfwd log:\n%s", stderr.String())
-		}
-	})
+	cmd, exited, _ := startRoot(t, app, bin, cfgPath)
 	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	if len(s.Workers) != 2 || s.Workers[0].CPU != 0 || s.Workers[1].CPU != 1 {
 		t.Errorf("workers %+v, want queue 0 on cpu 0 and queue 1 on cpu 1", s.Workers)

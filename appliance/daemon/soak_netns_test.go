@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -128,25 +127,9 @@ func TestSoakHostileLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
-	var stderr syncBuffer
 	cmd, _ := u.command(t, h.app, bin, "run", "-c", cfgPath)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); close(exited) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("ovfwd log (last 4000 bytes):\n%s", tail(stderr.String(), 4000))
-		}
-	})
+	exited, log := start(t, cmd)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
@@ -281,7 +264,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	t.Logf("transfers (start into the storm + duration): %s", strings.Join(timeline, ", "))
 	ok, bad := tr.OK, tr.Bad
 	mu.Unlock()
-	lines := strings.Count(stderr.String(), "\n")
+	lines := strings.Count(log.String(), "\n")
 	t.Logf("%d attacker frames in %v; %s", frames, soakFor, summary)
 	t.Logf("after: pinned %d (kernel non-ovfwd permanent %d, ovfwd's %d), neighbours %d (bound 512), RSS %d → %d KiB, log lines %d",
 		s.Engine["neighbours_pinned"], pins, mirrored, s.Neighbours, rss0, rss1, lines)
@@ -330,7 +313,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	if lines > 400 {
 		t.Errorf("%d log lines during the storm: repeated lines are not summarised", lines)
 	}
-	stopped = stopWithin5s(t, cmd, exited, "SIGTERM after the soak")
+	stopWithin5s(t, cmd, exited, "SIGTERM after the soak")
 }
 
 // storm sends the attacker's mix from X until ctx ends and returns how

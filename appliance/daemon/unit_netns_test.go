@@ -308,27 +308,9 @@ func TestUnitPrivileges(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 
-	var stderr syncBuffer
 	cmd, applied := u.command(t, app, bin, "run", "-c", cfgPath)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	// Closed after the exit status: waitStatus may take the status, the
-	// cleanup must not wait for a second one.
-	go func() { exited <- cmd.Wait(); close(exited) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("ovfwd log:\n%s", stderr.String())
-		}
-	})
+	exited, log := start(t, cmd)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
 
 	// The process is what the unit makes: its uid, exactly its
@@ -352,7 +334,7 @@ func TestUnitPrivileges(t *testing.T) {
 		if n := threadsAtNice(t, cmd.Process.Pid, -5); n == 0 {
 			t.Errorf("no thread at nice -5: the workers could not raise their priority under the unit's limits")
 		}
-	} else if !waitLog(&stderr, regexp.MustCompile(`msg="worker priority not raised".*nice=-5`)) {
+	} else if !waitLog(log, regexp.MustCompile(`msg="worker priority not raised".*nice=-5`)) {
 		t.Errorf("the workers' priority was not raised (LimitNICE not applicable here) and the daemon did not say so")
 	} else {
 		t.Log("LimitNICE could not be applied here: the workers' nice -5 is not verified (the daemon's warning is)")
@@ -414,13 +396,13 @@ mtu = 1400`, 1)
 		}
 		waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Reload.Count == i })
 	}
-	waitLog(&stderr, regexp.MustCompile(`msg=reloaded.*\n(?s:.*)msg=reloaded.*\n(?s:.*)msg=reloaded`))
-	if n := strings.Count(stderr.String(), "take effect at the next restart"); n != 1 {
+	waitLog(log, regexp.MustCompile(`msg=reloaded.*\n(?s:.*)msg=reloaded.*\n(?s:.*)msg=reloaded`))
+	if n := strings.Count(log.String(), "take effect at the next restart"); n != 1 {
 		t.Errorf("the [[port]] change was warned about %d times over two reloads, want once", n)
 	}
 	ping(t, b, clientAddr)
 
-	stopped = stopWithin5s(t, cmd, exited, "SIGTERM as the unit's user")
+	stopWithin5s(t, cmd, exited, "SIGTERM as the unit's user")
 	if out := netns.Run(t, app, "ip", "neigh", "show", "nud", "permanent"); strings.Contains(out, "extern_learn") {
 		t.Errorf("mirrored neighbours left after a clean stop:\n%s", out)
 	}

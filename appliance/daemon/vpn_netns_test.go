@@ -100,25 +100,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "info"))
 
-	var stderr syncBuffer
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("ovfwd log:\n%s", stderr.String())
-		}
-	})
+	cmd, exited, log := startRoot(t, app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
@@ -170,7 +152,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
 		return s.VPN != nil && len(s.VPN.Peers) == 1 && s.VPN.Peers[0].Tx.Bytes > before+1<<20
 	})
-	if strings.Contains(stderr.String(), "level=DEBUG") {
+	if strings.Contains(log.String(), "level=DEBUG") {
 		t.Error("debug lines logged at level info")
 	}
 	reloaded := strings.Replace(fmt.Sprintf(vpnConfig, sock, "debug"), `push_routes = ["198.18.51.0/24"`, `push_routes = ["198.18.51.0/24", "198.18.53.0/24"`, 1)
@@ -190,7 +172,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	if !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)") {
 		t.Errorf("reload did not add the static route: %v", s.Routes.Prefixes)
 	}
-	if !waitLog(&stderr, regexp.MustCompile(`level=DEBUG msg="route installed" prefix=198.18.53.0/24`)) {
+	if !waitLog(log, regexp.MustCompile(`level=DEBUG msg="route installed" prefix=198.18.53.0/24`)) {
 		t.Error("the reload's new log level did not apply")
 	}
 	var res result
@@ -241,7 +223,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	}
 
 	// SIGTERM: the client is told to restart, ovfwd exits within 5 s.
-	stopped = stopWithin5s(t, cmd, exited, "SIGTERM to exit with a VPN client")
+	stopWithin5s(t, cmd, exited, "SIGTERM to exit with a VPN client")
 	deadline := time.Now().Add(15 * time.Second) // the client logs it when the scheduler lets it
 	for time.Now().Before(deadline) {
 		logText, _ = os.ReadFile(clientLog)
