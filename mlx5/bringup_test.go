@@ -36,6 +36,26 @@ func testPortConfig(queues int) mlx5.PortConfig {
 	}
 }
 
+// openModel brings a driver up on a fresh model with cfg.
+func openModel(t *testing.T, cfg sim.Config) (*mlx5.HCA, *sim.Device, *sim.Memory) {
+	t.Helper()
+	bus, dev, mem := newModel(cfg)
+	h, err := mlx5.Open(bus, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, dev, mem
+}
+
+// closeClean closes h and checks the model is left clean.
+func closeClean(t *testing.T, h *mlx5.HCA, dev *sim.Device, mem *sim.Memory) {
+	t.Helper()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, dev, mem)
+}
+
 // assertClean fails if the model holds objects, pages or mapped memory.
 func assertClean(t *testing.T, dev *sim.Device, mem *sim.Memory) {
 	t.Helper()
@@ -130,11 +150,7 @@ func TestBringUpAndTeardownTwice(t *testing.T) {
 // The model refuses to destroy a CQ an SQ still uses; the driver's error
 // names the command and the status.
 func TestDestroyInUseCQRefused(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	p, err := h.OpenPort(testPortConfig(1))
 	if err != nil {
 		t.Fatal(err)
@@ -147,10 +163,7 @@ func TestDestroyInUseCQRefused(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // checkSteering follows the model's NIC RX root for each traffic type and
@@ -201,11 +214,7 @@ func checkSteering(t *testing.T, dev *sim.Device, p *mlx5.Port) {
 }
 
 func TestSingleQueueSteering(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	p, err := h.OpenPort(testPortConfig(1))
 	if err != nil {
 		t.Fatal(err)
@@ -223,11 +232,7 @@ func TestSingleQueueSteering(t *testing.T) {
 
 // What the driver hands the data path is what the device was told.
 func TestQueuesMatchDeviceState(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	p, err := h.OpenPort(testPortConfig(2))
 	if err != nil {
 		t.Fatal(err)

@@ -114,11 +114,7 @@ func TestPageRequestDuringCommand(t *testing.T) {
 
 // Firmware taking pages back at run time (negative PAGE_REQUEST).
 func TestPageReclaimRequest(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	if !dev.PostPageRequest(20) {
 		t.Fatal("no page-request EQ")
 	}
@@ -135,20 +131,13 @@ func TestPageReclaimRequest(t *testing.T) {
 	if h.PagesGiven() != 144 || dev.PagesHeld() != 144 {
 		t.Fatalf("after -20: driver %d, device %d pages", h.PagesGiven(), dev.PagesHeld())
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 func TestStuckOwnershipTimesOut(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	dev.SetFaults(sim.Faults{StuckOpcode: prm.OpCreateTIS})
-	_, err = h.OpenPort(testPortConfig(1))
+	_, err := h.OpenPort(testPortConfig(1))
 	var te *mlx5.TimeoutError
 	if !errors.As(err, &te) || te.Opcode != prm.OpCreateTIS || !errors.Is(err, mlx5.ErrTimeout) {
 		t.Fatalf("got %v, want a CREATE_TIS timeout", err)
@@ -208,11 +197,7 @@ func TestMinInlineFromVport(t *testing.T) {
 	cfg.WQEInlineMode = prm.CapInlineVport
 	cfg.VportMinInline = prm.InlineIP
 	cfg.EnhancedMPW = false
-	bus, dev, mem := newModel(cfg)
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, cfg)
 	if h.Caps.MinInline != prm.InlineIP || h.Caps.EnhancedMPW {
 		t.Errorf("caps %+v", h.Caps)
 	}
@@ -233,11 +218,7 @@ func TestCapsDecideFeatures(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.ExtStrideNumRange = false
 	cfg.EnhancedCQECompression = false
-	bus, dev, mem := newModel(cfg)
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, cfg)
 	if _, err := h.OpenPort(testPortConfig(1)); err == nil || !strings.Contains(err.Error(), "enhanced") {
 		t.Errorf("enhanced compression on a device without it: %v", err)
 	}
@@ -280,11 +261,7 @@ func TestOpenRecoversFunctionLeftEnabled(t *testing.T) {
 // The driver must publish its EQ consumer index: 600 page requests through
 // a 256-entry EQ only fit if it does (the model counts overruns).
 func TestEQConsumerIndexPublished(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	for i := 0; i < 600; i++ {
 		dev.PostPageRequest(1)
 		if i%100 == 99 {
@@ -302,8 +279,5 @@ func TestEQConsumerIndexPublished(t *testing.T) {
 	if h.PagesGiven() != 144+600 {
 		t.Fatalf("pages %d", h.PagesGiven())
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }

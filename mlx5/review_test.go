@@ -35,27 +35,16 @@ func (b *budgetDMA) Alloc(size, align int) ([]byte, uint64, error) {
 // the model, like firmware given a queue it cannot reach, stays
 // initializing until it is on.
 func TestBusMasterBeforeInitWait(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	if c, _ := dev.ReadConfig16(prm.PCICommand); c&prm.PCICommandBusMaster == 0 {
 		t.Fatal("bus mastering off after bring-up")
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // ENABLE_HCA and DISABLE_HCA carry the kernel's 12-byte output.
 func TestEnableDisableHCAOutputLength(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +75,7 @@ func TestVFRefusedBeforeAnyCommand(t *testing.T) {
 // device drops the excess and stays healthy (without it the model, like
 // the firmware, declares an async EQ overrun); Service then drains it.
 func TestEQOverrunWithoutServiceStaysHealthy(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	for i := 0; i < 600; i++ {
 		dev.SetLink(i%2 == 1)
 	}
@@ -103,20 +88,13 @@ func TestEQOverrunWithoutServiceStaysHealthy(t *testing.T) {
 	if h.LinkEvents() != 256 {
 		t.Fatalf("%d port-change events consumed, want the 256 the EQ holds", h.LinkEvents())
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // Serviced once a (simulated) second, the EQ never overflows: every link
 // flap and page request of a long idle period is seen.
 func TestServiceKeepsEQDrained(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	pages := h.PagesGiven()
 	for sec := 0; sec < 120; sec++ {
 		for i := 0; i < 10; i++ {
@@ -135,10 +113,7 @@ func TestServiceKeepsEQDrained(t *testing.T) {
 	if s := dev.Stats(); s.EQOverruns != 0 {
 		t.Fatalf("%d EQ overruns", s.EQOverruns)
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // A page request the host cannot meet is answered with CANT_GIVE, so the
@@ -192,11 +167,7 @@ func TestPageBudgetErrorNamesTheNeed(t *testing.T) {
 // The port MTU (PMTU) is written before the vport MTU: the model holds
 // frames to the PMTU the previous owner left (1522).
 func TestPortMTUSet(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	cfg := testPortConfig(1)
 	cfg.MTU = 9000
 	p, err := h.OpenPort(cfg)
@@ -221,11 +192,7 @@ func TestPortMTUSet(t *testing.T) {
 
 // Local loopback is turned off, as the kernel leaves it.
 func TestLocalLoopbackDisabled(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	p, err := h.OpenPort(testPortConfig(1))
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +211,7 @@ func TestLocalLoopbackDisabled(t *testing.T) {
 func TestTSFormatFromCaps(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.RQTSFormat, cfg.SQTSFormat = prm.TSCapRealTime, prm.TSCapRealTime
-	bus, dev, mem := newModel(cfg)
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, cfg)
 	p, err := h.OpenPort(testPortConfig(1))
 	if err != nil {
 		t.Fatal(err)
@@ -264,11 +227,7 @@ func TestTSFormatFromCaps(t *testing.T) {
 func TestAllowMultiPktGatedOnCap(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.MultiPktSendWQE = 0
-	bus, dev, mem := newModel(cfg)
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, cfg)
 	p, err := h.OpenPort(testPortConfig(1))
 	if err != nil {
 		t.Fatal(err)
@@ -286,11 +245,7 @@ func TestAllowMultiPktGatedOnCap(t *testing.T) {
 // each: the DMA seam aligns no further, and the model refuses a pas entry
 // not aligned to its page size.
 func TestLargeRingPageList(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	for _, log := range []uint8{14, 15, 16, 17} { // 1, 2, 4 and 8 MiB of CQEs
 		cq, err := h.CreateCQ(mlx5.CQConfig{LogSize: log})
 		if err != nil {
@@ -304,39 +259,25 @@ func TestLargeRingPageList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // CreateCQ refuses the mini-CQE format the data path cannot decode
 // (FTAG_STRIDX) before the firmware sees it.
 func TestMiniFormatFTagRefusedByCreateCQ(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = h.CreateCQ(mlx5.CQConfig{LogSize: 8, Compression: mlx5.CQECompression{Enabled: true, MiniFormat: prm.MiniCQEFtagStridx}})
+	h, dev, mem := openModel(t, sim.DefaultConfig())
+	_, err := h.CreateCQ(mlx5.CQConfig{LogSize: 8, Compression: mlx5.CQECompression{Enabled: true, MiniFormat: prm.MiniCQEFtagStridx}})
 	if err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("CreateCQ with FTAG_STRIDX: %v", err)
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
 
 // RunService drains the EQ in the background (the daemon runs it once a
 // second per function): link flaps posted while it runs are all seen, and
 // stop waits for it.
 func TestRunServiceDrainsEvents(t *testing.T) {
-	bus, dev, mem := newModel(sim.DefaultConfig())
-	h, err := mlx5.Open(bus, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dev, mem := openModel(t, sim.DefaultConfig())
 	var errs []error
 	stop := h.RunService(5*time.Millisecond, func(err error) { errs = append(errs, err) })
 	for i := 0; i < 2000; i++ {
@@ -350,8 +291,5 @@ func TestRunServiceDrainsEvents(t *testing.T) {
 	if len(errs) != 0 || h.LinkEvents() != 2000 {
 		t.Fatalf("service saw %d of 2000 link events, errors %v (model %+v)", h.LinkEvents(), errs, dev.Stats())
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertClean(t, dev, mem)
+	closeClean(t, h, dev, mem)
 }
