@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -130,8 +131,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	}
 
 	// Host A's datagrams to B, one every millisecond, counted where they land.
-	var atB, atC atomic.Int64
-	listen(t, b, "198.18.60.2", &atB)
+	atB := netns.CountUDP(t, b, netip.MustParseAddrPort("198.18.60.2:9"))
 	stop := sendEvery(t, a, "198.18.60.2", time.Millisecond)
 	defer stop()
 	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 200 })
@@ -163,7 +163,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	t0 = time.Now()
 	netns.Run(t, c, "ip", "link", "set", "c0", "address", macB.String())
 	netns.Run(t, c, "ip", "addr", "add", "198.18.60.2/24", "dev", "c0")
-	listen(t, c, "198.18.60.2", &atC)
+	atC := netns.CountUDP(t, c, netip.MustParseAddrPort("198.18.60.2:9"))
 	sendOnce(t, c, "198.18.60.2", "198.18.60.1")
 	d, ok = waitEntry(t0, func(e, p uint32, have bool) bool { return have && e == p2 && p == 2 })
 	t.Logf("MAC move: B's entry on p2 %v after C took B's MAC", d)
@@ -218,28 +218,6 @@ func fastMACMap(t *testing.T, ns *netns.NS, dev string) *ebpf.Map {
 	}
 	t.Fatalf("program %d on %s has no ovfwd_fp_macs map", progID, dev)
 	return nil
-}
-
-// listen counts UDP datagrams to addr:9 in ns until the test ends.
-func listen(t *testing.T, ns *netns.NS, addr string, n *atomic.Int64) {
-	t.Helper()
-	var l *net.UDPConn
-	if err := ns.Do(func() (err error) {
-		l, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(addr), Port: 9})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			if _, err := l.Read(buf); err != nil {
-				return
-			}
-			n.Add(1)
-		}
-	}()
 }
 
 // sendEvery sends a UDP datagram from ns to dst:9 every period until stop

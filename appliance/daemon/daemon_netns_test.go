@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -174,24 +174,7 @@ func TestDaemonNetns(t *testing.T) {
 	// datagrams (TTL and checksums right). Out of a veth the redirect needs
 	// NAPI on its peer: GRO on b0.
 	netns.Run(t, b, "ethtool", "-K", "b0", "gro", "on")
-	var got atomic.Int64
-	var l *net.UDPConn
-	if err := b.Do(func() (err error) {
-		l, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("198.18.51.1"), Port: 9})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			if _, err := l.Read(buf); err != nil {
-				return
-			}
-			got.Add(1)
-		}
-	}()
+	got := netns.CountUDP(t, b, netip.MustParseAddrPort("198.18.51.1:9"))
 	sendUDP := func(n int) {
 		t.Helper()
 		if err := a.Do(func() error {

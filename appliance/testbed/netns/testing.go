@@ -2,9 +2,12 @@ package netns
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 )
 
@@ -51,6 +54,35 @@ func Link(t testing.TB, a *NS, ifA string, b *NS, ifB string) {
 	if err := Veth(a, ifA, b, ifB); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// CountUDP counts the UDP datagrams to addr that arrive in ns from now
+// until the test ends.
+func CountUDP(t testing.TB, ns *NS, addr netip.AddrPort) *atomic.Int64 {
+	t.Helper()
+	network := "udp4"
+	if addr.Addr().Is6() {
+		network = "udp6"
+	}
+	var l *net.UDPConn
+	if err := ns.Do(func() (err error) {
+		l, err = net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	n := new(atomic.Int64)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			if _, err := l.Read(buf); err != nil {
+				return
+			}
+			n.Add(1)
+		}
+	}()
+	return n
 }
 
 // OvfwdBinary is the ovfwd binary the namespace tests and benches run:

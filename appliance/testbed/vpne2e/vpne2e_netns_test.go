@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,24 +473,7 @@ func TestRoutedBesideTunnel(t *testing.T) {
 	l, srv := setup(t, 1, vpne2e.ServerOptions{})
 	c := l.Clients[0]
 	netns.Run(t, c, "ip", "route", "add", vpne2e.LANHost4.String()+"/32", "via", vpne2e.ServerAddr.String())
-	var got atomic.Int64
-	var conn *net.UDPConn
-	if err := l.LAN.Do(func() (err error) {
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: vpne2e.LANHost4.AsSlice(), Port: 9009})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			if _, err := conn.Read(buf); err != nil {
-				return
-			}
-			got.Add(1)
-		}
-	}()
+	got := netns.CountUDP(t, l.LAN, netip.AddrPortFrom(vpne2e.LANHost4, 9009))
 	const n = 300
 	if err := c.Do(func() error {
 		s, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: vpne2e.LANHost4.AsSlice(), Port: 9009})
