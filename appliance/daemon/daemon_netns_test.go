@@ -91,16 +91,8 @@ func (s *syncBuffer) String() string {
 func TestDaemonNetns(t *testing.T) {
 	netns.RequireRoot(t)
 	bin := netns.BuildOvfwd(t)
-	a, app, b := netns.New(t, "dmn"), netns.New(t, "dmn"), netns.New(t, "dmn")
-	netns.Link(t, a, "a0", app, "p0")
-	netns.Link(t, app, "p1", b, "b0")
-	// veth hosts must checksum and segment in software: ovfwd forwards
-	// frames as they are, and a veth's offloaded checksum is unfinished.
-	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, a, "ip", "addr", "add", "198.18.50.1/24", "dev", "a0")
+	a, app, b := routerNS(t, "dmn", "198.18.50", "198.18.51")
 	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.50.254")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.51.1/24", "dev", "b0")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.52.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
@@ -438,6 +430,21 @@ func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
 	}
 	t.Fatalf("metrics: no %s in\n%s", sample, body)
 	return 0
+}
+
+// routerNS makes hosts a and b and the appliance's namespace app between
+// them (a0–p0, p1–b0), a at lanA.1/24 and b at lanB.1/24. The hosts
+// checksum and segment in software: ovfwd forwards frames as they are,
+// and a veth's offloaded checksum is unfinished.
+func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
+	a, app, b = netns.New(t, tag), netns.New(t, tag), netns.New(t, tag)
+	netns.Link(t, a, "a0", app, "p0")
+	netns.Link(t, app, "p1", b, "b0")
+	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
+	netns.Run(t, a, "ip", "addr", "add", lanA+".1/24", "dev", "a0")
+	netns.Run(t, b, "ip", "addr", "add", lanB+".1/24", "dev", "b0")
+	return a, app, b
 }
 
 // startRoot runs ovfwd as root in app with the config at cfgPath (see

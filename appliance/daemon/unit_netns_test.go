@@ -275,16 +275,8 @@ func TestUnitPrivileges(t *testing.T) {
 	if out, err := exec.Command("cp", src, bin).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	a, app, b := netns.New(t, "unt"), netns.New(t, "unt"), netns.New(t, "unt")
-	netns.Link(t, a, "a0", app, "p0")
-	netns.Link(t, app, "p1", b, "b0")
-	// Offloads off on the hosts: unfinished (CHECKSUM_PARTIAL) checksums
-	// are issue 13 item 7, another helper's; this test is about privileges.
-	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, a, "ip", "addr", "add", "198.18.60.1/24", "dev", "a0")
+	a, app, b := routerNS(t, "unt", "198.18.60", "198.18.61")
 	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.60.254")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.61.1/24", "dev", "b0")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.62.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.63.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.61.254")

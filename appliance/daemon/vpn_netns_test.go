@@ -72,15 +72,7 @@ func TestDaemonVPNReload(t *testing.T) {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
 	bin := netns.BuildOvfwd(t)
-	a, app, b := netns.New(t, "dmv"), netns.New(t, "dmv"), netns.New(t, "dmv")
-	netns.Link(t, a, "a0", app, "p0")
-	netns.Link(t, app, "p1", b, "b0")
-	// veth hosts must checksum and segment in software: ovfwd forwards
-	// frames as they are, and a veth's offloaded checksum is unfinished.
-	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, a, "ip", "addr", "add", "198.18.50.1/24", "dev", "a0")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.51.1/24", "dev", "b0")
+	a, app, b := routerNS(t, "dmv", "198.18.50", "198.18.51")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
 	netns.Run(t, b, "ip", "addr", "add", "2001:db8:51::1/64", "dev", "b0", "nodad")
