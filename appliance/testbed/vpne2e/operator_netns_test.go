@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
@@ -174,24 +173,7 @@ func clientLog(l *vpne2e.Lab, i int) string {
 // also returns the ovfwd binary.
 func setupWith(t *testing.T, n int, opts func(*vpne2e.Lab) vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Server, string) {
 	t.Helper()
-	netns.RequireRoot(t)
-	for _, tool := range []string{"openvpn", "ethtool", "ping"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed (make deps installs it)", tool)
-		}
-	}
-	bin := netns.BuildOvfwd(t)
-	dir := t.TempDir()
-	l, err := vpne2e.NewLab(tag, dir, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Close()
-		if t.Failed() {
-			dumpLogs(t, dir)
-		}
-	})
+	l, bin := newLab(t, n, "openvpn", "ethtool", "ping")
 	srv, err := l.StartOvfwd(bin, opts(l))
 	if err != nil {
 		t.Fatal(err)

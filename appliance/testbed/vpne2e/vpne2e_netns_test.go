@@ -30,8 +30,25 @@ const tag = "v2e"
 // runs both at once).
 func setup(t testing.TB, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Server) {
 	t.Helper()
+	l, bin := newLab(t, n, "openvpn", "iperf3", "ethtool")
+	if err := l.StartIperfServers(2 * n); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := l.StartOvfwd(bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFastPath(t, srv)
+	return l, srv
+}
+
+// newLab checks that the tools are installed, builds ovfwd and makes a
+// lab for n clients, closed when the test ends (its logs dumped when the
+// test failed).
+func newLab(t testing.TB, n int, tools ...string) (*vpne2e.Lab, string) {
+	t.Helper()
 	netns.RequireRoot(t)
-	for _, tool := range []string{"openvpn", "iperf3", "ethtool"} {
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
 		}
@@ -48,15 +65,7 @@ func setup(t testing.TB, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Se
 			dumpLogs(t, dir)
 		}
 	})
-	if err := l.StartIperfServers(2 * n); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := l.StartOvfwd(bin, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkFastPath(t, srv)
-	return l, srv
+	return l, bin
 }
 
 // checkFastPath: with the suite's fast path forced on (FastPathEnv), both
