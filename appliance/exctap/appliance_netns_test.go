@@ -144,7 +144,8 @@ func (l *xlab) logCounters(t *testing.T) {
 	}
 }
 
-// udpEcho answers datagrams on addr in ns until the test ends.
+// udpEcho answers datagrams (of up to 64 KiB) on addr in ns until the
+// test ends.
 func udpEcho(t *testing.T, ns *netns.NS, addr netip.AddrPort) {
 	t.Helper()
 	var c *net.UDPConn
@@ -153,7 +154,7 @@ func udpEcho(t *testing.T, ns *netns.NS, addr netip.AddrPort) {
 	}
 	t.Cleanup(func() { c.Close() })
 	go func() {
-		buf := make([]byte, 2048)
+		buf := make([]byte, 65536)
 		for {
 			n, from, err := c.ReadFromUDPAddrPort(buf)
 			if err != nil {

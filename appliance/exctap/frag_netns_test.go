@@ -8,30 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
 )
-
-// bigEcho answers datagrams of up to 64 KiB on addr in ns until the test
-// ends.
-func bigEcho(t *testing.T, ns *netns.NS, addr netip.AddrPort) {
-	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() (err error) { c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr)); return }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
-}
 
 // TestExceptionTAPReassembles: on ports the kernel never sees, datagrams
 // to the appliance that arrive fragmented (a VPN client's full-size
@@ -45,7 +23,7 @@ func TestExceptionTAPReassembles(t *testing.T) {
 	defer l.logCounters(t)
 	for i, to := range []netip.Addr{portAddrs[0][0].Addr(), portAddrs[0][1].Addr()} {
 		ap := netip.AddrPortFrom(to, 7008)
-		bigEcho(t, l.M, ap)
+		udpEcho(t, l.M, ap)
 		var c *net.UDPConn
 		if err := l.A.Do(func() (err error) { c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(ap)); return }); err != nil {
 			t.Fatal(err)
