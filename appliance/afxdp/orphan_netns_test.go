@@ -17,19 +17,7 @@ import (
 // mapping of a closed socket may remain, and the queue binds again at once.
 func TestNoOrphanRingMappings(t *testing.T) {
 	tp := newTopo(t, 1)
-	var ifindex int
-	var holder *queue
-	if err := tp.app.Do(func() error {
-		ifi, err := net.InterfaceByName("h8a1")
-		if err != nil {
-			return err
-		}
-		ifindex = ifi.Index
-		holder, err = tryOpenSocket(ifindex, 0, defaultRings, unix.XDP_COPY)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ifindex, holder := holdQueue(t, tp)
 	if n := orphanRingCount(); n != 0 {
 		t.Fatalf("%d orphan ring mappings before the test", n)
 	}
@@ -109,4 +97,24 @@ func orphanRingCount() int {
 		}
 	}
 	return n
+}
+
+// holdQueue binds a copy-mode socket to queue 0 of the topology's h8a1
+// (in app) and returns the device's index and the socket.
+func holdQueue(t *testing.T, tp *topo) (int, *queue) {
+	t.Helper()
+	var ifindex int
+	var holder *queue
+	if err := tp.app.Do(func() error {
+		ifi, err := net.InterfaceByName("h8a1")
+		if err != nil {
+			return err
+		}
+		ifindex = ifi.Index
+		holder, err = tryOpenSocket(ifindex, 0, defaultRings, unix.XDP_COPY)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ifindex, holder
 }

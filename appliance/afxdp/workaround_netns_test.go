@@ -297,19 +297,7 @@ func TestSteeringAndNeighMirror(t *testing.T) {
 // with EBUSY; Open keeps retrying within bindRetry and gets it.
 func TestBindRetryWhileHeld(t *testing.T) {
 	tp := newTopo(t, 1)
-	var holder *queue
-	var ifindex int
-	if err := tp.app.Do(func() error {
-		ifi, err := net.InterfaceByName("h8a1")
-		if err != nil {
-			return err
-		}
-		ifindex = ifi.Index
-		holder, err = tryOpenSocket(ifindex, 0, defaultRings, unix.XDP_COPY)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ifindex, holder := holdQueue(t, tp)
 	err := tp.app.Do(func() error {
 		qu, err := tryOpenSocket(ifindex, 0, defaultRings, unix.XDP_COPY)
 		if err == nil {
