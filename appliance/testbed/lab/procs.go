@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -154,44 +153,13 @@ func waitTunnel(ctx context.Context, ns *netns.NS, client *child, timeout time.D
 		}
 		b, _ := os.ReadFile(client.log)
 		if strings.Contains(string(b), initDone) {
-			if v4, v6, err = tunAddrs(ns); err == nil && v4.IsValid() && v6.IsValid() {
+			if v4, v6, err = ns.GlobalAddrs("tun0"); err == nil && v4.IsValid() && v6.IsValid() {
 				return v4, v6, nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return v4, v6, fmt.Errorf("lab: openvpn client not up with an IPv4 and an IPv6 address on tun0 in %v:\n%s", timeout, client.logTail(3000))
-}
-
-// tunAddrs reads tun0's global addresses in ns.
-func tunAddrs(ns *netns.NS) (v4, v6 netip.Addr, err error) {
-	out, err := ns.Run("ip", "-j", "addr", "show", "dev", "tun0")
-	if err != nil {
-		return v4, v6, err
-	}
-	var links []struct {
-		AddrInfo []struct {
-			Local string `json:"local"`
-			Scope string `json:"scope"`
-		} `json:"addr_info"`
-	}
-	if err := json.Unmarshal([]byte(out), &links); err != nil {
-		return v4, v6, err
-	}
-	for _, l := range links {
-		for _, a := range l.AddrInfo {
-			ip, err := netip.ParseAddr(a.Local)
-			if err != nil || a.Scope != "global" {
-				continue
-			}
-			if ip.Is4() && !v4.IsValid() {
-				v4 = ip
-			} else if ip.Is6() && !v6.IsValid() {
-				v6 = ip
-			}
-		}
-	}
-	return v4, v6, nil
 }
 
 // ovfwdBinary is the ovfwd executable the lab runs as the appliance:

@@ -7,7 +7,9 @@ package netns
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -153,6 +155,38 @@ func killGroup(c *exec.Cmd) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-done
 	}
+}
+
+// GlobalAddrs reads dev's first global IPv4 and IPv6 address in ns (an
+// invalid Addr for a family it has none of).
+func (ns *NS) GlobalAddrs(dev string) (v4, v6 netip.Addr, err error) {
+	out, err := ns.Run("ip", "-j", "addr", "show", "dev", dev)
+	if err != nil {
+		return v4, v6, err
+	}
+	var links []struct {
+		AddrInfo []struct {
+			Local string `json:"local"`
+			Scope string `json:"scope"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil {
+		return v4, v6, err
+	}
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			ip, err := netip.ParseAddr(a.Local)
+			if err != nil || a.Scope != "global" {
+				continue
+			}
+			if ip.Is4() && !v4.IsValid() {
+				v4 = ip
+			} else if ip.Is6() && !v6.IsValid() {
+				v6 = ip
+			}
+		}
+	}
+	return v4, v6, nil
 }
 
 // Veth joins a and b with a veth pair named ifA (in a) and ifB (in b), both up.

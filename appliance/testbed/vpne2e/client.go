@@ -1,7 +1,6 @@
 package vpne2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -90,7 +89,7 @@ func (c *Client) WaitUp(d time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for i := 0; i < 100 && time.Now().Before(deadline); i++ {
-		v4, v6, err := tunAddrs(c.NS)
+		v4, v6, err := c.NS.GlobalAddrs("tun0")
 		if err == nil && v4.IsValid() && v6.IsValid() {
 			c.V4, c.V6 = v4, v6
 			return nil
@@ -98,38 +97,6 @@ func (c *Client) WaitUp(d time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("vpne2e: client %d not up with both addresses in %v:\n%s", c.Index, d, logTail(c.Log, 4000))
-}
-
-// tunAddrs reads tun0's global addresses.
-func tunAddrs(ns *netns.NS) (v4, v6 netip.Addr, err error) {
-	out, err := ns.Run("ip", "-j", "addr", "show", "dev", "tun0")
-	if err != nil {
-		return v4, v6, err
-	}
-	var links []struct {
-		AddrInfo []struct {
-			Family string `json:"family"`
-			Local  string `json:"local"`
-			Scope  string `json:"scope"`
-		} `json:"addr_info"`
-	}
-	if err := json.Unmarshal([]byte(out), &links); err != nil {
-		return v4, v6, err
-	}
-	for _, l := range links {
-		for _, a := range l.AddrInfo {
-			ip, err := netip.ParseAddr(a.Local)
-			if err != nil || a.Scope != "global" {
-				continue
-			}
-			if ip.Is4() {
-				v4 = ip
-			} else {
-				v6 = ip
-			}
-		}
-	}
-	return v4, v6, nil
 }
 
 var dataCipher = regexp.MustCompile(`Data Channel: cipher '([A-Z0-9-]+)'`)

@@ -267,7 +267,7 @@ func (l *NATLab) StartNATClient(i int) (c *Client, err error) {
 			return nil, fmt.Errorf("vpne2e: client %d exited (%v):\n%s", i, c.p.err, logTail(c.Log, 4000))
 		}
 		if strings.Contains(c.LogText(), initDone) {
-			if v4, _, err := tunAddrs(c.NS); err == nil && v4.IsValid() {
+			if v4, _, err := c.NS.GlobalAddrs("tun0"); err == nil && v4.IsValid() {
 				c.V4 = v4
 				return c, nil
 			}
