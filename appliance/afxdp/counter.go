@@ -90,14 +90,13 @@ func ipv4DstFilter(dst netip.Prefix) asm.Instructions {
 
 // dropCounterProgram: counts[0].Packets++, counts[0].Bytes += len; XDP_DROP.
 func dropCounterProgram() asm.Instructions {
-	return asm.Instructions{
+	p := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1).WithSymbol("count"),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.StoreMem(asm.R10, -4, asm.R2, asm.Word),
-		asm.LoadMapPtr(asm.R1, 0).WithReference(mapSink),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
+	}
+	p = append(p, lookup(mapSink, -4)...)
+	return append(p,
 		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
 		asm.Add.Imm(asm.R1, 1),
@@ -110,7 +109,7 @@ func dropCounterProgram() asm.Instructions {
 		asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("out"),
 		asm.Return(),
-	}
+	)
 }
 
 // Attach attaches the counter to ifindex (native first unless want says).

@@ -425,16 +425,6 @@ func foldCarry(acc, tmp asm.Register) asm.Instructions {
 	return p
 }
 
-// lookup emits bpf_map_lookup_elem(m, r10+key): r0 = the value or 0.
-func lookup(m string, key int32) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, key),
-		asm.FnMapLookupElem.Call(),
-	}
-}
-
 // portConf leaves r8 = the port's fastConf and goes to miss when there is
 // none or its byte at flag (which fast path is on) is 0.
 func portConf(flag int16, miss string) asm.Instructions {

@@ -385,18 +385,16 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.JGT.Reg(r2, r9, "ovfwd"),
 		asm.LoadMem(r2, r7, 16, W),
 		asm.StoreMem(r10, -4, r2, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapLocal4),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -4),
-		asm.FnMapLookupElem.Call(),
+	}
+	p = append(p, lookup(mapLocal4, -4)...)
+	p = append(p,
 		asm.JEq.Imm(r0, 0, transit4),
 
 		// NAT (SetNAT): r5 = lo | hi<<16, r8 = the transport header.
 		asm.StoreImm(r10, -8, 0, W),
-		asm.LoadMapPtr(r1, 0).WithReference(mapNAT),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -8),
-		asm.FnMapLookupElem.Call(),
+	)
+	p = append(p, lookup(mapNAT, -8)...)
+	p = append(p,
 		asm.JEq.Imm(r0, 0, "vpn4"),
 		asm.LoadMem(r5, r0, 0, W),
 		asm.JEq.Imm(r5, 0, "vpn4"),
@@ -474,7 +472,7 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.LoadMem(r2, r7, 6, H),
 		asm.And.Imm(r2, be16(ipv4FlagMF)),
 		asm.JEq.Imm(r2, 0, "ovfwd"),
-	}
+	)
 	p = append(p, natFragKey(nil)...)
 	p = append(p,
 		asm.StoreImm(r10, -32, 1, W),
@@ -488,11 +486,8 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.Ja.Label("ovfwd"),
 	)
 	p = append(p, natFragKey([]string{"nat_later"})...)
+	p = append(p, lookup(mapNATFrag, -24)...)
 	p = append(p,
-		asm.LoadMapPtr(r1, 0).WithReference(mapNATFrag),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -24),
-		asm.FnMapLookupElem.Call(),
 		asm.JNE.Imm(r0, 0, "ovfwd"),
 		asm.Ja.Label("vpn4"),
 	)
@@ -524,10 +519,9 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.StoreMem(r10, -16, r2, DW),
 		asm.LoadMem(r2, r7, 32, DW),
 		asm.StoreMem(r10, -8, r2, DW),
-		asm.LoadMapPtr(r1, 0).WithReference(mapLocal6),
-		asm.Mov.Reg(r2, r10),
-		asm.Add.Imm(r2, -16),
-		asm.FnMapLookupElem.Call(),
+	)
+	p = append(p, lookup(mapLocal6, -16)...)
+	p = append(p,
 		asm.JEq.Imm(r0, 0, transit6),
 		asm.LoadMem(r2, r7, 6, B),
 		asm.JEq.Imm(r2, ipProtoICMPv6, "icmp6"),
@@ -591,6 +585,16 @@ func steeringProgram(vpnPort uint16, verdictOnly, fast bool) asm.Instructions {
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 	)
+}
+
+// lookup emits bpf_map_lookup_elem(m, r10+key): r0 = the value or 0.
+func lookup(m string, key int32) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, 0).WithReference(m),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, key),
+		asm.FnMapLookupElem.Call(),
+	}
 }
 
 // natFragKey stores an IPv4 packet's fragment key — source, destination,
