@@ -285,10 +285,10 @@ func fpSeeds() [][]byte {
 	// pseudo-header sum; the engine finishes it, so the fast path punts.
 	for _, proto := range []uint8{6, 17} {
 		f = fpFrame(netip.MustParseAddr("198.18.64.1"), proto, 64, 40)
-		setPartial(f[14:])
+		setPartial(f[14:], proto, 12, 20)
 		out = append(out, f)
 		f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), proto, 64, 40)
-		setPartial6(f[14:])
+		setPartial(f[14:], proto, 8, 40) // RFC 8200 §8.1 pseudo-header
 		out = append(out, f)
 	}
 	for _, d := range fpDsts6 {
@@ -305,35 +305,17 @@ func fpSeeds() [][]byte {
 	return out
 }
 
-// setPartial6 is setPartial for an IPv6 packet (RFC 8200 §8.1 pseudo-header).
-func setPartial6(ip []byte) {
-	proto := ip[6]
-	l4 := ip[40:]
+// setPartial stores the folded pseudo-header sum (proto, the L4 length,
+// the addresses at ip[addrs:hdr]) in the checksum field of the TCP or UDP
+// header at ip[hdr:], as Linux leaves it for the device.
+func setPartial(ip []byte, proto byte, addrs, hdr int) {
+	l4 := ip[hdr:]
 	n, field := len(l4), 16
 	if proto == 17 {
 		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
 	}
 	s := uint32(proto) + uint32(n)
-	for i := 8; i < 40; i += 2 {
-		s += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	binary.BigEndian.PutUint16(l4[field:], uint16(s))
-}
-
-// setPartial stores the folded pseudo-header sum in the TCP/UDP checksum
-// field of the IPv4 datagram ip, as Linux leaves it for the device.
-func setPartial(ip []byte) {
-	proto := ip[9]
-	l4 := ip[20:]
-	n, field := len(l4), 16
-	if proto == 17 {
-		n, field = int(binary.BigEndian.Uint16(l4[4:])), 6
-	}
-	s := uint32(proto) + uint32(n)
-	for i := 12; i < 20; i += 2 {
+	for i := addrs; i < hdr; i += 2 {
 		s += uint32(ip[i])<<8 | uint32(ip[i+1])
 	}
 	for s > 0xffff {
