@@ -80,7 +80,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	out = &lockedWriter{w: out} // pings, counters and transfers write concurrently
+	out = SyncWriter(out) // pings, counters and transfers write concurrently
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	switch o.Driver {
@@ -286,7 +286,10 @@ func addrList(h Host) string {
 	return strings.Join(s, ", ")
 }
 
-// lockedWriter serialises writes from Run's goroutines.
+// SyncWriter serialises writes to w from several goroutines (Run's
+// pings, counters and transfers, simlab's too).
+func SyncWriter(w io.Writer) io.Writer { return &lockedWriter{w: w} }
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -36,7 +36,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	out = &lockedWriter{w: out}
+	out = lab.SyncWriter(out)
 	cfg := lab.DefaultConfig()
 	if o.Config != nil {
 		cfg = *o.Config
@@ -211,16 +211,4 @@ func printCounters(out io.Writer, app *Appliance, prev, cur fwd.Stats, secs floa
 	}
 	fmt.Fprintf(&b, " | udp %d/%d", tr.udp.Received.Load(), tr.udp.Sent.Load())
 	fmt.Fprintln(out, b.String())
-}
-
-// lockedWriter serialises writes from Run's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
