@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,24 +68,6 @@ const extraRoute = `
 prefix = "198.18.53.0/24"
 via = "198.18.51.1"
 `
-
-// syncBuffer is a bytes.Buffer the test reads while the process writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestDaemonNetns(t *testing.T) {
 	netns.RequireRoot(t)
@@ -330,7 +311,7 @@ func TestDaemonNetns(t *testing.T) {
 
 // waitLog waits up to 10 s for re to match the log: a line the daemon has
 // written may still be in the pipe when its effect shows in status.
-func waitLog(log *syncBuffer, re *regexp.Regexp) bool {
+func waitLog(log *netns.SyncBuffer, re *regexp.Regexp) bool {
 	for i := 0; i < 500; i++ {
 		if re.MatchString(log.String()) {
 			return true
@@ -449,7 +430,7 @@ func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
 
 // startRoot runs ovfwd as root in app with the config at cfgPath (see
 // start).
-func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *syncBuffer) {
+func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *netns.SyncBuffer) {
 	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	exited, log := start(t, cmd)
@@ -460,8 +441,8 @@ func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-c
 // value: waitStatus may take it) and its log (stdout and stderr), whose
 // tail the test prints when it fails. The cleanup kills it unless it has
 // exited.
-func start(t *testing.T, cmd *exec.Cmd) (<-chan error, *syncBuffer) {
-	log := &syncBuffer{}
+func start(t *testing.T, cmd *exec.Cmd) (<-chan error, *netns.SyncBuffer) {
+	log := &netns.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

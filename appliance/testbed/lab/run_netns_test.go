@@ -278,9 +278,9 @@ func TestCrashHelper(t *testing.T) {
 // helperLab starts the test binary as a lab that runs for a minute, and
 // waits until it prints counters; it returns the process, its exit channel
 // and what its state.json recorded.
-func helperLab(t *testing.T) (*exec.Cmd, chan struct{}, *syncBuffer, *seen) {
+func helperLab(t *testing.T) (*exec.Cmd, chan struct{}, *netns.SyncBuffer, *seen) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &netns.SyncBuffer{}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.v")
 	cmd.Env = append(os.Environ(), crashHelperEnv+"="+testBinary(t))
 	cmd.Stdout, cmd.Stderr = out, out
@@ -354,21 +354,4 @@ func TestInterruptCleansUp(t *testing.T) {
 		t.Error("the interrupted lab did not print its summary and removal")
 	}
 	checkGone(t, s)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

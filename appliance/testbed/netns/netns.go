@@ -189,6 +189,25 @@ func (ns *NS) GlobalAddrs(dev string) (v4, v6 netip.Addr, err error) {
 	return v4, v6, nil
 }
 
+// SyncBuffer is a bytes.Buffer one goroutine reads while a process in a
+// namespace writes its output to it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // Veth joins a and b with a veth pair named ifA (in a) and ifB (in b), both up.
 func Veth(a *NS, ifA string, b *NS, ifB string) error {
 	out, err := exec.Command("ip", "link", "add", ifA, "netns", a.Name, "type", "veth", "peer", "name", ifB, "netns", b.Name).CombinedOutput()

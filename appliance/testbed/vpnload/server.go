@@ -1,7 +1,6 @@
 package vpnload
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,12 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -101,24 +100,7 @@ func (s *server) rssBytes() (uint64, error) {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startProcess(t *topology, target string, log func() string, stdout *lockedBuffer, args ...string) (*server, error) {
+func startProcess(t *topology, target string, log func() string, stdout *netns.SyncBuffer, args ...string) (*server, error) {
 	full := append([]string{"netns", "exec", t.srv.Name}, args...)
 	cmd := exec.Command("ip", full...)
 	if stdout != nil {
@@ -283,7 +265,7 @@ func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	out := &lockedBuffer{}
+	out := &netns.SyncBuffer{}
 	args := []string{bin, "run", "-c", confPath}
 	if o.ServerCPU >= 0 {
 		args = append([]string{"taskset", "-c", strconv.Itoa(o.ServerCPU)}, args...)
