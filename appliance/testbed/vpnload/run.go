@@ -440,15 +440,7 @@ func writeSummary(w io.Writer, results []Result, targets []string, o *Options) {
 	for _, target := range targets {
 		var m Result
 		m.Target = target
-		pick := func(f func(Result) float64) float64 {
-			var v []float64
-			for _, r := range results {
-				if r.Target == target {
-					v = append(v, f(r))
-				}
-			}
-			return median(v)
-		}
+		pick := func(f func(Result) float64) float64 { return medianOf(results, target, f) }
 		m.PPS = pick(func(r Result) float64 { return r.PPS })
 		m.OfferedPPS = pick(func(r Result) float64 { return r.OfferedPPS })
 		m.Gbps = pick(func(r Result) float64 { return r.Gbps })
@@ -522,6 +514,17 @@ func genThreads(o *Options) string {
 	return ""
 }
 
+// medianOf is the median of f over target's results.
+func medianOf(results []Result, target string, f func(Result) float64) float64 {
+	var v []float64
+	for _, r := range results {
+		if r.Target == target {
+			v = append(v, f(r))
+		}
+	}
+	return median(v)
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -573,15 +576,7 @@ func writeSplit(w io.Writer, results []Result, targets []string, o *Options) {
 		cpuName(o.ServerCPU), strings.ReplaceAll(cpuName(o.ServerCPU), " ", ""))
 	fmt.Fprintf(w, "%-8s %9s %9s %12s %12s %9s %9s %9s %9s %14s\n", "target", "srv-user", "srv-sys", "user ns/pkt", "sys ns/pkt", "waiting", "softirq", "idle", "other", "gen-softirq")
 	for _, target := range targets {
-		pick := func(f func(Result) float64) float64 {
-			var v []float64
-			for _, r := range results {
-				if r.Target == target {
-					v = append(v, f(r))
-				}
-			}
-			return median(v)
-		}
+		pick := func(f func(Result) float64) float64 { return medianOf(results, target, f) }
 		perPkt := func(share float64, r Result) float64 {
 			if r.Delivered == 0 {
 				return 0
