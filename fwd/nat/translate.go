@@ -49,7 +49,9 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	if lp := t.lonePort(s.rule); lp >= 0 && lp != port || lp < 0 && !k.matches(s.rule, src, port) {
 		return false
 	}
-	s.last = t.now
+	if s.last != t.now { // a clean line costs no write-back when evicted: most packets of a second find it current
+		s.last = t.now
+	}
 	out, op := s.out, s.outPort
 	d := diff32(src, out)
 	put32(h[12:], out)
@@ -57,7 +59,9 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	switch proto {
 	case protoTCP:
 		fixd(l[tcpCsumOff:], d+diff16(sp, op))
-		s.state |= tcpState(l[13], stSynOut, stFinOut)
+		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
+			s.state = st
+		}
 	default:
 		if c := l[udpCsumOff:]; be16(c) != 0 {
 			fixd(c, d+diff16(sp, op))
