@@ -609,3 +609,34 @@ func TestRuleMatchesShortcut(t *testing.T) {
 		t.Fatalf("only %d cases", checked)
 	}
 }
+
+// TestOutFastPathKeepsAlive: outbound packets through the fast path alone
+// keep a session alive past its idle timeout (the fast path stamps the
+// last-seen second when it changes), and a FIN through it is remembered
+// in the TCP state.
+func TestOutFastPathKeepsAlive(t *testing.T) {
+	c := testConfig()
+	b := newTestTable(t, c)
+	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+	mustOut(t, b, append([]byte(nil), p...))
+	step := uint32(c.Timeouts.UDP/time.Second) / 2
+	for i := range 6 { // 3 timeouts in all, every step within one
+		b.now += step // no Refresh: its sweep is not what is tested
+		hint := []uint64{b.Prefetch(p, 20)}
+		b.Touch(hint)
+		if !b.OutFast(append([]byte(nil), p...), 20, 1, hint[0]) {
+			t.Fatalf("step %d: the fast path refused a session kept alive by its packets", i)
+		}
+	}
+	s := ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, ""))
+	mustOut(t, b, append([]byte(nil), s...))
+	f := ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpFIN, ""))
+	hint := []uint64{b.Prefetch(f, 20)}
+	b.Touch(hint)
+	if !b.OutFast(append([]byte(nil), f...), 20, 1, hint[0]) {
+		t.Fatal("the fast path refused an established TCP session")
+	}
+	if st := b.sess[uint32(hint[0])-1].state; st&stFinOut == 0 || st&stSynOut == 0 {
+		t.Fatalf("TCP state %#x after SYN and FIN out", st)
+	}
+}
