@@ -3,6 +3,7 @@ package control_test
 import (
 	"context"
 	"encoding/binary"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"net"
 	"net/netip"
 	"os"
@@ -143,18 +144,18 @@ func icmpEcho(src, dst netip.Addr, id, seq uint16, payload []byte) []byte {
 	s4, d4 := src.As4(), dst.As4()
 	copy(p[12:], s4[:])
 	copy(p[16:], d4[:])
-	binary.BigEndian.PutUint16(p[10:], ^csum(p[:20]))
+	binary.BigEndian.PutUint16(p[10:], ^netns.Checksum(p[:20]))
 	p[20] = 8
 	binary.BigEndian.PutUint16(p[24:], id)
 	binary.BigEndian.PutUint16(p[26:], seq)
 	copy(p[28:], payload)
-	binary.BigEndian.PutUint16(p[22:], ^csum(p[20:]))
+	binary.BigEndian.PutUint16(p[22:], ^netns.Checksum(p[20:]))
 	return p
 }
 
 // echoReply turns an IPv4 ICMP echo request into its reply, or returns nil.
 func echoReply(req []byte) []byte {
-	if len(req) < 28 || req[0] != 0x45 || req[9] != 1 || req[20] != 8 || csum(req[:20]) != 0xffff || csum(req[20:]) != 0xffff {
+	if len(req) < 28 || req[0] != 0x45 || req[9] != 1 || req[20] != 8 || netns.Checksum(req[:20]) != 0xffff || netns.Checksum(req[20:]) != 0xffff {
 		return nil
 	}
 	p := append([]byte(nil), req...)
@@ -162,22 +163,8 @@ func echoReply(req []byte) []byte {
 	copy(p[16:20], req[12:16])
 	p[20] = 0
 	p[22], p[23] = 0, 0
-	binary.BigEndian.PutUint16(p[22:], ^csum(p[20:]))
+	binary.BigEndian.PutUint16(p[22:], ^netns.Checksum(p[20:]))
 	return p
-}
-
-func csum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }
 
 // ping sends an echo request to dst through c and waits for the matching

@@ -2,8 +2,8 @@ package scaleout
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -134,7 +134,7 @@ func echoLAN(c *control.Client, seq uint16) bool {
 	if p == nil {
 		return false
 	}
-	req := icmpEcho(p.IPv4.Addr(), LANHost, 0x5339, seq)
+	req := netns.ICMPEcho(p.IPv4.Addr(), LANHost, 0x5339, seq)
 	for try := 0; try < 5; try++ {
 		if c.Send(req) != nil {
 			time.Sleep(time.Second)
@@ -146,7 +146,7 @@ func echoLAN(c *control.Client, seq uint16) bool {
 			if err != nil {
 				break
 			}
-			if len(got) >= 28 && got[9] == 1 && got[20] == 0 && binary.BigEndian.Uint16(got[26:]) == seq {
+			if netns.IsEchoReply(got, LANHost, seq) {
 				cancel()
 				return true
 			}
@@ -154,35 +154,4 @@ func echoLAN(c *control.Client, seq uint16) bool {
 		cancel()
 	}
 	return false
-}
-
-// icmpEcho is an IPv4 ICMP echo request.
-func icmpEcho(src, dst netip.Addr, id, seq uint16) []byte {
-	p := make([]byte, 28+16)
-	p[0], p[8], p[9] = 0x45, 64, 1
-	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-	s4, d4 := src.As4(), dst.As4()
-	copy(p[12:], s4[:])
-	copy(p[16:], d4[:])
-	binary.BigEndian.PutUint16(p[10:], ^checksum(p[:20]))
-	p[20] = 8
-	binary.BigEndian.PutUint16(p[24:], id)
-	binary.BigEndian.PutUint16(p[26:], seq)
-	binary.BigEndian.PutUint16(p[22:], ^checksum(p[20:]))
-	return p
-}
-
-// checksum is the ones' complement sum of b (RFC 1071), not inverted.
-func checksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"net"
 	"net/netip"
 	"runtime"
@@ -359,7 +360,7 @@ func frameHeader(dstMAC, srcMAC net.HardwareAddr, src, dst netip.AddrPort, udpPa
 	s4, d4 := src.Addr().As4(), dst.Addr().As4()
 	copy(ip[12:], s4[:])
 	copy(ip[16:], d4[:])
-	binary.BigEndian.PutUint16(ip[10:], ^ipChecksum(ip[:ipv4HdrLen]))
+	binary.BigEndian.PutUint16(ip[10:], ^netns.Checksum(ip[:ipv4HdrLen]))
 	udp := ip[ipv4HdrLen:]
 	binary.BigEndian.PutUint16(udp[0:], src.Port())
 	binary.BigEndian.PutUint16(udp[2:], dst.Port())

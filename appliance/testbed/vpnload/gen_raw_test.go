@@ -3,6 +3,7 @@ package vpnload
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"net"
 	"net/netip"
 	"testing"
@@ -24,7 +25,7 @@ func TestFrameHeader(t *testing.T) {
 		t.Fatalf("Ethernet header % x", h[:14])
 	}
 	ip := h[ethHdrLen:]
-	if ipChecksum(ip[:ipv4HdrLen]) != 0xffff {
+	if netns.Checksum(ip[:ipv4HdrLen]) != 0xffff {
 		t.Errorf("IPv4 header checksum does not verify: % x", ip[:ipv4HdrLen])
 	}
 	if ip[0] != 0x45 || ip[9] != 17 || binary.BigEndian.Uint16(ip[2:]) != 20+8+116 {

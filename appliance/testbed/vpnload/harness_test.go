@@ -2,7 +2,6 @@ package vpnload
 
 import (
 	"context"
-	"encoding/binary"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -118,7 +117,7 @@ func echoSink(c *control.Client, seq uint16, timeout time.Duration) bool {
 		return false
 	}
 	sink := netip.MustParseAddr(sinkIP)
-	req := icmpEcho(p.IPv4.Addr(), sink, 0x4849, seq)
+	req := netns.ICMPEcho(p.IPv4.Addr(), sink, 0x4849, seq)
 	for try := 0; try < 3; try++ {
 		if c.Send(req) != nil {
 			time.Sleep(timeout / 3)
@@ -130,8 +129,7 @@ func echoSink(c *control.Client, seq uint16, timeout time.Duration) bool {
 			if err != nil {
 				break
 			}
-			if len(got) >= 28 && got[9] == 1 && got[20] == 0 && binary.BigEndian.Uint16(got[26:]) == seq &&
-				netip.AddrFrom4([4]byte(got[12:16])) == sink {
+			if netns.IsEchoReply(got, sink, seq) {
 				cancel()
 				return true
 			}
@@ -139,19 +137,4 @@ func echoSink(c *control.Client, seq uint16, timeout time.Duration) bool {
 		cancel()
 	}
 	return false
-}
-
-func icmpEcho(src, dst netip.Addr, id, seq uint16) []byte {
-	p := make([]byte, 28+16)
-	p[0], p[8], p[9] = 0x45, 64, 1
-	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-	s4, d4 := src.As4(), dst.As4()
-	copy(p[12:], s4[:])
-	copy(p[16:], d4[:])
-	binary.BigEndian.PutUint16(p[10:], ^ipChecksum(p[:20]))
-	p[20] = 8
-	binary.BigEndian.PutUint16(p[24:], id)
-	binary.BigEndian.PutUint16(p[26:], seq)
-	binary.BigEndian.PutUint16(p[22:], ^ipChecksum(p[20:]))
-	return p
 }

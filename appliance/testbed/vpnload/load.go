@@ -93,7 +93,7 @@ func udpPacket(src, dst netip.Addr, sport, dport uint16, payload int) []byte {
 	s4, d4 := src.As4(), dst.As4()
 	copy(p[12:], s4[:])
 	copy(p[16:], d4[:])
-	binary.BigEndian.PutUint16(p[10:], ^ipChecksum(p[:20]))
+	binary.BigEndian.PutUint16(p[10:], ^netns.Checksum(p[:20]))
 	binary.BigEndian.PutUint16(p[20:], sport)
 	binary.BigEndian.PutUint16(p[22:], dport)
 	binary.BigEndian.PutUint16(p[24:], uint16(8+payload))
@@ -101,17 +101,6 @@ func udpPacket(src, dst netip.Addr, sport, dport uint16, payload int) []byte {
 		p[i] = byte(i)
 	}
 	return p
-}
-
-func ipChecksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }
 
 // sendBatch is how many packets one unpaced sendmmsg carries.

@@ -3,6 +3,7 @@ package vpnload
 import (
 	"context"
 	"encoding/binary"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -169,7 +170,7 @@ func flood(t *testing.T, l *lab, payloads [][]byte, count int, d time.Duration, 
 			binary.BigEndian.PutUint16(p[2:], uint16(n))
 			p[12], p[13], p[14], p[15] = 198, 19, byte(rng.IntN(256)), byte(1+rng.IntN(254))
 			copy(p[16:], dst[:])
-			binary.BigEndian.PutUint16(p[10:], ^ipChecksum(p[:20]))
+			binary.BigEndian.PutUint16(p[10:], ^netns.Checksum(p[:20]))
 			binary.BigEndian.PutUint16(p[20:], uint16(1024+rng.IntN(60000)))
 			binary.BigEndian.PutUint16(p[22:], vpnPort)
 			binary.BigEndian.PutUint16(p[24:], uint16(8+len(pl)))
