@@ -1,6 +1,10 @@
 package fwd
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/ovfwd/ovfwd/fwd/internal/anonmem"
+)
 
 // spscRing is a bounded single-producer single-consumer ring: a worker
 // produces, the control plane consumes (under the engine's control lock, so
@@ -14,13 +18,25 @@ type spscRing[T any] struct {
 	tail  atomic.Uint64 // next slot to write; written by the producer
 }
 
+// offHeapMin is the ring size from which the slots live off the Go heap.
+const offHeapMin = 64 << 10
+
 func newSPSCRing[T any](size int) *spscRing[T] {
 	n := 1
 	for n < size {
 		n <<= 1
 	}
 	r := &spscRing[T]{mask: uint64(n - 1)}
-	if r.slots = offHeapSlots[T](r, n); r.slots == nil {
+	// Frame rings (punt, inject, uplink, NAT hand-off: 2 KiB a slot,
+	// about 7 MiB a worker) are allocated whole at start and mostly never
+	// written: on the Go heap they counted as live data, and the collector
+	// lets the heap grow to twice that (GOGC=100), so any sustained garbage
+	// (a neighbour storm's control plane) made up to 7 MiB more of it
+	// resident. Off the heap the kernel backs only the pages a ring used.
+	if anonmem.Size[T](n) >= offHeapMin {
+		r.slots = anonmem.Slice[T](r, n, false)
+	}
+	if r.slots == nil {
 		r.slots = make([]T, n)
 	}
 	return r

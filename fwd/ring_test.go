@@ -3,7 +3,6 @@ package fwd
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -41,14 +40,6 @@ func TestFrameRingsOffHeap(t *testing.T) {
 		t.Errorf("drained %d", n)
 	}
 	runtime.KeepAlive(r)
-	// Slots holding pointers stay on the heap, where the collector sees them.
-	type withPtr struct {
-		p *int
-		b [4096]byte
-	}
-	if offHeapSlots[withPtr](r, 64) != nil || !pointerFree(reflect.TypeFor[puntSlot]()) || pointerFree(reflect.TypeFor[withPtr]()) {
-		t.Error("pointer-holding slots went off the heap")
-	}
 }
 
 // Unreachable rings give their mappings back.
@@ -56,7 +47,7 @@ func TestFrameRingsUnmapped(t *testing.T) {
 	vm := func() int {
 		b, err := os.ReadFile("/proc/self/status")
 		if err != nil {
-			t.Skip("no /proc/self/status")
+			t.Fatal("no /proc/self/status")
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmSize:"); ok {

@@ -43,7 +43,7 @@ func TestMillionSessionsFitTheDefault(t *testing.T) {
 	fill(t, tb, DefaultMaxSessions)
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
-	// The large tables live outside the Go heap (hugemem_unsafe.go): count
+	// The large tables live outside the Go heap (hugeSlice): count
 	// both.
 	per := float64(m1.HeapAlloc-m0.HeapAlloc+uint64(tb.mapped)) / DefaultMaxSessions
 	t.Logf("%d sessions: %.0f bytes/session (%d MiB of heap, %d MiB of huge-page tables; session %d B, mapping %d B, index slot %d B)",

@@ -3,8 +3,9 @@ package nat
 import (
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sync/atomic"
+
+	"github.com/ovfwd/ovfwd/fwd/internal/anonmem"
 )
 
 // Verdict is what Out or In decided for a packet.
@@ -149,7 +150,7 @@ type Table struct {
 
 	events *ring
 	seed   uint64 // hashS's key
-	mapped int    // bytes of the tables outside the Go heap (hugemem_unsafe.go)
+	mapped int    // bytes of the tables outside the Go heap (hugeSlice)
 	sink   uint32 // Load's and Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
 	pub    [numCounters]atomic.Uint64
@@ -439,31 +440,31 @@ func (k *Compiled) rulesOrNil() []crule {
 	return k.rules
 }
 
+// hugeSlice gives a table of at least a huge page its own mapping on
+// transparent huge pages (anonmem): with many sessions the tables span
+// thousands of 4 KiB pages, more than the TLB holds, so a lookup's cache
+// miss would come with a page walk. Smaller ones, and any when mmap fails,
+// are on the heap.
+func hugeSlice[T any](t *Table, n int) []T {
+	if size := anonmem.Size[T](n); size >= anonmem.HugePage {
+		if s := anonmem.Slice[T](t, n, true); s != nil {
+			t.mapped += size
+			return s
+		}
+	}
+	return make([]T, n)
+}
+
 // alloc sizes the table for k's share of sessions; once, on the first
 // configuration (a larger max_sessions later needs a restart).
 func (t *Table) alloc(k *Compiled) {
 	n := (k.cfg.MaxSessions + t.n - 1) / t.n
-	var ms [][]byte
-	keep := func(m []byte, size int) {
-		if m != nil {
-			ms = append(ms, m)
-			t.mapped += size
-		}
-	}
-	var m []byte
-	var size int
-	t.sess, m, size = hugeSlice[session](n)
-	keep(m, size)
-	t.maps, m, size = hugeSlice[mapping](n)
-	keep(m, size)
+	t.sess = hugeSlice[session](t, n)
+	t.maps = hugeSlice[mapping](t, n)
 	for _, x := range []*index{&t.sidx, &t.midx, &t.oidx} {
 		c := indexSize(n)
-		x.s, m, size = hugeSlice[uint64](c)
+		x.s = hugeSlice[uint64](t, c)
 		x.mask = uint32(c - 1)
-		keep(m, size)
-	}
-	if ms != nil {
-		runtime.AddCleanup(t, unmapAll, ms)
 	}
 	t.sfree = make([]uint32, n)
 	t.mfree = make([]uint32, n)
