@@ -21,9 +21,9 @@ type rxDesc struct {
 	strides uint16
 	length  uint16
 	hdrType uint8 // l4_l3_hdr_type
-	hdsOK   uint8 // hds_ip_ext
 	vlan    uint16
-	csum    uint16
+	// Nothing else: the checksum and hds_ip_ext are not used by the
+	// delivery loop, and every stored field costs a store per packet.
 }
 
 // RxStats counts what the receive path saw. Plain fields: see the package
@@ -43,6 +43,7 @@ type RxStats struct {
 	PrefetchGuess        uint64 // prefetches aimed N strides ahead with packet i's length
 	PrefetchSkippedWQEnd uint64 // guesses that would have left the WQE
 	PrefetchShinfoEarly  uint64 // shinfo lines PREFETCHWed a group before their header lines (inside a burst)
+	PrefetchL2           uint64 // packets whose lines were prefetched into L2 as their CQEs were decoded
 }
 
 // cqRing is a CQ seen from the consumer.
@@ -131,17 +132,23 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 		prefetchLines(c.base+uintptr(first*CQESize), int(k))
 	}
 	// The head of the burst (packets 0..N-1, which deliver's stride-ahead
-	// prefetch never reaches) is prefetched as it is decoded, a group at a
-	// time, a whole poll ahead of its delivery.
+	// prefetch never reaches) is prefetched into L1 as it is decoded, a
+	// group at a time, a whole poll ahead of its delivery; the rest, with
+	// farL2, into L2 as it is decoded (prefetchHead), so every packet's
+	// DRAM misses start during the poll, not N packets before its turn.
 	head := 0
+	pf := q.dist > 0
 	for n < len(out) {
-		if n-head >= prefetchGroup && head < q.dist {
+		g := q.groupAt(head)
+		for pf && n-head >= g {
+			// A compressed session may have moved n past several groups.
 			head = q.prefetchHead(out, head, n)
+			pf, g = q.farL2 || head < q.dist, q.groupAt(head)
 		}
 		if !c.enh && !q.noPlain {
 			lim := len(out)
-			if head < q.dist {
-				lim = min(lim, head+prefetchGroup)
+			if pf {
+				lim = min(lim, head+g) // > n: the loop above left fewer than g
 			}
 			if m := q.pollPlain(out, n, lim); m > n {
 				n = m
@@ -166,8 +173,9 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 			n++
 		}
 	}
-	if head < q.dist && head < n {
-		q.prefetchHead(out, head, n)
+	for pf && head < n {
+		head = q.prefetchHead(out, head, n)
+		pf = q.farL2 || head < q.dist
 	}
 	if n == len(out) && !more {
 		_, _, more = c.owned(c.cc)
@@ -234,10 +242,9 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		d := &out[n]
 		d.buf = pages.at((wqe<<logStrides | stride) << logStride)
 		d.wqe, d.stride, d.strides, d.length = uint16(wqe), uint16(stride), uint16(cs), uint16(l)
-		d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
+		d.hdrType = uint8(hv >> 8)
 		d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
 		d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
-		d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
 	}
 	r.consumed, r.refs = consumed, refs
 	c.cc = cc
@@ -291,8 +298,32 @@ func (q *RxQueue) pollCompressed(cqe *[CQESize]byte, op uint8, out []rxDesc, n i
 // (and the registers it clobbers) costs more than the prefetches in it.
 const prefetchGroup = 8
 
-// prefetchHead prefetches out[head:min(n, N)] and returns where it stopped.
+// farGroup is how many decoded packets past the first N one L2 prefetch
+// call covers (prefetchHead).
+const farGroup = 16
+
+// groupAt is how many decoded packets from head the poll gathers before
+// prefetchHead: a group for the head of the burst, farGroup past it.
+func (q *RxQueue) groupAt(head int) int {
+	if head < q.dist {
+		return prefetchGroup
+	}
+	return farGroup
+}
+
+// prefetchHead prefetches out[head:min(n, N)] into L1 (header lines, the
+// shinfo line for write) or, once head ≥ N, out[head:n] into L2 (PREFETCHT1,
+// the same lines), and returns where it stopped. Into L2 because all of a
+// burst's header lines fall into a few L1 sets (strides are 2 KiB-aligned
+// and the headroom is fixed): prefetched into L1 that far ahead they evict
+// each other before their turn; L2's sets are indexed by more address bits.
+// deliver's stride-ahead prefetch then moves them from L2 to L1.
 func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
+	if head >= q.dist {
+		prefetchDescsL2(&out[head], n-head, uintptr(q.headroom), &q.oneLine)
+		q.Stats.PrefetchL2 += uint64(n - head)
+		return n
+	}
 	end := min(n, q.dist)
 	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0)
 	q.Stats.PrefetchExact += uint64(end - head)
@@ -324,7 +355,7 @@ func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
 	if q.cq.enh {
 		// The last normal CQE is the title of the mini-CQE blocks after it.
 		q.title = rxDesc{wqe: wqe, stride: stride + cs, hdrType: uint8(hv >> 8),
-			hdsOK: uint8(hv), vlan: uint16(hv>>16)<<8 | uint16(hv>>24)}
+			vlan: uint16(hv>>16)<<8 | uint16(hv>>24)}
 		q.titleOK = op>>CQEOpcodeShift == CQERespSend
 	}
 	if !q.account(wqe, stride, cs) {
@@ -349,10 +380,9 @@ func (q *RxQueue) decodeOne(cqe *[CQESize]byte, w uint32, d *rxDesc) bool {
 		return false
 	}
 	d.wqe, d.stride, d.strides, d.length = wqe, stride, cs, uint16(bc&MPWRQByteCntMask)
-	d.hdrType, d.hdsOK = uint8(hv>>8), uint8(hv)
+	d.hdrType = uint8(hv >> 8)
 	d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
 	d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
-	d.csum = binary.BigEndian.Uint16(cqe[CQEOffCheckSum:])
 	q.locate(d)
 	return true
 }
@@ -405,7 +435,7 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 	// The title's fields in locals, each packet's descriptor written in
 	// place (a copied struct would be assembled on the stack).
 	wqe := binary.BigEndian.Uint16(title[CQEOffWQEID:])
-	hdrType, hdsOK := title[CQEOffL4L3HdrType], title[CQEOffHdsIPExt]
+	hdrType := title[CQEOffL4L3HdrType]
 	vlan := binary.BigEndian.Uint16(title[CQEOffVLANInfo:])
 	op := title[CQEOffOpOwn] >> CQEOpcodeShift
 	base := c.cc
@@ -426,11 +456,8 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 		if c.miniFmt == MiniFmtCSUMStrdx {
 			stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
 		}
-		var csum uint16
 		var hash uint32
-		if c.miniFmt != MiniFmtHash {
-			csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
-		} else {
+		if c.miniFmt == MiniFmtHash {
 			hash = binary.BigEndian.Uint32(m[0:])
 		}
 		s := stride
@@ -452,7 +479,7 @@ func (q *RxQueue) decompress(title []byte, cnt uint32, out []rxDesc) int {
 		}
 		d := &out[n]
 		d.wqe, d.stride, d.strides, d.length = wqe, s, cs, uint16(bc&MPWRQByteCntMask)
-		d.hdrType, d.hdsOK, d.vlan, d.hash, d.csum = hdrType, hdsOK, vlan, hash, csum
+		d.hdrType, d.vlan, d.hash = hdrType, vlan, hash
 		q.locate(d)
 		n++
 	}
@@ -483,10 +510,8 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 		if c.miniFmt == MiniFmtCSUMStrdx {
 			stride = binary.BigEndian.Uint16(m[MiniOffStrideIdx:])
 		}
-		csum, hash := t.csum, t.hash
-		if c.miniFmt != MiniFmtHash {
-			csum = binary.BigEndian.Uint16(m[MiniOffCheckSum:])
-		} else {
+		hash := t.hash
+		if c.miniFmt == MiniFmtHash {
 			hash = binary.BigEndian.Uint32(m[0:])
 		}
 		t.stride = stride + cs // running stride index for formats without one
@@ -503,7 +528,7 @@ func (q *RxQueue) decompressBlock(blk []byte, cnt uint32, out []rxDesc) int {
 		}
 		d := &out[n]
 		d.wqe, d.stride, d.strides, d.length = t.wqe, stride, cs, uint16(bc&MPWRQByteCntMask)
-		d.hdrType, d.hdsOK, d.vlan, d.hash, d.csum = t.hdrType, t.hdsOK, t.vlan, hash, csum
+		d.hdrType, d.vlan, d.hash = t.hdrType, t.vlan, hash
 		q.locate(d)
 		n++
 	}

@@ -440,3 +440,52 @@ func TestPrefetchShinfoEarly(t *testing.T) {
 		port.Close()
 	}
 }
+
+// TestPrefetchL2: with prefetch on, every packet of a burst past the first
+// N is prefetched into L2 as its CQE is decoded (none with prefetch off or
+// SetFarPrefetch(false)), and delivery stays exact.
+func TestPrefetchL2(t *testing.T) {
+	for _, c := range []struct {
+		dist, burst int
+		far         bool
+		want        int
+	}{
+		{4, 64, true, 64 - 4},
+		{8, 64, true, 64 - 8},
+		{4, 21, true, 21 - 4}, // a partial last group
+		{4, 3, true, 0},       // the whole burst is the head
+		{4, 64, false, 0},
+		{0, 64, true, 0},
+	} {
+		port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: c.dist}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port.Queue(0).RX.SetFarPrefetch(c.far)
+		var got [][]byte
+		dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
+		r := rand.New(rand.NewPCG(9, uint64(c.dist)))
+		frames := make([][]byte, c.burst)
+		for i := range frames {
+			frames[i] = frame(60+i, uint32(i), r)
+		}
+		dev.RX[0].InjectBatch(frames)
+		b := fwd.NewBatch(c.burst)
+		if n := port.Rx(0, b); n != c.burst {
+			t.Fatalf("%+v: received %d", c, n)
+		}
+		port.Tx(0, b)
+		if st := port.Queue(0).RX.Stats; st.PrefetchL2 != uint64(c.want) {
+			t.Errorf("%+v: %d packets prefetched into L2, want %d", c, st.PrefetchL2, c.want)
+		}
+		if len(got) != c.burst {
+			t.Fatalf("%+v: sent %d frames", c, len(got))
+		}
+		for i := range frames {
+			if !bytes.Equal(got[i], frames[i]) {
+				t.Fatalf("%+v: frame %d differs", c, i)
+			}
+		}
+		port.Close()
+	}
+}

@@ -20,3 +20,9 @@ func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m in
 func prefetchLines(p uintptr, n int)
 
 const havePrefetch = true
+
+// prefetchDescsL2 issues PREFETCHT1 on the lines prefetchDescs would
+// prefetch for the n descriptors from d (header lines, shinfo line).
+//
+//go:noescape
+func prefetchDescsL2(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)

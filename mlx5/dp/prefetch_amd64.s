@@ -71,3 +71,37 @@ loop2:
 	JNZ loop2
 done2:
 	RET
+
+// func prefetchDescsL2(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)
+// As prefetchDescs without its m tail, into L2 (PREFETCHT1) for the header
+// lines and the shinfo line alike.
+TEXT ·prefetchDescsL2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ headroom+16(FP), DI
+	MOVQ oneLine+24(FP), R9
+	TESTQ CX, CX
+	JLE done4
+loop4:
+	MOVQ rxDesc_buf(SI), AX
+	MOVWQZX rxDesc_length(SI), BX
+	ADDQ DI, BX
+	ADDQ $63, BX
+	ANDQ $~63, BX
+	ADDQ AX, BX
+	ADDQ DI, AX
+	PREFETCHT1 (AX)
+	LEAQ 64(AX), DX
+	CMPQ DX, BX
+	JEQ shinfo4
+	MOVBQZX rxDesc_hdrType(SI), R8
+	CMPB (R9)(R8*1), $0
+	JNE shinfo4
+	PREFETCHT1 (DX)
+shinfo4:
+	PREFETCHT1 (BX)
+	ADDQ $rxDesc__size, SI
+	DECQ CX
+	JNZ loop4
+done4:
+	RET

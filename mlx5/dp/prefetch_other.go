@@ -9,3 +9,5 @@ func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m in
 func prefetchLines(p uintptr, n int) {}
 
 const havePrefetch = false
+
+func prefetchDescsL2(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8) {}

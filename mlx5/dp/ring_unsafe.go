@@ -1,6 +1,9 @@
 package dp
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Fixed-size views of ring slots and buffer lines, so the per-packet code
 // reads and writes them with constant offsets and no bounds checks.
@@ -61,7 +64,19 @@ func (pp pagePtrs) at(o uint32) unsafePointer {
 	return unsafePointer{unsafe.Add(pp[o/PageSize].p, o%PageSize)}
 }
 
-// shinfoAt is the ShinfoSize-byte record at offset off of buffer b.
-func shinfoAt(b []byte, off uint32) *[ShinfoSize]byte {
-	return (*[ShinfoSize]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off))
+// etherType is the big-endian 16-bit word at byte 12 of the frame at
+// offset data of the stride at p (data + 14 ≤ stride: decoding checked the
+// length, the headroom is inside the stride).
+func etherType(p unsafePointer, data uint32) uint16 {
+	h := (*[14]byte)(unsafe.Add(p.p, data))
+	return uint16(h[12])<<8 | uint16(h[13])
+}
+
+// writeShinfo stores the three words of the shinfo record at offset off of
+// the stride at p (off + ShinfoSize ≤ stride, see above).
+func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {
+	s := (*[24]byte)(unsafe.Add(p.p, off))
+	binary.LittleEndian.PutUint64(s[0:], w0)
+	binary.LittleEndian.PutUint64(s[8:], w1)
+	binary.LittleEndian.PutUint64(s[16:], w2)
 }

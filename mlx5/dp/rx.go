@@ -22,21 +22,12 @@ type RxOptions struct {
 // DefaultPrefetchDistance is the stride-ahead distance (docs/mlx5.md section 3).
 const DefaultPrefetchDistance = 4
 
-// rxCtx is the per-RQ packet context: everything the delivery loop derives
-// for one packet. One lives in each RxQueue and is overwritten for every
-// completion; no per-packet struct is ever created (docs/mlx5.md section 3).
+// rxCtx is the per-CQE state the kernel declares on its stack. The
+// delivery loop keeps a packet's fields in registers instead; one rxCtx per
+// RQ remains only for the fresh-context benchmark variant, which zeroes it
+// per completion to measure what that zeroing costs (docs/mlx5.md section 3).
 type rxCtx struct {
-	handle uint32
-	data   uint32 // offset of the first packet byte in the buffer
-	length uint32
-	shinfo uint32 // offset of the shinfo record in the buffer
-	flags  fwd.Flags
-	l3Off  uint8
-	l4Off  uint8
-	hdrLen uint16 // bytes to copy when headers must move (0: unknown)
-	vlan   uint16
-	hash   uint32
-	_      [88]byte // room the kernel's per-CQE state would take (the fresh-context variant zeroes it all)
+	_ [120]byte
 }
 
 // RxQueue is one striding RQ with its CQ. Only the owning worker calls it.
@@ -68,6 +59,9 @@ type RxQueue struct {
 	// noPlain sends every CQE through the general decoder (tests compare
 	// it with the inline loop, pollPlain).
 	noPlain bool
+	// farL2: with prefetch on, every packet past the first N is prefetched
+	// into L2 as its CQE is decoded (on by default; off to measure it).
+	farL2 bool
 
 	Stats RxStats
 }
@@ -100,7 +94,7 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 	}
 	c.pfCQE = o.PrefetchDistance > 0
 	q := &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
-		spill: make([]rxDesc, c.mask+1)}
+		spill: make([]rxDesc, c.mask+1), farL2: true}
 	for t := range q.oneLine {
 		if l := int(hdrTab[t].hdrLen); l != 0 && o.Headroom%64+l+vlanTagLen <= 64 {
 			q.oneLine[t] = 1
@@ -121,6 +115,11 @@ func (q *RxQueue) SetPrefetchDistance(n int) { q.dist, q.cq.pfCQE = n, n > 0 }
 // (on with any prefetch distance); benchmarks turn it off to measure it.
 func (q *RxQueue) SetCQEPrefetch(on bool) { q.cq.pfCQE = on }
 
+// SetFarPrefetch turns the L2 prefetch of every decoded packet past the
+// first N on or off (on by default, with any prefetch distance);
+// benchmarks turn it off to measure it.
+func (q *RxQueue) SetFarPrefetch(on bool) { q.farL2 = on }
+
 // Rx appends up to b.Room() received packets to b and returns how many.
 func (q *RxQueue) Rx(b *fwd.Batch) int {
 	if q.tx != nil {
@@ -138,19 +137,20 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 	return got
 }
 
-// deliver turns decoded completions 0..n-1 into packets of b. Every store
-// goes to its final place field by field (packet slot, context, shinfo): a
-// composite literal would be built on the stack and copied with wide loads
-// the narrow stores cannot forward to.
+// deliver turns decoded completions 0..n-1 into packets of b. The
+// packet's fields stay in registers from the descriptor to their final
+// places (packet slot, shinfo), each written with 8-byte stores: a context
+// in memory is stored and reloaded per field, and a composite literal is
+// built on the stack and copied with wide loads the narrow stores cannot
+// forward to.
 func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	p := q.pool
 	d := q.dist
 	fresh := q.freshCtx
 	k0 := len(b.Pkts)
 	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
-	ctx := &q.ctx
 	var bytes uint64
-	// Loop invariants in locals: the stores to ctx and the packet slots
+	// Loop invariants in locals: the stores to the packet slots and shinfo
 	// would otherwise make the compiler reload them from q and p.
 	descs := q.desc[:n]
 	logStrides, strideSize, headroom := p.logStrides, p.strideSize, q.headroom
@@ -161,29 +161,31 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		}
 		desc := &descs[i]
 		if fresh {
-			*ctx = rxCtx{}
+			q.ctx = rxCtx{}
 		}
-		ctx.handle = uint32(desc.wqe)<<logStrides | uint32(desc.stride)
-		ctx.length = uint32(desc.length) // checked when decoded (take)
-		ctx.data = headroom
-		buf := desc.buf.stride(strideSize)
+		handle := uint32(desc.wqe)<<logStrides | uint32(desc.stride)
+		length := uint32(desc.length) // checked when decoded (take)
+		data := headroom
+		at := desc.buf
 		if desc.hdrType&CQEVLANStripped != 0 {
-			q.reinsertTag(buf, ctx, desc.vlan)
+			data, length = reinsertTag(at, data, length, desc.vlan)
 		}
-		ctx.shinfo = (ctx.data + ctx.length + 63) &^ 63
-		ctx.hash = desc.hash
-		frame := buf[ctx.data : ctx.data+ctx.length]
-		if et := binary.BigEndian.Uint16(frame[12:14]); et != etherTypeVLAN && et != etherTypeSVLAN {
+		var flags fwd.Flags
+		var l3Off, l4Off uint8
+		var vlan uint16
+		if et := etherType(at, data); et != etherTypeVLAN && et != etherTypeSVLAN {
 			// Untagged: everything follows from the CQE byte alone.
 			h := &hdrTab[desc.hdrType]
-			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = h.flags, h.l3Off, h.l4Off, h.hdrLen, 0
+			flags, l3Off, l4Off = h.flags, h.l3Off, h.l4Off
 		} else {
-			ctx.flags, ctx.l3Off, ctx.l4Off, ctx.hdrLen, ctx.vlan = HeaderInfo(desc.hdrType, frame)
+			flags, l3Off, l4Off, _, vlan = HeaderInfo(desc.hdrType, at.stride(strideSize)[data:data+length])
 		}
-		writeShinfo(shinfoAt(buf, ctx.shinfo), ctx)
-		putPacket(&pkts[i], buf, member|uint64(ctx.handle), uint16(ctx.data), uint16(ctx.length), id, inPort,
-			ctx.flags, ctx.vlan, ctx.l3Off, ctx.l4Off)
-		bytes += uint64(ctx.length)
+		// length|data, flags|vlan|handle, hash|dataref (one owner).
+		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
+			uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
+		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint16(data), uint16(length), id, inPort,
+			flags, vlan, l3Off, l4Off)
+		bytes += uint64(length)
 	}
 	b.Pkts = b.Pkts[:k0+n]
 	q.Stats.Packets += uint64(n)
@@ -192,15 +194,16 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 }
 
 // reinsertTag puts a tag the device took out (an RQ with vsd = 0) back in
-// front, in the headroom, so every packet reaches fwd as it was on the wire
-// (12 header bytes move, never the payload).
-func (q *RxQueue) reinsertTag(buf []byte, ctx *rxCtx, vlan uint16) {
-	d := ctx.data - vlanTagLen
-	copy(buf[d:d+12], buf[ctx.data:ctx.data+12])
+// front of the frame at data, in the headroom, so every packet reaches fwd
+// as it was on the wire (12 header bytes move, never the payload), and
+// returns the frame's new offset and length.
+func reinsertTag(at unsafePointer, data, length uint32, vlan uint16) (uint32, uint32) {
+	buf := at.stride(data + length)
+	d := data - vlanTagLen
+	copy(buf[d:d+12], buf[data:data+12])
 	binary.BigEndian.PutUint16(buf[d+12:], etherTypeVLAN)
 	binary.BigEndian.PutUint16(buf[d+14:], vlan)
-	ctx.data = d
-	ctx.length += vlanTagLen
+	return d, length + vlanTagLen
 }
 
 // hdrEntry is HeaderInfo's answer for an untagged frame, which depends on
@@ -266,15 +269,11 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 	}
 }
 
-// writeShinfo stores the buffer-resident packet record (little-endian):
-// length, offset, flags, handle, hash, VLAN. It travels with the buffer when
-// the packet leaves its batch (held for neighbour resolution, punted, queued
+// The shinfo record (writeShinfo, ring_unsafe.go) is the buffer-resident
+// packet record, three little-endian words: length|offset,
+// flags|VLAN|handle, hash|dataref. It travels with the buffer when the
+// packet leaves its batch (held for neighbour resolution, punted, queued
 // for TX completion) — the role skb_shared_info plays in the kernel.
-func writeShinfo(s *[ShinfoSize]byte, c *rxCtx) {
-	binary.LittleEndian.PutUint64(s[0:], uint64(c.length)|uint64(c.data)<<32)
-	binary.LittleEndian.PutUint64(s[8:], uint64(c.flags)|uint64(c.vlan)<<16|uint64(c.handle)<<32)
-	binary.LittleEndian.PutUint64(s[16:], uint64(c.hash)|1<<32) // dataref: one owner
-}
 
 const (
 	vlanTagLen     = 4

@@ -210,43 +210,58 @@ func (q *TxQueue) txSend(pkts []fwd.Packet) (sent int, bytes uint64) {
 }
 
 // txMPW posts each packet as one pointer entry of the open (or a new)
-// MPWQE session. The session's next DS and the fifo tail live in locals
-// and are written back around every call that reads them.
+// MPWQE session. The session's state (next DS, its end, its first WQEBB),
+// the fifo tail and the free room live in locals, written back around
+// every call that reads or changes them: the ring and fifo stores would
+// otherwise make the compiler reload each of them from q per packet.
 func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
 	pool := q.pool
 	id, maxFrame, stopRoom := pool.id, q.maxFrame, q.stopRoom
+	member, iova, logStride, single := pool.member>>handleMemberShift, pool.iova, pool.logStride, len(pool.group) == 1
 	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
 	ring, fifo, fifoMask := q.ringPtr, q.fifo, q.fifoMask
-	ft, ds := q.ft, q.sessDS
+	ft, ds, open, end, base := q.ft, q.sessDS, q.open, q.sessMax, q.sessPI*SendWQEBBSize
+	free := q.free()
 	for i := range pkts {
 		p := &pkts[i]
-		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame || q.free() < stopRoom {
+		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame || free < stopRoom {
 			q.ft, q.sessDS = ft, ds
-			ok := q.admit(p)
-			ft, ds = q.ft, q.sessDS
+			ok := q.admit(p) // may close the session and reap
+			ft, ds, open, free = q.ft, q.sessDS, q.open, q.free()
 			if !ok {
 				continue
 			}
 		}
-		if !q.open {
-			q.openSession()
-			ds = q.sessDS
+		if !open {
+			q.openSession() // may pad to the fragment edge
+			ds, open, end, base, free = q.sessDS, true, q.sessMax, q.sessPI*SendWQEBBSize, q.free()
 		}
 		// Inside the ring: a session never crosses its fragment edge.
-		d := dsAt(ring, q.sessPI*SendWQEBBSize+ds*DSSize)
+		d := dsAt(ring, base+ds*DSSize)
 		// byte_count and lkey, both big-endian, as one little-endian word
 		// (written as a big-endian 64-bit value the compiler splits it
 		// into four partial stores, knowing the top bytes are zero).
 		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
-		binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(p.Handle, p.Off))
-		fifo[ft&fifoMask] = pool.pack(p.Handle)
+		h := p.Handle
+		if h>>handleMemberShift == member {
+			// This pool's buffer (Pool.IOVA's common case, inline).
+			binary.BigEndian.PutUint64(d[DataOffAddr:], iova+uint64(uint32(h))<<logStride+uint64(p.Off))
+		} else {
+			binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(h, p.Off))
+		}
+		e := uint32(h)
+		if !single {
+			e = pool.pack(h)
+		}
+		fifo[ft&fifoMask] = e
 		ft++
 		ds++
 		bytes += uint64(p.Len)
 		sent++
-		if ds == q.sessMax {
+		if ds == end {
 			q.ft, q.sessDS = ft, ds
 			q.closeSession()
+			open, free = false, q.free()
 		}
 	}
 	q.ft, q.sessDS = ft, ds

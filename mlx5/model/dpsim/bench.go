@@ -50,6 +50,7 @@ type variant struct {
 	enhanced bool
 	warm     bool // no flush: the DDIO-like control
 	noCQEPF  bool // with D > 0: no CQE-line prefetch at the start of a poll
+	noFar    bool // with D > 0: no L2 prefetch of the packets past the first D at decode
 }
 
 // rig is a model port and its driver port running RX → MAC swap → TX.
@@ -87,6 +88,9 @@ func newRig(v variant, burst, work int) (*rig, error) {
 	port.Queue(0).RX.SetFreshContext(v.fresh)
 	if v.noCQEPF {
 		port.Queue(0).RX.SetCQEPrefetch(false)
+	}
+	if v.noFar {
+		port.Queue(0).RX.SetFarPrefetch(false)
 	}
 	r := &rig{v: v, port: port, dev: dev, b: fwd.NewBatch(fwd.MaxBatch), work: work,
 		drvBurst: make([]float64, 0, 1<<16), totBurst: make([]float64, 0, 1<<16)}
