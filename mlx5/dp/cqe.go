@@ -204,6 +204,8 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 	want := uint8(CQERespSend<<CQEOpcodeShift) | uint8(cc>>c.logSize)&CQEOwnerMask
 	ring, mask := c.ptr, c.mask
 	recs, pages := p.recs, p.pagePtr
+	// Shift counts masked to 31 (they are at most 16): an unmasked count
+	// costs a compare and a mask per shift (Go defines shifts past the width).
 	nWQE, strides, logStrides, logStride, maxFrame := p.nWQE, p.strides, p.logStrides, p.logStride, q.maxFrame
 	out = out[:lim]
 	// The record of the WQE being filled stays in registers (consumed,
@@ -240,7 +242,7 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		cc++
 		hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
 		d := &out[n]
-		d.buf = pages.at((wqe<<logStrides | stride) << logStride)
+		d.buf = pages.at((wqe<<(logStrides&31) | stride) << (logStride & 31))
 		d.wqe, d.stride, d.strides, d.length = uint16(wqe), uint16(stride), uint16(cs), uint16(l)
 		d.hdrType = uint8(hv >> 8)
 		d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)

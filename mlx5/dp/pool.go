@@ -182,7 +182,7 @@ func (p *Pool) owner(h uint64) *Pool {
 // pool is the per-packet case.
 func (p *Pool) release(h uint64) {
 	if l := h - p.member; l < uint64(p.rxBufs) {
-		p.recs[uint32(l)>>p.logStrides].refs--
+		p.recs[uint32(l)>>(p.logStrides&31)].refs--
 		return
 	}
 	p.releaseOther(h)

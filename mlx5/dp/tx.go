@@ -245,7 +245,7 @@ func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
 		h := p.Handle
 		if h>>handleMemberShift == member {
 			// This pool's buffer (Pool.IOVA's common case, inline).
-			binary.BigEndian.PutUint64(d[DataOffAddr:], iova+uint64(uint32(h))<<logStride+uint64(p.Off))
+			binary.BigEndian.PutUint64(d[DataOffAddr:], iova+uint64(uint32(h))<<(logStride&63)+uint64(p.Off))
 		} else {
 			binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(h, p.Off))
 		}
@@ -472,7 +472,7 @@ func (q *TxQueue) complete(counter uint32) {
 			case e < pool.rxBufs:
 				// A stride of this pool (member 0 when alone): the
 				// per-packet case, release's fast path by hand.
-				pool.recs[e>>pool.logStrides].refs--
+				pool.recs[e>>(pool.logStrides&31)].refs--
 			default:
 				pool.releaseOther(uint64(e))
 			}
