@@ -40,3 +40,12 @@ func putPacket(pk *fwd.Packet, buf []byte, handle uint64, off, length, pool, inP
 	w[1] = uint64(flags)<<16 | uint64(vlan)<<32 | uint64(l3Off)<<48 | uint64(l4Off)<<56
 	w[2] = 0
 }
+
+// writeShinfo stores the three words of the shinfo record at offset off of
+// the stride at p (off + ShinfoSize ≤ stride: ring_unsafe.go) as three
+// 8-byte stores: through binary.LittleEndian the compiler splits a word
+// whose upper bytes it knows (the dataref) into narrower stores.
+func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {
+	s := (*[3]uint64)(unsafe.Add(p.p, off))
+	s[0], s[1], s[2] = w0, w1, w2
+}

@@ -1,9 +1,6 @@
 package dp
 
-import (
-	"encoding/binary"
-	"unsafe"
-)
+import "unsafe"
 
 // Fixed-size views of ring slots and buffer lines, so the per-packet code
 // reads and writes them with constant offsets and no bounds checks.
@@ -70,13 +67,4 @@ func (pp pagePtrs) at(o uint32) unsafePointer {
 func etherType(p unsafePointer, data uint32) uint16 {
 	h := (*[14]byte)(unsafe.Add(p.p, data))
 	return uint16(h[12])<<8 | uint16(h[13])
-}
-
-// writeShinfo stores the three words of the shinfo record at offset off of
-// the stride at p (off + ShinfoSize ≤ stride, see above).
-func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {
-	s := (*[24]byte)(unsafe.Add(p.p, off))
-	binary.LittleEndian.PutUint64(s[0:], w0)
-	binary.LittleEndian.PutUint64(s[8:], w1)
-	binary.LittleEndian.PutUint64(s[16:], w2)
 }
