@@ -90,14 +90,11 @@ func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
 	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
-	if w.nat.OutFast(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), w.natHint) {
+	l3, l4 := p.Data()[p.L3Off:], l4Off(p)
+	if w.nat.OutFast(l3, l4, int(a.port), w.natHint) {
 		return true
 	}
-	return w.natOutSlow(p, int(a.port), how) // what it needs, not the fast path's slices, lives across the call
-}
-
-func (w *Worker) natOutSlow(p *Packet, port int, how uint8) bool {
-	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, w.natHint)
+	v, owner := w.nat.OutHint(l3, l4, int(a.port), w.natHint)
 	switch v {
 	case nat.Pass, nat.Done:
 		return true
