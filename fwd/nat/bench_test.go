@@ -65,6 +65,32 @@ func TestMillionSessionsFitTheDefault(t *testing.T) {
 	}
 }
 
+// TestSessionLayout: a session is 32 bytes, two to a cache line (an
+// established flow's outbound packet reads one line), and each carries
+// the checksum difference of its own address change.
+func TestSessionLayout(t *testing.T) {
+	if n := unsafe.Sizeof(session{}); n != 32 {
+		t.Fatalf("session is %d bytes, want 32", n)
+	}
+	c := testConfig()
+	c.MaxSessions, c.BlockSize, c.MaxBlocks = 1<<12, 64, 1
+	c.Rules[0].PortHi = 65535
+	tb := newTestTable(t, c)
+	fill(t, tb, 2000)
+	n := 0
+	for i := range tb.sess {
+		if s := &tb.sess[i]; s.m != 0 {
+			n++
+			if s.dOut != fold16(diff32(s.in, s.out)) || s.out == s.in {
+				t.Fatalf("session %d: %+v: dOut %#x", i, *s, s.dOut)
+			}
+		}
+	}
+	if n != 2000 {
+		t.Fatalf("%d live sessions, want 2000", n)
+	}
+}
+
 // BenchmarkOut100k: the translation of a packet of one of 100,000 live
 // sessions, in arrival order (what the table alone costs, without the
 // engine around it); bytes/session is the table's heap per session.

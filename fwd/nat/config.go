@@ -256,9 +256,15 @@ func (k *Compiled) Outside(a [4]byte) (port int, ok bool) {
 func (k *Compiled) Config() Config { return k.cfg }
 
 func be32(b []byte) uint32 {
+	_ = b[3] // one bounds check, not four
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
-func be16(b []byte) uint16 { return uint16(b[0])<<8 | uint16(b[1]) }
+func be64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+func be16(b []byte) uint16 { _ = b[1]; return uint16(b[0])<<8 | uint16(b[1]) }
 func put32(b []byte, v uint32) {
 	_ = b[3]
 	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)

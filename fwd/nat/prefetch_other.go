@@ -2,5 +2,5 @@
 
 package nat
 
-func prefetchSlot(p *uint64)     {}
-func prefetchSession(p *session) {}
+func prefetchSlot(p *uint64)                             {}
+func prefetchSessions(base *session, hs []uint64, n int) {}

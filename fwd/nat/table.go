@@ -3,6 +3,7 @@ package nat
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 
 	"github.com/ovfwd/ovfwd/fwd/internal/anonmem"
@@ -59,17 +60,24 @@ type skey struct {
 
 // session is 32 bytes, two to a cache line and never across two (the
 // array is a large, page-aligned allocation): an established flow's
-// outbound packet reads this record and nothing else — its key, its age
-// and a copy of its mapping's outside endpoint and rule.
+// outbound packet reads this record and nothing else — its key (the
+// fields of an skey, flattened so that they and the byte after them share
+// 16 bytes), its age and a copy of its mapping's outside endpoint and
+// rule, with the address change's checksum difference worked out once.
 type session struct {
-	k       skey   // 16 bytes with padding
-	m       uint32 // mapping id + 1; 0: the record is free
-	last    uint32 // engine seconds of the last packet
-	out     uint32 // the mapping's outside address
-	outPort uint16 // and port
-	state   uint8
-	rule    uint8 // the mapping's rule (renumbered with it on reload)
+	in, rem         uint32
+	inPort, remPort uint16
+	proto           uint8
+	state           uint8
+	rule            uint8  // the mapping's rule (renumbered with it on reload)
+	m               uint32 // mapping id + 1; 0: the record is free
+	last            uint32 // engine seconds of the last packet
+	out             uint32 // the mapping's outside address
+	outPort         uint16 // and port
+	dOut            uint16 // fold16(diff32(in, out)): the address change in a checksum
 }
+
+func (s *session) key() skey { return skey{s.in, s.rem, s.inPort, s.remPort, s.proto} }
 
 type mkey struct {
 	in    uint32
@@ -117,21 +125,26 @@ type addrState struct {
 // Table is one worker's NAT state (see the package doc for the threading
 // rules). Its zero value is not usable: use NewTable.
 type Table struct {
-	k *Compiled
-	// Copies of k's timeouts and its first rules' lone ports (see
-	// Compiled.lone; -1 for the rest), beside the fields every packet
-	// reads: the fast path takes what it needs from this cache line, not
-	// from k's (which a batch's packet buffers can evict: they all sit at
-	// one offset in 2 KiB buffers, so in a few L1 sets).
+	// What every packet reads, first: Prefetch's fields, then the fast
+	// path's. The copies of k's source prefixes (in srcCopy when they
+	// fit), timeouts and first rules' lone ports (see Compiled.lone; -1
+	// for the rest) spare reading k's lines, which a batch's packet
+	// buffers can evict (they all sit at one offset in 2 KiB buffers, so
+	// in a few L1 sets).
+	k    *Compiled
+	seed uint64 // hashS's key
+	sidx index
+	srcs []pfx4 // k.srcs, or srcCopy's copy of it when it fits
+	now  uint32
+	sess []session
 	tmo  [4]uint32
+	tmin uint32 // the least of tmo: younger sessions need no timeout()
 	lone [8]int16
 	w, n int
-	now  uint32
 
+	srcCopy [4]pfx4
 	limit   int
-	sess    []session
 	sfree   []uint32
-	sidx    index
 	maps    []mapping
 	mfree   []uint32
 	midx    index // by mkey
@@ -149,7 +162,6 @@ type Table struct {
 	csweepAcc int64
 
 	events *ring
-	seed   uint64 // hashS's key
 	mapped int    // bytes of the tables outside the Go heap (hugeSlice)
 	sink   uint32 // Load's and Touch's loads land here so they are not optimised away
 	cnt    [numCounters]uint64
@@ -314,7 +326,7 @@ func (t *Table) Publish() {
 }
 
 func (t *Table) timeout(s *session) uint32 {
-	switch s.k.proto {
+	switch s.proto {
 	case protoTCP:
 		if s.state&(stSynOut|stSynIn) == stSynOut|stSynIn && s.state&stRst == 0 &&
 			s.state&(stFinOut|stFinIn) != stFinOut|stFinIn {
@@ -343,7 +355,10 @@ func (t *Table) matches(r uint8, src uint32, port int) bool {
 	return t.k.matches(r, src, port)
 }
 
-func (t *Table) expired(s *session) bool { return t.now-s.last > t.timeout(s) }
+func (t *Table) expired(s *session) bool {
+	age := t.now - s.last
+	return age > t.tmin && age > t.timeout(s)
+}
 
 // reconfigure switches to k, keeping the state of rules k keeps unchanged.
 func (t *Table) reconfigure(k *Compiled) {
@@ -424,6 +439,11 @@ func (t *Table) reconfigure(k *Compiled) {
 		}
 	}
 	t.addrs, t.k, t.tmo = addrs, k, k.timeout
+	t.tmin = slices.Min(t.tmo[:])
+	t.srcs = k.srcs
+	if len(k.srcs) <= len(t.srcCopy) {
+		t.srcs = t.srcCopy[:copy(t.srcCopy[:], k.srcs)]
+	}
 	for i := range t.lone {
 		t.lone[i] = -1
 		if i < len(k.rules) && k.lone[i] >= 0 && k.lone[i] <= math.MaxInt16 {
@@ -535,7 +555,7 @@ func (t *Table) findSession(k skey) (uint32, bool) {
 			return 0, false
 		}
 		if uint32(v>>32) == h {
-			if id := uint32(v) - 1; t.sess[id].k == k {
+			if id := uint32(v) - 1; t.sess[id].key() == k {
 				return id, true
 			}
 		}
@@ -621,7 +641,8 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	id := t.sfree[len(t.sfree)-1]
 	t.sfree = t.sfree[:len(t.sfree)-1]
 	mp := &t.maps[m]
-	t.sess[id] = session{k: k, m: m + 1, last: t.now, out: mp.ok.out, outPort: mp.ok.port, rule: mp.ik.rule}
+	t.sess[id] = session{in: k.in, rem: k.rem, inPort: k.inPort, remPort: k.remPort, proto: k.proto,
+		m: m + 1, last: t.now, out: mp.ok.out, outPort: mp.ok.port, rule: mp.ik.rule, dOut: fold16(diff32(k.in, mp.ok.out))}
 	t.sidx.insert(t.hashS(k), id)
 	t.maps[m].refs++
 	t.cnt[live(k.proto)]++
@@ -631,8 +652,8 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 
 func (t *Table) freeSession(id uint32) {
 	s := &t.sess[id]
-	t.sidx.remove(t.hashS(s.k), id)
-	t.cnt[live(s.k.proto)]--
+	t.sidx.remove(t.hashS(s.key()), id)
+	t.cnt[live(s.proto)]--
 	mi := s.m - 1
 	s.m = 0
 	t.sfree = append(t.sfree, id)
@@ -875,7 +896,13 @@ func mix64(v uint64) uint32 {
 // client's flows differ before the multiply; the table's random seed
 // keeps a client from choosing flows that share an index slot.
 func (t *Table) hashS(k skey) uint32 {
-	x := (uint64(k.in)<<32 | uint64(k.rem)) ^ (uint64(k.inPort)<<48 | uint64(k.remPort)<<32 | uint64(k.proto)) ^ t.seed
+	return t.hashWire(uint64(k.in)<<32|uint64(k.rem), uint32(k.inPort)<<16|uint32(k.remPort), k.proto)
+}
+
+// hashWire is hashS from the header's words as they are read: source and
+// destination address as one, the two ports as one.
+func (t *Table) hashWire(addrs uint64, ports uint32, proto uint8) uint32 {
+	x := addrs ^ (uint64(ports)<<32 | uint64(proto)) ^ t.seed
 	x ^= x >> 29
 	return uint32((x * 0x9e3779b97f4a7c15) >> 32)
 }
@@ -911,30 +938,36 @@ const (
 // A record a few slots on is on the same cache line, or the next one,
 // which Touch then reads.
 func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
-	k := t.k
-	if k == nil || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
+	if t.k == nil || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
 		return 0
 	}
 	h := (*[ipv4MinHdrLen]byte)(pkt)
 	proto := h[9]
-	if h[0]>>4 != 4 || proto != protoTCP && proto != protoUDP {
+	if proto != protoTCP && proto != protoUDP || h[0]>>4 != 4 {
 		return 0
 	}
-	src, dst := be32(h[12:]), be32(h[16:])
-	l := pkt[l4 : l4+4]
-	for _, p := range k.srcs {
-		if src&p.mask == p.addr {
-			v := t.hashS(skey{src, dst, be16(l), be16(l[2:]), proto})
-			prefetchSlot(&t.sidx.s[v&t.sidx.mask])
-			return uint64(v) | probeSess
-		}
+	addrs, ports := be64(h[12:]), be32(pkt[l4:])
+	if t.inside(uint32(addrs >> 32)) {
+		v := t.hashWire(addrs, ports, proto)
+		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
+		return uint64(v) | probeSess
 	}
-	if k.outsideIndex(dst) >= 0 {
-		v := hashO(okey{dst, be16(l[2:]), proto})
+	if dst := uint32(addrs); t.k.outsideIndex(dst) >= 0 {
+		v := hashO(okey{dst, uint16(ports), proto})
 		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
 		return uint64(v) | probeMap
 	}
 	return 0
+}
+
+// inside reports whether src is in a rule's source prefixes.
+func (t *Table) inside(src uint32) bool {
+	for _, p := range t.srcs {
+		if src&p.mask == p.addr {
+			return true
+		}
+	}
+	return false
 }
 
 // Touch finds each probe's record by the hash tags in its (loaded) index
@@ -947,9 +980,6 @@ func (t *Table) Touch(hs []uint64) {
 		switch {
 		case h&probeSess != 0:
 			id := t.sidx.tagged(uint32(h))
-			if id != 0 && int(id) <= len(t.sess) {
-				prefetchSession(&t.sess[id-1])
-			}
 			hs[i] = uint64(id) | probeSess | probeDone
 		case h&probeMap != 0:
 			id := t.oidx.tagged(uint32(h))
@@ -960,6 +990,9 @@ func (t *Table) Touch(hs []uint64) {
 		}
 	}
 	t.sink += sink
+	if len(t.sess) != 0 {
+		prefetchSessions(&t.sess[0], hs, len(t.sess))
+	}
 }
 
 // tagged returns the id + 1 of the first record with hash h, or 0.

@@ -30,51 +30,50 @@ func (t *Table) OutFast(pkt []byte, l4 int, port int, hint uint64) bool {
 // common case, with what Prefetch checked taken as checked (IPv4, ports
 // within pkt, a NAT'd source); false: out decides (another session, a
 // fragment, expired, another rule). A session in this table is for an
-// inside address this worker owns: the owner test is implied.
+// inside address this worker owns: the owner test is implied. The key is
+// compared as the header holds it: both addresses in one word, both
+// ports in another.
 func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
-	k := t.k
-	if k == nil || int(sid) >= len(t.sess) || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen {
+	if t.k == nil || int(sid) >= len(t.sess) || l4 < ipv4MinHdrLen || l4+udpHdrLen > len(pkt) {
 		return false
 	}
 	s := &t.sess[sid]
 	h := (*[ipv4MinHdrLen]byte)(pkt)
 	proto := h[9]
-	need := udpHdrLen
+	l := pkt[l4:]
 	if proto == protoTCP {
-		need = tcpCsumOff + 2 // a shorter TCP header is out's to drop
-	}
-	if l4+need > len(pkt) {
+		if len(l) < tcpCsumOff+2 { // a shorter TCP header is out's to drop
+			return false
+		}
+	} else if proto != protoUDP {
 		return false
 	}
-	src, dst := be32(h[12:]), be32(h[16:])
-	l := pkt[l4 : l4+need]
-	sp, dp := be16(l), be16(l[2:])
-	if proto != protoTCP && proto != protoUDP || s.m == 0 || s.k.in != src || s.k.rem != dst || s.k.inPort != sp || s.k.remPort != dp || s.k.proto != proto ||
-		be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) {
+	addrs, ports := be64(h[12:]), be32(l)
+	if addrs != uint64(s.in)<<32|uint64(s.rem) || ports != uint32(s.inPort)<<16|uint32(s.remPort) ||
+		proto != s.proto || s.m == 0 || be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) {
 		return false
 	}
-	if lp := t.lonePort(s.rule); lp >= 0 && lp != port || lp < 0 && !k.matches(s.rule, src, port) {
+	if lp := t.lonePort(s.rule); lp != port && (lp >= 0 || !t.k.matches(s.rule, s.in, port)) {
 		return false
 	}
 	if s.last != t.now { // a clean line costs no write-back when evicted: most packets of a second find it current
 		s.last = t.now
 	}
-	out, op := s.out, s.outPort
-	d := diff32(src, out)
-	put32(h[12:], out)
-	fixd(h[ipCsumOff:], d)
-	switch proto {
-	case protoTCP:
-		fixd(l[tcpCsumOff:], d+diff16(sp, op))
+	// The address's difference is the session's; the transport's
+	// pseudo-header also has the port's (RFC 1624 eqn. 3, one fold each).
+	d, op := uint32(s.dOut), s.outPort
+	put32(h[12:], s.out)
+	c := uint32(^be16(h[ipCsumOff:])) + d // two 16-bit terms: one fold is enough
+	put16(h[ipCsumOff:], ^uint16(c+c>>16))
+	if proto == protoTCP {
+		fixd(l[tcpCsumOff:], d+diff16(s.inPort, op))
 		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	default:
-		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fixd(c, d+diff16(sp, op))
-			if be16(c) == 0 {
-				put16(c, 0xffff)
-			}
+	} else if c := l[udpCsumOff:]; be16(c) != 0 {
+		fixd(c, d+diff16(s.inPort, op))
+		if be16(c) == 0 {
+			put16(c, 0xffff)
 		}
 	}
 	put16(l, op)
@@ -130,7 +129,7 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	var ok bool
 	// Touch's id names the session unless an earlier packet of the batch
 	// freed or moved it since: the key and liveness checks catch that.
-	if id := uint32(hint); hint&probeSess != 0 && id != 0 && int(id) <= len(t.sess) && t.sess[id-1].k == key && t.sess[id-1].m != 0 {
+	if id := uint32(hint); hint&probeSess != 0 && id != 0 && int(id) <= len(t.sess) && t.sess[id-1].key() == key && t.sess[id-1].m != 0 {
 		sid, ok = id-1, true
 	} else {
 		sid, ok = t.findSession(key)
@@ -271,7 +270,7 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 	}
 	s := &t.sess[sid]
 	s.last = t.now
-	in, ip := s.k.in, s.k.inPort // the mapping's inside endpoint
+	in, ip := s.in, s.inPort // the mapping's inside endpoint
 	d := diff32(dst, in)
 	put32(pkt[16:], in)
 	fixd(pkt[ipCsumOff:], d)
