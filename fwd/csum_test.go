@@ -130,3 +130,38 @@ func benchPartial(b *testing.B, unfinished bool) {
 // that restores it each round).
 func BenchmarkPartialCsumFinished(b *testing.B)   { benchPartial(b, false) }
 func BenchmarkPartialCsumUnfinished(b *testing.B) { benchPartial(b, true) }
+
+// decHop's constant-step checksum update must equal RFC 1624's general
+// update (csumReplace16) for every stored checksum and every TTL it meets
+// (2…255: a TTL of 0 or 1 is dropped before), so that a valid header stays
+// valid and the bytes are those a full update would write.
+func TestDecHopMatchesRFC1624(t *testing.T) {
+	var h [ipv4MinHdrLen]byte
+	for ttl := 2; ttl <= 255; ttl += 17 {
+		for hc := 0; hc <= 0xffff; hc++ {
+			h[8], h[9] = byte(ttl), protoUDP
+			binary.BigEndian.PutUint16(h[10:], uint16(hc))
+			old := binary.BigEndian.Uint16(h[8:])
+			want := csumReplace16(uint16(hc), old, old-0x100)
+			decHop(h[:], true)
+			if got := binary.BigEndian.Uint16(h[10:]); got != want || h[8] != byte(ttl-1) {
+				t.Fatalf("TTL %d, checksum %#04x: got TTL %d checksum %#04x, want %#04x", ttl, hc, h[8], got, want)
+			}
+		}
+	}
+	// And on a real header: still valid after the update.
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		var b [ipv4MinHdrLen]byte
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		b[8] = byte(2 + rng.IntN(254))
+		binary.BigEndian.PutUint16(b[10:], 0)
+		binary.BigEndian.PutUint16(b[10:], checksum(b[:]))
+		decHop(b[:], true)
+		if checksum(b[:]) != 0 {
+			t.Fatalf("header % x invalid after decHop", b)
+		}
+	}
+}

@@ -64,8 +64,29 @@ func Parse(p *Packet) DropReason {
 		return DropMalformed
 	}
 	switch b[l3] >> 4 {
-	case 4:
-		return parseIPv4(p, b, l3)
+	case 4: // in line, not a call: nearly every packet is IPv4
+		h := b[l3:]
+		if len(h) < ipv4MinHdrLen {
+			return DropMalformed
+		}
+		ihl := int(h[0]&0x0f) * 4
+		total := int(binary.BigEndian.Uint16(h[2:]))
+		if ihl < ipv4MinHdrLen || total < ihl || total > len(h) {
+			return DropMalformed
+		}
+		if ihl == ipv4MinHdrLen && !ipv4MinHeaderSumOK((*[ipv4MinHdrLen]byte)(h)) || ihl != ipv4MinHdrLen && checksum(h[:ihl]) != 0 {
+			return DropMalformed
+		}
+		p.Len = uint16(l3 + total)
+		p.Flags |= FlagIPv4 | FlagParsed
+		frag := binary.BigEndian.Uint16(h[6:])
+		if frag&(ipv4FlagMF|ipv4FragMask) != 0 {
+			p.Flags |= FlagFrag
+			if frag&ipv4FragMask != 0 {
+				return DropNone // later fragment: no transport header
+			}
+		}
+		return parseL4(p, h[9], b[:l3+total], l3+ihl)
 	case 6:
 		return parseIPv6(p, b, l3)
 	}
@@ -79,31 +100,6 @@ func parseARP(p *Packet, a []byte) DropReason {
 	}
 	p.Flags |= FlagARP | FlagParsed
 	return DropNone
-}
-
-func parseIPv4(p *Packet, b []byte, l3 int) DropReason {
-	h := b[l3:]
-	if len(h) < ipv4MinHdrLen {
-		return DropMalformed
-	}
-	ihl := int(h[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(h[2:]))
-	if ihl < ipv4MinHdrLen || total < ihl || total > len(h) {
-		return DropMalformed
-	}
-	if ihl == ipv4MinHdrLen && !ipv4MinHeaderSumOK((*[ipv4MinHdrLen]byte)(h)) || ihl != ipv4MinHdrLen && checksum(h[:ihl]) != 0 {
-		return DropMalformed
-	}
-	p.Len = uint16(l3 + total)
-	p.Flags |= FlagIPv4 | FlagParsed
-	frag := binary.BigEndian.Uint16(h[6:])
-	if frag&(ipv4FlagMF|ipv4FragMask) != 0 {
-		p.Flags |= FlagFrag
-		if frag&ipv4FragMask != 0 {
-			return DropNone // later fragment: no transport header
-		}
-	}
-	return parseL4(p, h[9], b[:l3+total], l3+ihl)
 }
 
 func parseIPv6(p *Packet, b []byte, l3 int) DropReason {

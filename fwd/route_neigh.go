@@ -48,7 +48,9 @@ type neighCache struct {
 	n    *neighbour // nil: empty
 }
 
-// neighbourFor is lookupWords through w's cache.
+// neighbourFor is lookupWords through w's cache. nextHop tests for a hit
+// in line (a call costs the spills of all that is live across it) and
+// calls this on a miss.
 func (w *Worker) neighbourFor(port uint16, k neighWords) *neighbour {
 	c := &w.nc
 	gen := w.e.neighGen.Load()

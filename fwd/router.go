@@ -11,41 +11,63 @@ const (
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
+// A routed packet is parked for the batch's FIB lookup (fib.go); the
+// parking is spelled out here rather than called, as this runs for every
+// received packet.
 func (w *Worker) routeFrame(t *tables, p *Packet) {
 	if r := Parse(p); r != DropNone {
 		w.drop(p, r)
 		return
 	}
-	if p.Flags&FlagL3Only != 0 { // a port without a link layer (a TUN-like backend)
-		w.routeLater(t, p)
-		return
-	}
-	pc := &t.ports[p.InPort]
-	if p.Flags&FlagQinQ != 0 || p.VLAN != pc.routerTag {
-		w.drop(p, DropVLAN)
-		return
-	}
-	if p.Flags&FlagARP != 0 {
-		w.arpInput(t, p)
-		return
-	}
-	d := p.Data()
-	e := (*[ethHdrLen]byte)(d) // Parse checked the Ethernet header is there
-	if e[0]&1 == 0 && !sameMAC((*[6]byte)(e[:6]), &pc.mac) {
-		w.drop(p, DropNotForUs)
-		return
-	}
-	if p.Flags&(FlagIPv6|FlagICMP) == FlagIPv6|FlagICMP {
-		if ty := d[p.L4Off]; ty == icmp6NeighborSolicit || ty == icmp6NeighborAdvert {
-			w.ndInput(t, p)
+	if p.Flags&FlagL3Only == 0 { // not a port without a link layer (a TUN-like backend)
+		pc := &t.ports[p.InPort]
+		if p.Flags&FlagQinQ != 0 || p.VLAN != pc.routerTag {
+			w.drop(p, DropVLAN)
+			return
+		}
+		if p.Flags&FlagARP != 0 {
+			w.arpInput(t, p)
+			return
+		}
+		d := p.Data()
+		e := (*[ethHdrLen]byte)(d) // Parse checked the Ethernet header is there
+		if e[0]&1 == 0 && !sameMAC((*[6]byte)(e[:6]), &pc.mac) {
+			w.drop(p, DropNotForUs)
+			return
+		}
+		if p.Flags&(FlagIPv6|FlagICMP) == FlagIPv6|FlagICMP {
+			if ty := d[p.L4Off]; ty == icmp6NeighborSolicit || ty == icmp6NeighborAdvert {
+				w.ndInput(t, p)
+				return
+			}
+		}
+		if e[0]&1 != 0 {
+			w.punt(p) // IP to a link broadcast/multicast group: the control plane's business
 			return
 		}
 	}
-	if e[0]&1 != 0 {
-		w.punt(p) // IP to a link broadcast/multicast group: the control plane's business
+	// Looked up with the rest of the batch (fib.go). p must stay valid
+	// until routePending: it points into w.rx.
+	f := &w.fib
+	n := len(f.pend)
+	if f.single || n == cap(f.pend) {
+		w.routeIP(t, p, 0)
 		return
 	}
-	w.routeLater(t, p) // looked up with the rest of the batch (fib.go)
+	l3 := p.Buf[int(p.Off)+int(p.L3Off):] // parsed: the header is there
+	if p.Flags&FlagIPv4 != 0 {
+		f.slot = append(f.slot, uint16(len(f.dst4)))
+		f.dst4 = append(f.dst4, [4]byte(l3[16:20]))
+	} else {
+		f.slot = append(f.slot, uint16(len(f.dst6)))
+		f.dst6 = append(f.dst6, [16]byte(l3[24:40]))
+	}
+	var h uint64
+	if w.nat.Active() && p.Flags&FlagIPv4 != 0 {
+		h = w.nat.Prefetch(l3, l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
+	}
+	f.natSlot[n] = h
+	f.pend = append(f.pend, p)
 }
 
 // routeIP forwards a parsed IP packet (Ethernet or L3-only) by the FIB.
@@ -135,7 +157,14 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	if !w.natOut(p, a, how) {
 		return
 	}
-	w.rewriteL3(p, how)
+	// rewriteL3, spelled out: this is every routed packet's path, and a
+	// call here costs the spills of everything live across it.
+	if how&rOrigin == 0 {
+		decHop(p.Buf[int(p.Off)+int(p.L3Off):], v4)
+	}
+	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
+		w.clampMSS(p)
+	}
 	w.nextHop(t, p, a)
 }
 
@@ -158,7 +187,10 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 	default:
 		k = wordsOf((*[16]byte)(l3[24:40]))
 	}
-	n := w.neighbourFor(uint16(out), k)
+	n := w.nc.n
+	if n == nil || w.nc.gen != w.e.neighGen.Load() || w.nc.port != uint16(out) || w.nc.k != k {
+		n = w.neighbourFor(uint16(out), k)
+	}
 	if n == nil {
 		key := k.key()
 		w.holdPacket(t, p, out, &key, v4)
@@ -183,18 +215,26 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 // rewriteL3 does the per-hop header edits: TTL/hop limit and MSS clamp.
 func (w *Worker) rewriteL3(p *Packet, how uint8) {
 	if how&rOrigin == 0 {
-		l3 := p.Buf[int(p.Off)+int(p.L3Off):] // the header Parse checked is there: fixed-size views, no index checks
-		if p.Flags&FlagIPv4 != 0 {
-			h := (*[ipv4MinHdrLen]byte)(l3)
-			old := binary.BigEndian.Uint16(h[8:])
-			h[8]--
-			binary.BigEndian.PutUint16(h[10:], csumReplace16(binary.BigEndian.Uint16(h[10:]), old, old-0x100))
-		} else {
-			(*[ipv6HdrLen]byte)(l3)[7]--
-		}
+		decHop(p.Buf[int(p.Off)+int(p.L3Off):], p.Flags&FlagIPv4 != 0) // the header Parse checked is there
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
+	}
+}
+
+// decHop takes one off the TTL or hop limit (above 1) of the IP header at
+// l3. For IPv4 the checksum update is RFC 1624's eqn. 3 with m' = m -
+// 0x100, where ~m + m' is the constant 0xfeff: HC' = HC + 0x100 with the
+// end-around carry, never 0xffff (as the kernel's ip_decrease_ttl), and no
+// dependence on the old TTL. Small enough to inline in the routed path.
+func decHop(l3 []byte, v4 bool) {
+	if v4 {
+		h := (*[ipv4MinHdrLen]byte)(l3)
+		c := uint32(binary.BigEndian.Uint16(h[10:])) + 0x100
+		binary.BigEndian.PutUint16(h[10:], uint16(c+(c+1)>>16))
+		h[8]--
+	} else {
+		(*[ipv6HdrLen]byte)(l3)[7]--
 	}
 }
 
@@ -225,7 +265,8 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 		return
 	}
 	h := p.Buf[l3-hl : l3]
-	unpackMAC(mac, h[0:6])
+	binary.BigEndian.PutUint32(h[0:], uint32(mac>>16))
+	binary.BigEndian.PutUint16(h[4:], uint16(mac))
 	copy(h[6:12], pc.mac[:])
 	et := uint16(etherTypeIPv6)
 	if p.Flags&FlagIPv4 != 0 {
@@ -253,7 +294,7 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 		i := len(b.Pkts)
 		b.Pkts = b.Pkts[:i+1] // a full batch is flushed below, so there is room
 		q := &b.Pkts[i]
-		copyPacket(q, p)
+		q.Buf, q.Handle, q.Pool, q.InPort, q.Verdict, q.Reason, q.Peer = p.Buf, p.Handle, p.Pool, p.InPort, p.Verdict, p.Reason, p.Peer
 		q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN, q.OutPort = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag, uint16(out)
 		if i+1 == cap(b.Pkts) {
 			w.flushTx(out)
