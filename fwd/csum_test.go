@@ -143,7 +143,7 @@ func TestDecHopMatchesRFC1624(t *testing.T) {
 			binary.BigEndian.PutUint16(h[10:], uint16(hc))
 			old := binary.BigEndian.Uint16(h[8:])
 			want := csumReplace16(uint16(hc), old, old-0x100)
-			decHop(h[:], true)
+			decHop(&h, true)
 			if got := binary.BigEndian.Uint16(h[10:]); got != want || h[8] != byte(ttl-1) {
 				t.Fatalf("TTL %d, checksum %#04x: got TTL %d checksum %#04x, want %#04x", ttl, hc, h[8], got, want)
 			}
@@ -159,7 +159,7 @@ func TestDecHopMatchesRFC1624(t *testing.T) {
 		b[8] = byte(2 + rng.IntN(254))
 		binary.BigEndian.PutUint16(b[10:], 0)
 		binary.BigEndian.PutUint16(b[10:], checksum(b[:]))
-		decHop(b[:], true)
+		decHop(&b, true)
 		if checksum(b[:]) != 0 {
 			t.Fatalf("header % x invalid after decHop", b)
 		}

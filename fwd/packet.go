@@ -96,3 +96,17 @@ func (b *Batch) Reset() { b.Pkts = b.Pkts[:0] }
 
 // Add appends p; the caller checks Room first.
 func (b *Batch) Add(p *Packet) { b.Pkts = append(b.Pkts, *p) }
+
+// ip4Hdr and ip6Hdr view the fixed part of a parsed packet's IP header
+// (Parse checked it is there). A view of constant size from a two-index
+// slice costs one index check; slicing to the end of the buffer and
+// converting costs two and the masking of an empty result, per use.
+func ip4Hdr(p *Packet) *[ipv4MinHdrLen]byte {
+	x := int(p.Off) + int(p.L3Off)
+	return (*[ipv4MinHdrLen]byte)(p.Buf[x : x+ipv4MinHdrLen])
+}
+
+func ip6Hdr(p *Packet) *[ipv6HdrLen]byte {
+	x := int(p.Off) + int(p.L3Off)
+	return (*[ipv6HdrLen]byte)(p.Buf[x : x+ipv6HdrLen])
+}

@@ -54,17 +54,17 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		w.routeIP(t, p, 0)
 		return
 	}
-	l3 := p.Buf[int(p.Off)+int(p.L3Off):] // parsed: the header is there
+	var h uint64
 	if p.Flags&FlagIPv4 != 0 {
+		l3 := ip4Hdr(p)
 		f.slot = append(f.slot, uint16(len(f.dst4)))
 		f.dst4 = append(f.dst4, [4]byte(l3[16:20]))
+		if w.nat.Active() {
+			h = w.nat.Prefetch(p.Buf[int(p.Off)+int(p.L3Off):], l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
+		}
 	} else {
 		f.slot = append(f.slot, uint16(len(f.dst6)))
-		f.dst6 = append(f.dst6, [16]byte(l3[24:40]))
-	}
-	var h uint64
-	if w.nat.Active() && p.Flags&FlagIPv4 != 0 {
-		h = w.nat.Prefetch(l3, l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
+		f.dst6 = append(f.dst6, [16]byte(ip6Hdr(p)[24:40]))
 	}
 	f.natSlot[n] = h
 	f.pend = append(f.pend, p)
@@ -87,7 +87,7 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 
 // forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
 func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
-	l3 := (*[ipv4MinHdrLen]byte)(p.Buf[int(p.Off)+int(p.L3Off):]) // parsed: an IPv4 or IPv6 header is there
+	l3 := ip4Hdr(p) // parsed: an IPv4 or IPv6 header is there
 	v4 := p.Flags&FlagIPv4 != 0
 	if !ok {
 		w.icmpError(t, p, errNoRoute, 0, how)
@@ -160,7 +160,7 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	// rewriteL3, spelled out: this is every routed packet's path, and a
 	// call here costs the spills of everything live across it.
 	if how&rOrigin == 0 {
-		decHop(p.Buf[int(p.Off)+int(p.L3Off):], v4)
+		decHop(l3, v4)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
@@ -175,7 +175,6 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 		w.toUplink(p, a)
 		return
 	}
-	l3 := p.Buf[int(p.Off)+int(p.L3Off):]
 	v4 := p.Flags&FlagIPv4 != 0
 	out := int(a.port)
 	var k neighWords
@@ -183,9 +182,9 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 	case a.kind == adjVia:
 		k = wordsOf(&a.via)
 	case v4:
-		k = key4Words((*[4]byte)(l3[16:20]))
+		k = key4Words((*[4]byte)(ip4Hdr(p)[16:20]))
 	default:
-		k = wordsOf((*[16]byte)(l3[24:40]))
+		k = wordsOf((*[16]byte)(ip6Hdr(p)[24:40]))
 	}
 	n := w.nc.n
 	if n == nil || w.nc.gen != w.e.neighGen.Load() || w.nc.port != uint16(out) || w.nc.k != k {
@@ -215,7 +214,7 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 // rewriteL3 does the per-hop header edits: TTL/hop limit and MSS clamp.
 func (w *Worker) rewriteL3(p *Packet, how uint8) {
 	if how&rOrigin == 0 {
-		decHop(p.Buf[int(p.Off)+int(p.L3Off):], p.Flags&FlagIPv4 != 0) // the header Parse checked is there
+		decHop(ip4Hdr(p), p.Flags&FlagIPv4 != 0)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
@@ -227,14 +226,13 @@ func (w *Worker) rewriteL3(p *Packet, how uint8) {
 // 0x100, where ~m + m' is the constant 0xfeff: HC' = HC + 0x100 with the
 // end-around carry, never 0xffff (as the kernel's ip_decrease_ttl), and no
 // dependence on the old TTL. Small enough to inline in the routed path.
-func decHop(l3 []byte, v4 bool) {
+func decHop(h *[ipv4MinHdrLen]byte, v4 bool) {
 	if v4 {
-		h := (*[ipv4MinHdrLen]byte)(l3)
 		c := uint32(binary.BigEndian.Uint16(h[10:])) + 0x100
 		binary.BigEndian.PutUint16(h[10:], uint16(c+(c+1)>>16))
 		h[8]--
 	} else {
-		(*[ipv6HdrLen]byte)(l3)[7]--
+		h[7]-- // the hop limit
 	}
 }
 
@@ -260,14 +258,15 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 		hl += vlanTagLen
 	}
 	l3 := int(p.Off) + int(p.L3Off)
-	if l3 < hl || l3 > len(p.Buf) {
+	s := l3 - hl
+	if s < 0 || l3 > len(p.Buf) {
 		w.drop(p, DropMalformed) // no headroom: a port broke the Headroom contract
 		return
 	}
-	h := p.Buf[l3-hl : l3]
+	h := (*[ethHdrLen]byte)(p.Buf[s : s+ethHdrLen]) // fixed-size views: one index check each
 	binary.BigEndian.PutUint32(h[0:], uint32(mac>>16))
 	binary.BigEndian.PutUint16(h[4:], uint16(mac))
-	copy(h[6:12], pc.mac[:])
+	*(*[6]byte)(h[6:12]) = pc.mac
 	et := uint16(etherTypeIPv6)
 	if p.Flags&FlagIPv4 != 0 {
 		et = etherTypeIPv4
@@ -275,8 +274,9 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 	flags := p.Flags &^ (FlagVLAN | FlagQinQ | FlagL3Only)
 	if pc.routerTag != 0 {
 		binary.BigEndian.PutUint16(h[12:], etherTypeVLAN)
-		binary.BigEndian.PutUint16(h[14:], pc.routerTag)
-		binary.BigEndian.PutUint16(h[16:], et)
+		tag := (*[vlanTagLen]byte)(p.Buf[s+ethHdrLen : l3])
+		binary.BigEndian.PutUint16(tag[0:], pc.routerTag)
+		binary.BigEndian.PutUint16(tag[2:], et)
 		flags |= FlagVLAN
 	} else {
 		binary.BigEndian.PutUint16(h[12:], et)
@@ -285,23 +285,23 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 	if l4 != 0 {
 		l4 = uint8(int(l4) - int(p.L3Off) + hl)
 	}
-	n := uint16(int(p.Off) + int(p.Len) - (l3 - hl))
+	n := uint16(int(p.Off) + int(p.Len) - s)
 	// The descriptor goes to the TX batch before its fields change: copying
 	// a Packet whose fields were just stored one by one makes the copy's
 	// wide loads wait for those stores (no store-to-load forwarding).
-	if p.Pool == w.e.pools[out] {
+	if p.Pool == pc.pool {
 		b := w.tx[out]
 		i := len(b.Pkts)
 		b.Pkts = b.Pkts[:i+1] // a full batch is flushed below, so there is room
 		q := &b.Pkts[i]
 		q.Buf, q.Handle, q.Pool, q.InPort, q.Verdict, q.Reason, q.Peer = p.Buf, p.Handle, p.Pool, p.InPort, p.Verdict, p.Reason, p.Peer
-		q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN, q.OutPort = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag, uint16(out)
+		q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN, q.OutPort = flags, l4, n, uint16(s), uint8(hl), pc.routerTag, uint16(out)
 		if i+1 == cap(b.Pkts) {
 			w.flushTx(out)
 		}
 		return
 	}
-	p.Flags, p.L4Off, p.Len, p.Off, p.L3Off, p.VLAN = flags, l4, n, uint16(l3-hl), uint8(hl), pc.routerTag
+	p.Flags, p.L4Off, p.Len, p.Off, p.L3Off, p.VLAN = flags, l4, n, uint16(s), uint8(hl), pc.routerTag
 	w.send(p, out)
 }
 
