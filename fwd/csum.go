@@ -93,30 +93,31 @@ func fixCsum16(field []byte, old, new uint16) {
 // only the pseudo-header sum in it, and reports whether it did. p is
 // parsed, not a fragment, and carries its whole transport segment.
 func finishPartialCsum(p *Packet) bool {
-	// Fixed-size views from one slice of the data: this runs for every
-	// forwarded packet, and each slice expression costs its index checks.
+	// Fixed-size views: this runs for every forwarded packet, and each
+	// open-ended slice expression costs two index checks and a mask.
 	d := p.Data()
 	l4o := int(p.L4Off)
 	if l4o+udpHdrLen > len(d) { // shorter than any header Parse lets through
 		return false
 	}
-	l4 := d[l4o:]
-	proto, field, n := uint32(protoTCP), 16, len(l4)
+	proto, field, n := uint32(protoTCP), 16, len(d)-l4o
 	if p.Flags&FlagUDP != 0 {
-		proto, field, n = protoUDP, 6, int(binary.BigEndian.Uint16((*[udpHdrLen]byte)(l4)[4:]))
+		u := (*[udpHdrLen]byte)(d[l4o : l4o+udpHdrLen])
+		proto, field, n = protoUDP, 6, int(binary.BigEndian.Uint16(u[4:]))
 	}
-	if n < field+2 || n > len(l4) {
+	if n < field+2 || n > len(d)-l4o {
 		return false
 	}
-	stored := binary.BigEndian.Uint16(l4[field:])
+	f := l4o + field
+	stored := binary.BigEndian.Uint16(d[f : f+2])
 	var ps uint32
 	if p.Flags&FlagIPv4 != 0 { // two fixed words, not a loop
-		a := (*[8]byte)(d[int(p.L3Off)+12:])
+		a := (*[8]byte)(ip4Hdr(p)[12:20])
 		s := uint64(proto) + uint64(n) + uint64(binary.BigEndian.Uint32(a[0:])) + uint64(binary.BigEndian.Uint32(a[4:]))
 		s = s&0xffff + s>>16 // < 2^18
 		ps = uint32(s&0xffff + s>>16)
 	} else { // IPv6 source and destination: four fixed words
-		a := (*[32]byte)(d[int(p.L3Off)+8:])
+		a := (*[32]byte)(ip6Hdr(p)[8:40])
 		w0, w1, w2, w3 := binary.BigEndian.Uint64(a[0:]), binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(a[16:]), binary.BigEndian.Uint64(a[24:])
 		s := uint64(proto) + uint64(n) + w0>>32 + w0&0xffffffff + w1>>32 + w1&0xffffffff +
 			w2>>32 + w2&0xffffffff + w3>>32 + w3&0xffffffff // < 2^36
@@ -127,7 +128,7 @@ func finishPartialCsum(p *Packet) bool {
 	if stored != uint16(ps&0xffff+ps>>16) { // the folded sum, not complemented (ps < 2^17: one fold)
 		return false
 	}
-	seg := l4[:n]
+	seg := d[l4o : l4o+n]
 	// One pass: the sum with the stored value in place says whether the
 	// checksum is already right; adding its complement takes it out again.
 	sum := sumBytes(ps, seg)

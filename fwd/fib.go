@@ -58,7 +58,6 @@ func (w *Worker) routePending(t *tables) {
 		} else {
 			w.forwardIP(t, p, 0, f.val6[j], f.ok6[j])
 		}
-		f.pend[i] = nil
 	}
 	f.pend, f.slot, f.dst4, f.dst6 = f.pend[:0], f.slot[:0], f.dst4[:0], f.dst6[:0]
 }

@@ -65,16 +65,16 @@ func Parse(p *Packet) DropReason {
 	}
 	switch b[l3] >> 4 {
 	case 4: // in line, not a call: nearly every packet is IPv4
-		h := b[l3:]
-		if len(h) < ipv4MinHdrLen {
+		if len(b) < l3+ipv4MinHdrLen {
 			return DropMalformed
 		}
+		h := (*[ipv4MinHdrLen]byte)(b[l3 : l3+ipv4MinHdrLen])
 		ihl := int(h[0]&0x0f) * 4
 		total := int(binary.BigEndian.Uint16(h[2:]))
-		if ihl < ipv4MinHdrLen || total < ihl || total > len(h) {
+		if ihl < ipv4MinHdrLen || total < ihl || total > len(b)-l3 {
 			return DropMalformed
 		}
-		if ihl == ipv4MinHdrLen && !ipv4MinHeaderSumOK((*[ipv4MinHdrLen]byte)(h)) || ihl != ipv4MinHdrLen && checksum(h[:ihl]) != 0 {
+		if ihl == ipv4MinHdrLen && !ipv4MinHeaderSumOK(h) || ihl != ipv4MinHdrLen && checksum(b[l3:l3+ihl]) != 0 {
 			return DropMalformed
 		}
 		p.Len = uint16(l3 + total)

@@ -122,9 +122,10 @@ func (w *Worker) Poll() int {
 		}
 		total += n
 		bridge := w.e.cfg.Mode == ModeBridge
-		var bytes uint64 // summed here, added to the counter once a batch
-		for i := range w.rx.Pkts {
-			p := &w.rx.Pkts[i]
+		var bytes uint64  // summed here, added to the counter once a batch
+		pkts := w.rx.Pkts // nothing in the loop changes the batch: one load of it
+		for i := range pkts {
+			p := &pkts[i]
 			p.InPort, p.Verdict, p.Reason, p.Peer = uint16(pi), VerdictForward, DropNone, 0
 			p.Flags &^= FlagLocal
 			bytes += uint64(p.Len)
@@ -135,7 +136,7 @@ func (w *Worker) Poll() int {
 			}
 		}
 		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
-		rxc[0] += uint64(len(w.rx.Pkts))
+		rxc[0] += uint64(len(pkts))
 		rxc[1] += bytes
 		if len(w.fib.pend) > 0 {
 			w.routePending(t)
