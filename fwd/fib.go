@@ -5,9 +5,10 @@ package fwd
 // lpm LookupBatch call per family overlaps those misses (memory-level
 // parallelism) instead of paying them one packet at a time.
 //
-// routeFrame does everything up to the lookup and parks the packet; once
-// the received batch has been through routeFrame, routePending looks up
-// every parked destination and finishes the packets in arrival order. Packets that routeFrame consumes (drops, ARP, ND,
+// routeFrame does everything up to the lookup and parks the packet with
+// routeLater; once the received batch has been through routeFrame,
+// routePending looks up every parked destination and finishes the packets
+// in arrival order. Packets that routeFrame consumes (drops, ARP, ND,
 // punts) are done before the parked ones, which only reorders packets of
 // different kinds, never two routed packets.
 
@@ -26,7 +27,7 @@ type fibBatch struct {
 
 	natSlot []uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
 
-	// single makes routeFrame route at once with one Lookup per packet
+	// single makes routeLater route at once with one Lookup per packet
 	// (the unbatched path), for comparison in benchmarks.
 	single bool
 }
@@ -38,6 +39,31 @@ func newFIBBatch(n int) fibBatch {
 		dst6: make([][16]byte, 0, n), val6: make([]uint32, n), ok6: make([]bool, n),
 		natSlot: make([]uint64, n),
 	}
+}
+
+// routeLater parks a parsed IP packet received from a port (how = 0) until
+// routePending. p must stay valid until then: it points into w.rx.
+func (w *Worker) routeLater(t *tables, p *Packet) {
+	f := &w.fib
+	if f.single || len(f.pend) == cap(f.pend) {
+		w.routeIP(t, p, 0)
+		return
+	}
+	if p.Flags&FlagIPv4 != 0 {
+		f.slot = append(f.slot, uint16(len(f.dst4)))
+		f.dst4 = append(f.dst4, [4]byte(ip4Hdr(p)[16:20]))
+	} else {
+		f.slot = append(f.slot, uint16(len(f.dst6)))
+		f.dst6 = append(f.dst6, [16]byte(ip6Hdr(p)[24:40]))
+	}
+	var h uint64
+	if w.nat.Active() && p.Flags&FlagIPv4 != 0 {
+		// Parsed: the header is there. NAT reads on into the ports.
+		l3 := p.Buf[int(p.Off)+int(p.L3Off):]
+		h = w.nat.Prefetch(l3, l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
+	}
+	f.natSlot[len(f.pend)] = h
+	f.pend = append(f.pend, p)
 }
 
 // routePending looks up every parked packet's destination, two LookupBatch

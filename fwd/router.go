@@ -11,9 +11,6 @@ const (
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
-// A routed packet is parked for the batch's FIB lookup (fib.go); the
-// parking is spelled out here rather than called, as this runs for every
-// received packet.
 func (w *Worker) routeFrame(t *tables, p *Packet) {
 	if r := Parse(p); r != DropNone {
 		w.drop(p, r)
@@ -46,28 +43,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			return
 		}
 	}
-	// Looked up with the rest of the batch (fib.go). p must stay valid
-	// until routePending: it points into w.rx.
-	f := &w.fib
-	n := len(f.pend)
-	if f.single || n == cap(f.pend) {
-		w.routeIP(t, p, 0)
-		return
-	}
-	var h uint64
-	if p.Flags&FlagIPv4 != 0 {
-		l3 := ip4Hdr(p)
-		f.slot = append(f.slot, uint16(len(f.dst4)))
-		f.dst4 = append(f.dst4, [4]byte(l3[16:20]))
-		if w.nat.Active() {
-			h = w.nat.Prefetch(p.Buf[int(p.Off)+int(p.L3Off):], l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
-		}
-	} else {
-		f.slot = append(f.slot, uint16(len(f.dst6)))
-		f.dst6 = append(f.dst6, [16]byte(ip6Hdr(p)[24:40]))
-	}
-	f.natSlot[n] = h
-	f.pend = append(f.pend, p)
+	w.routeLater(t, p) // looked up with the rest of the batch (fib.go)
 }
 
 // routeIP forwards a parsed IP packet (Ethernet or L3-only) by the FIB.
