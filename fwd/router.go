@@ -81,7 +81,11 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.drop(p, DropNoRoute)
 		return
 	}
-	if how&rOrigin == 0 && (v4 && l3[8] <= 1 || !v4 && l3[7] <= 1) {
+	ttl := l3[7] // IPv6 hop limit
+	if v4 {
+		ttl = l3[8]
+	}
+	if how&rOrigin == 0 && ttl <= 1 {
 		w.icmpError(t, p, errTTL, 0, how)
 		w.drop(p, DropTTLExceeded)
 		return
