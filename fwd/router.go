@@ -138,9 +138,10 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		return
 	}
 	// rewriteL3, spelled out: this is every routed packet's path, and a
-	// call here costs the spills of everything live across it.
+	// call here costs the spills of everything live across it. The header
+	// is viewed again: what natOut did to p stands.
 	if how&rOrigin == 0 {
-		decHop(l3, v4)
+		decHop(ip4Hdr(p), v4)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
