@@ -95,17 +95,18 @@ func fixCsum16(field []byte, old, new uint16) {
 func finishPartialCsum(p *Packet) bool {
 	// Fixed-size views: this runs for every forwarded packet, and each
 	// open-ended slice expression costs two index checks and a mask.
-	d := p.Data()
-	l4o := int(p.L4Off)
-	if l4o+udpHdrLen > len(d) { // shorter than any header Parse lets through
+	end := int(p.Off) + int(p.Len)
+	l4o := int(p.Off) + int(p.L4Off)
+	if l4o+udpHdrLen > end || end > len(p.Buf) { // shorter than any header Parse lets through
 		return false
 	}
-	proto, field, n := uint32(protoTCP), 16, len(d)-l4o
+	d := p.Buf[:end]
+	proto, field, n := uint32(protoTCP), 16, end-l4o
 	if p.Flags&FlagUDP != 0 {
 		u := (*[udpHdrLen]byte)(d[l4o : l4o+udpHdrLen])
 		proto, field, n = protoUDP, 6, int(binary.BigEndian.Uint16(u[4:]))
 	}
-	if n < field+2 || n > len(d)-l4o {
+	if n < field+2 || n > end-l4o {
 		return false
 	}
 	f := l4o + field
