@@ -328,10 +328,11 @@ func setPartial(ip []byte, proto byte, addrs, hdr int) {
 // way, or leaves it to the engine; and it does forward the plain cases.
 func TestFastPathMatchesEngine(t *testing.T) {
 	r := newFPRig(t, 0)
-	forwarded, forwarded6 := 0, 0
+	forwarded, forwarded6, bytes := 0, 0, 0
 	for _, f := range fpSeeds() {
 		if r.check(t, f) {
 			forwarded++
+			bytes += len(f)
 			if binary.BigEndian.Uint16(f[12:]) == 0x86dd {
 				forwarded6++
 			}
@@ -353,8 +354,8 @@ func TestFastPathMatchesEngine(t *testing.T) {
 			t.Errorf("counter %s never moved: %v", s, st)
 		}
 	}
-	if st[FastForwarded] != uint64(forwarded) {
-		t.Errorf("counted %d forwarded, saw %d", st[FastForwarded], forwarded)
+	if st[FastForwarded] != uint64(forwarded) || st[FastBytes] != uint64(bytes) {
+		t.Errorf("counted %d forwarded, %d bytes; saw %d, %d bytes", st[FastForwarded], st[FastBytes], forwarded, bytes)
 	}
 }
 
