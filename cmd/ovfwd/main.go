@@ -447,6 +447,7 @@ func benchCmd(args []string) error {
 		fs.IntVar(&o.Flows, "flows", 0, "distinct UDP flows the generator cycles through (default 256)")
 		fs.BoolVar(&o.GenOnly, "gen-only", false, "measure the generator alone, into an XDP_DROP counter on the appliance's ingress veth")
 		fs.BoolVar(&o.Bare, "bare", false, "also measure a bare XDP redirect between the veths (the floor under the fast path)")
+		fs.BoolVar(&o.LinuxXDPPass, "linux-xdp-pass", false, "with -gen xdp: give Linux's ingress veth NAPI with an XDP_PASS program instead of GRO")
 		fs.BoolVar(&o.ProgStats, "prog-stats", false, "turn bpf_stats on and print the ingress XDP program's ns per run")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -53,6 +55,9 @@ type FwdOptions struct {
 	// Bridge bridges instead of routing: ovfwd in bridge mode against a
 	// Linux bridge (bridge.go).
 	Bridge bool
+	// LinuxXDPPass gives Linux's bnA1 NAPI with an XDP_PASS program
+	// instead of GRO with the XDP generator (see linuxNAPI).
+	LinuxXDPPass bool
 	// Bare adds a third side to each round: a bare XDP redirect from the
 	// ingress to the egress veth (bare.go), the floor under the fast path.
 	// Routed mode only.
@@ -207,7 +212,11 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	case o.IngressOnGenCPU:
 		fmt.Fprintf(w, "ingress softirq: on the generator's CPU (veth default)\n")
 	case o.Gen == genXDP:
-		fmt.Fprintf(w, "ingress: bnA1's NAPI made a thread and pinned to CPU %d on every side (Linux: GRO on, for NAPI)\n", o.FwdCPU)
+		napi := "GRO on"
+		if o.LinuxXDPPass {
+			napi = "an XDP_PASS program"
+		}
+		fmt.Fprintf(w, "ingress: bnA1's NAPI made a thread and pinned to CPU %d on every side (Linux: %s, for NAPI)\n", o.FwdCPU, napi)
 	default:
 		fmt.Fprintf(w, "ingress softirq: moved to CPU %d (Linux and generic XDP: RPS; native XDP: threaded NAPI, pinned)\n", o.FwdCPU)
 	}
@@ -610,10 +619,10 @@ func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
 	switch {
 	case o.Gen == genXDP:
-		if _, err := t.app.Run("ethtool", "-K", "bnA1", "gro", "on"); err != nil {
+		undoGRO, err := linuxNAPI(t, o)
+		if err != nil {
 			return nil, nil, err
 		}
-		undoGRO := func() { _, _ = t.app.Run("ethtool", "-K", "bnA1", "gro", "off") }
 		if o.IngressOnGenCPU {
 			return nil, undoGRO, nil
 		}
@@ -635,6 +644,37 @@ func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
 		return nil, nil, err
 	}
 	return nil, func() { unsteerRPS(t) }, nil
+}
+
+// linuxNAPI gives bnA1 NAPI for Linux's rounds with the XDP generator:
+// GRO on (veth_set_features), or with LinuxXDPPass an XDP program that
+// passes every frame, which spares Linux GRO's per-flow work.
+func linuxNAPI(t *topology, o FwdOptions) (func(), error) {
+	if !o.LinuxXDPPass {
+		if _, err := t.app.Run("ethtool", "-K", "bnA1", "gro", "on"); err != nil {
+			return nil, err
+		}
+		return func() { _, _ = t.app.Run("ethtool", "-K", "bnA1", "gro", "off") }, nil
+	}
+	var c *afxdp.DropCounter
+	err := t.app.Do(func() error {
+		ifi, err := net.InterfaceByName("bnA1")
+		if err != nil {
+			return err
+		}
+		// Counts and drops only what goes to an address nothing sends to.
+		if c, err = afxdp.NewDropCounterFor(netip.MustParsePrefix("198.18.99.0/24")); err != nil {
+			return err
+		}
+		if _, err = c.Attach(ifi.Index, afxdp.ModeNative); err != nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { c.Close() }, nil
 }
 
 // steerRPS moves bnA1's receive softirq to the appliance CPU.
