@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -87,16 +88,22 @@ func TestFwdBridgeShort(t *testing.T) {
 
 // A short run with the XDP live-frames generator and the bare redirect:
 // every side forwards something (Linux's bnA1 takes the generator's
-// xdp_frames only with NAPI on, which it must have turned on), ovfwd's in
-// the fast path, and bpf_stats timed the bare and the steering program.
-// Nothing about speed.
+// xdp_frames only with NAPI on, which it must have turned on: GRO, or an
+// XDP_PASS program), ovfwd's in the fast path, and bpf_stats timed the bare
+// and the steering program. Nothing about speed.
 func TestFwdXDPGenBare(t *testing.T) {
 	netns.RequireRoot(t)
+	for _, pass := range []bool{false, true} {
+		t.Run(fmt.Sprintf("linux_xdp_pass=%v", pass), func(t *testing.T) { testFwdXDPGenBare(t, pass) })
+	}
+}
+
+func testFwdXDPGenBare(t *testing.T, linuxXDPPass bool) {
 	var res *FwdResult
 	for attempt := 1; ; attempt++ {
 		var out bytes.Buffer
 		var err error
-		res, err = Fwd(context.Background(), &out, FwdOptions{Gen: genXDP, Bare: true, ProgStats: true, Rounds: 1,
+		res, err = Fwd(context.Background(), &out, FwdOptions{Gen: genXDP, Bare: true, ProgStats: true, Rounds: 1, LinuxXDPPass: linuxXDPPass,
 			Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 20_000_000})
 		t.Log("\n" + out.String())
 		if err != nil {
