@@ -122,6 +122,14 @@ type Run struct {
 	GenStalled float64
 	RingDrops  uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
 	Fast       uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
+	// WorkNs is the forwarding work per forwarded packet, in ns: the
+	// side's threads' utime+stime (ovfwd's workers and NAPI thread; the
+	// NAPI thread of Linux or the bare redirect), or without threads the
+	// appliance CPU's softirq time (Linux with RPS). Unlike CPUns it leaves
+	// out what other tenants ran on the CPU, so it stays comparable on a
+	// shared host; it is tick-sampled (±1 tick per thread) and misses
+	// softirq work deferred to ksoftirqd.
+	WorkNs float64
 	// ProgNs is the ingress XDP program's own run time per run in the
 	// window (bpf_stats, FwdOptions.ProgStats; 0 without).
 	ProgNs float64
@@ -145,6 +153,8 @@ type FwdResult struct {
 	GenNs      float64 // GenOnly: median Run.GenNs
 	OvfwdLimit string
 	LinuxLimit string
+	OvfwdWork  float64 // median Run.WorkNs
+	LinuxWork  float64
 	BarePPS    float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
 	BareNs     float64
 	BareLimit  string
@@ -280,8 +290,8 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 			if r.ProgNs > 0 {
 				prog = fmt.Sprintf("  prog %3.0f ns/run", r.ProgNs)
 			}
-			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt%s  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
-				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
+			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt (work %4.0f)%s  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
+				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, r.WorkNs, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
 		}
 	}
 	if o.GenOnly {
@@ -325,12 +335,18 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	} else {
 		fmt.Fprintf(w, "median appliance-CPU cost: ovfwd %.0f ns/packet, linux %.0f ns/packet (linux/ovfwd %.2f, ovfwd/linux %.2f; CPU %d busy time per forwarded packet, so work on frames later dropped and other load on that CPU count too)\n", res.OvfwdNs, res.LinuxNs, res.CostRatio, 1/res.CostRatio, o.FwdCPU)
 	}
+	res.OvfwdWork, res.LinuxWork = medianOf(res.Runs, "ovfwd", func(r Run) float64 { return r.WorkNs }), medianOf(res.Runs, "linux", func(r Run) float64 { return r.WorkNs })
+	if res.OvfwdWork > 0 && res.LinuxWork > 0 && !o.IngressOnGenCPU {
+		fmt.Fprintf(w, "median forwarding work: ovfwd %.0f ns/packet, linux %.0f ns/packet (ovfwd/linux %.2f; the forwarding threads' time, or Linux's softirq time with RPS: what other load on CPU %d does not inflate)\n",
+			res.OvfwdWork, res.LinuxWork, res.OvfwdWork/res.LinuxWork, o.FwdCPU)
+	}
 	fmt.Fprintf(w, "ovfwd limited by: %s\nlinux limited by: %s\n", res.OvfwdLimit, res.LinuxLimit)
 	if o.Bare {
 		res.BarePPS, res.BareLimit = summarize(res.Runs, "bare", o)
 		res.BareNs = medianNs(res.Runs, "bare")
-		fmt.Fprintf(w, "bare redirect: median %.0f pps, %.0f ns/packet of CPU %d; ovfwd's fast path costs %.0f ns/packet more; bare limited by: %s\n",
-			res.BarePPS, res.BareNs, o.FwdCPU, res.OvfwdNs-res.BareNs, res.BareLimit)
+		bareWork := medianOf(res.Runs, "bare", func(r Run) float64 { return r.WorkNs })
+		fmt.Fprintf(w, "bare redirect: median %.0f pps, %.0f ns/packet of CPU %d (ovfwd %+.0f), forwarding work %.0f ns/packet (ovfwd %+.0f); bare limited by: %s\n",
+			res.BarePPS, res.BareNs, o.FwdCPU, res.OvfwdNs-res.BareNs, bareWork, res.OvfwdWork-bareWork, res.BareLimit)
 	}
 	if o.ProgStats {
 		fmt.Fprintf(w, "ingress program ns/run (bpf_stats, median): ovfwd %.0f", medianProg(res.Runs, "ovfwd"))
@@ -558,6 +574,14 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	}
 	if r.Forwarded > 0 {
 		r.CPUns = busySeconds(cpu0, cpu1, o.FwdCPU) * 1e9 / float64(r.Forwarded)
+		work := softirqSeconds(cpu0, cpu1, o.FwdCPU)
+		if len(threads) > 0 {
+			work = 0
+			for i := range w1 {
+				work += w1[i] - w0[i]
+			}
+		}
+		r.WorkNs = work * 1e9 / float64(r.Forwarded)
 	}
 	return r, nil
 }
@@ -685,10 +709,15 @@ func steerRPS(t *topology, o FwdOptions) error {
 func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
 
 func medianProg(runs []Run, side string) float64 {
+	return medianOf(runs, side, func(r Run) float64 { return r.ProgNs })
+}
+
+// medianOf is the median of f over side's runs where it is positive.
+func medianOf(runs []Run, side string, f func(Run) float64) float64 {
 	var v []float64
 	for _, r := range runs {
-		if r.Side == side && r.ProgNs > 0 {
-			v = append(v, r.ProgNs)
+		if x := f(r); r.Side == side && x > 0 {
+			v = append(v, x)
 		}
 	}
 	if len(v) == 0 {
