@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -124,11 +125,13 @@ type Run struct {
 	Fast       uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
 	// WorkNs is the forwarding work per forwarded packet, in ns: the
 	// side's threads' utime+stime (ovfwd's workers and NAPI thread; the
-	// NAPI thread of Linux or the bare redirect), or without threads the
-	// appliance CPU's softirq time (Linux with RPS). Unlike CPUns it leaves
-	// out what other tenants ran on the CPU, so it stays comparable on a
-	// shared host; it is tick-sampled (±1 tick per thread) and misses
-	// softirq work deferred to ksoftirqd.
+	// NAPI thread of Linux or the bare redirect) and the appliance CPU's
+	// ksoftirqd's, or without threads the CPU's softirq time (Linux with
+	// RPS). Unlike CPUns it leaves out what other tenants ran on the CPU,
+	// so it stays comparable on a shared host. It is tick-sampled (±1
+	// tick per thread); softirq work that runs on the way out of an
+	// interrupt while another task runs is charged to that task, and so
+	// missed for the thread sides.
 	WorkNs float64
 	// ProgNs is the ingress XDP program's own run time per run in the
 	// window (bpf_stats, FwdOptions.ProgStats; 0 without).
@@ -528,7 +531,9 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	}
 	g0 := threadTimes(gens)
 	k0, st0 := gc.calls.Load(), gc.stalled.Load()
+	ksoft := ksoftirqd(o.FwdCPU)
 	p0, n0 := prog()
+	q0 := threadTimes(ksoft)
 	s0, cpu0, t0, r0, w0 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	select {
 	case <-time.After(o.Duration):
@@ -542,6 +547,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	k1, st1 := gc.calls.Load(), gc.stalled.Load()
 	s1, cpu1, t1, r1, w1 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	g1 := threadTimes(gens)
+	q1 := threadTimes(ksoft)
 	p1, n1 := prog()
 	stop.Store(true)
 	wg.Wait()
@@ -579,6 +585,11 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 			work = 0
 			for i := range w1 {
 				work += w1[i] - w0[i]
+			}
+			// Softirq work the kernel deferred to ksoftirqd: for Linux
+			// with RPS it is in the softirq time already.
+			for i := range q1 {
+				work += q1[i] - q0[i]
 			}
 		}
 		r.WorkNs = work * 1e9 / float64(r.Forwarded)
@@ -707,6 +718,18 @@ func steerRPS(t *topology, o FwdOptions) error {
 }
 
 func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
+
+// ksoftirqd names the softirq thread of cpu for threadTimes (none if it
+// is not found).
+func ksoftirqd(cpu int) []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, d := range dirs {
+		if b, err := os.ReadFile(d); err == nil && strings.TrimSpace(string(b)) == fmt.Sprintf("ksoftirqd/%d", cpu) {
+			return []string{filepath.Base(filepath.Dir(d))}
+		}
+	}
+	return nil
+}
 
 func medianProg(runs []Run, side string) float64 {
 	return medianOf(runs, side, func(r Run) float64 { return r.ProgNs })
