@@ -131,7 +131,8 @@ type Run struct {
 	// so it stays comparable on a shared host. It is tick-sampled (±1
 	// tick per thread); softirq work that runs on the way out of an
 	// interrupt while another task runs is charged to that task, and so
-	// missed for the thread sides.
+	// missed for the thread sides, as are their wake-ups (the IPI, the
+	// scheduler): against Linux with RPS it flatters the thread side.
 	WorkNs float64
 	// ProgNs is the ingress XDP program's own run time per run in the
 	// window (bpf_stats, FwdOptions.ProgStats; 0 without).
@@ -340,7 +341,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	}
 	res.OvfwdWork, res.LinuxWork = medianOf(res.Runs, "ovfwd", func(r Run) float64 { return r.WorkNs }), medianOf(res.Runs, "linux", func(r Run) float64 { return r.WorkNs })
 	if res.OvfwdWork > 0 && res.LinuxWork > 0 && !o.IngressOnGenCPU {
-		fmt.Fprintf(w, "median forwarding work: ovfwd %.0f ns/packet, linux %.0f ns/packet (ovfwd/linux %.2f; the forwarding threads' time, or Linux's softirq time with RPS: what other load on CPU %d does not inflate)\n",
+		fmt.Fprintf(w, "median forwarding work: ovfwd %.0f ns/packet, linux %.0f ns/packet (ovfwd/linux %.2f; the forwarding threads' time, or Linux's softirq time with RPS: what other load on CPU %d does not inflate; a thread's wake-ups, IPIs and scheduling are not in it, so it flatters a thread against RPS: compare sides that both run in threads, as with -gen xdp)\n",
 			res.OvfwdWork, res.LinuxWork, res.OvfwdWork/res.LinuxWork, o.FwdCPU)
 	}
 	fmt.Fprintf(w, "ovfwd limited by: %s\nlinux limited by: %s\n", res.OvfwdLimit, res.LinuxLimit)
