@@ -138,10 +138,11 @@ func fbSeeds() [][]byte {
 // every punt reason of the bridge moves.
 func TestFastPathBridgeMatchesEngine(t *testing.T) {
 	r := newFBRig(t)
-	forwarded := 0
+	forwarded, bytes := 0, 0
 	for _, f := range fbSeeds() {
 		if r.check(t, f) {
 			forwarded++
+			bytes += len(f)
 		}
 	}
 	// Known sources A and F to B and C at most sizes, in three ethertypes.
@@ -157,8 +158,8 @@ func TestFastPathBridgeMatchesEngine(t *testing.T) {
 			t.Errorf("counter %s never moved: %v", s, st)
 		}
 	}
-	if st[FastForwarded] != uint64(forwarded) {
-		t.Errorf("counted %d forwarded, saw %d", st[FastForwarded], forwarded)
+	if st[FastForwarded] != uint64(forwarded) || st[FastBytes] != uint64(bytes) {
+		t.Errorf("counted %d forwarded, %d bytes; saw %d, %d bytes", st[FastForwarded], st[FastBytes], forwarded, bytes)
 	}
 	// The routed path is off on a bridge port: nothing counted there.
 	for _, s := range []FastStat{FastPuntTTL, FastPuntNoRoute, FastPuntChecksum} {

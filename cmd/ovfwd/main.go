@@ -433,7 +433,7 @@ func benchCmd(args []string) error {
 	}
 	switch args[0] {
 	case "fwd":
-		fs := newFlags("bench fwd", "[-rounds N] [-duration D] [-gen afxdp|afpacket] [-gen-only] [-bridge|-nat] [-no-fast-path]")
+		fs := newFlags("bench fwd", "[-rounds N] [-duration D] [-gen afxdp|afpacket|xdp] [-gen-only] [-bridge|-nat] [-no-fast-path] [-bare] [-prog-stats]")
 		var o bench.FwdOptions
 		fs.IntVar(&o.Rounds, "rounds", 0, "A B pairs (default 3)")
 		fs.DurationVar(&o.Duration, "duration", 0, "measured time per run (default 3s)")
@@ -442,10 +442,13 @@ func benchCmd(args []string) error {
 		fs.BoolVar(&o.NAT, "nat", false, "translate the source: ovfwd NAT44 vs Linux nftables masquerade")
 		fs.BoolVar(&o.NoFastPath, "no-fast-path", false, "ovfwd without the XDP fast path (every frame through the worker)")
 		fs.BoolVar(&o.Bridge, "bridge", false, "bridge instead of route: ovfwd bridge mode vs a Linux bridge")
-		fs.StringVar(&o.Gen, "gen", "", "generator: afxdp (AF_XDP TX of prebuilt frames) or afpacket (sendmmsg); default afxdp if it opens here")
+		fs.StringVar(&o.Gen, "gen", "", "generator: afxdp (AF_XDP TX of prebuilt frames), afpacket (sendmmsg) or xdp (XDP live frames: the appliance receives xdp_frames, as from a NIC); default afxdp if it opens here")
 		fs.IntVar(&o.GenThreads, "gen-threads", 0, "generator threads on the generator's CPU (default: afxdp 1, afpacket 2)")
 		fs.IntVar(&o.Flows, "flows", 0, "distinct UDP flows the generator cycles through (default 256)")
 		fs.BoolVar(&o.GenOnly, "gen-only", false, "measure the generator alone, into an XDP_DROP counter on the appliance's ingress veth")
+		fs.BoolVar(&o.Bare, "bare", false, "also measure a bare XDP redirect between the veths (the floor under the fast path)")
+		fs.BoolVar(&o.LinuxXDPPass, "linux-xdp-pass", false, "with -gen xdp: give Linux's ingress veth NAPI with an XDP_PASS program instead of GRO")
+		fs.BoolVar(&o.ProgStats, "prog-stats", false, "turn bpf_stats on and print the ingress XDP program's ns per run")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}

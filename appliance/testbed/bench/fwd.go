@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +56,18 @@ type FwdOptions struct {
 	// Bridge bridges instead of routing: ovfwd in bridge mode against a
 	// Linux bridge (bridge.go).
 	Bridge bool
+	// LinuxXDPPass gives Linux's bnA1 NAPI with an XDP_PASS program
+	// instead of GRO with the XDP generator (see linuxNAPI).
+	LinuxXDPPass bool
+	// Bare adds a third side to each round: a bare XDP redirect from the
+	// ingress to the egress veth (bare.go), the floor under the fast path.
+	// Routed mode only.
+	Bare bool
+	// ProgStats turns the kernel's BPF run-time accounting on and reports
+	// the ingress XDP program's ns per run (ovfwd's steering program, the
+	// bare program). It adds two clock reads to every program run, the
+	// sink's too, so compare runs with it only with each other.
+	ProgStats bool
 }
 
 func (o *FwdOptions) defaults() {
@@ -107,7 +123,21 @@ type Run struct {
 	GenStalled float64
 	RingDrops  uint64 // ovfwd: frames the kernel dropped for a full XSK RX ring or empty fill ring
 	Fast       uint64 // ovfwd: frames the XDP fast path forwarded since the ports opened
-	Note       string // side-specific counters (ovfwd drops, queue modes)
+	// WorkNs is the forwarding work per forwarded packet, in ns: the
+	// side's threads' utime+stime (ovfwd's workers and NAPI thread; the
+	// NAPI thread of Linux or the bare redirect) and the appliance CPU's
+	// ksoftirqd's, or without threads the CPU's softirq time (Linux with
+	// RPS). Unlike CPUns it leaves out what other tenants ran on the CPU,
+	// so it stays comparable on a shared host. It is tick-sampled (±1
+	// tick per thread); softirq work that runs on the way out of an
+	// interrupt while another task runs is charged to that task, and so
+	// missed for the thread sides, as are their wake-ups (the IPI, the
+	// scheduler): against Linux with RPS it flatters the thread side.
+	WorkNs float64
+	// ProgNs is the ingress XDP program's own run time per run in the
+	// window (bpf_stats, FwdOptions.ProgStats; 0 without).
+	ProgNs float64
+	Note   string // side-specific counters (ovfwd drops, queue modes)
 }
 
 func (r Run) SentPPS() float64 { return float64(r.Sent) / r.Seconds }
@@ -127,6 +157,11 @@ type FwdResult struct {
 	GenNs      float64 // GenOnly: median Run.GenNs
 	OvfwdLimit string
 	LinuxLimit string
+	OvfwdWork  float64 // median Run.WorkNs
+	LinuxWork  float64
+	BarePPS    float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
+	BareNs     float64
+	BareLimit  string
 }
 
 // Fwd builds the topology, alternates Linux and ovfwd forwarding of 64-byte
@@ -140,8 +175,8 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	if o.Flows < 1 || o.Flows > xdpGenFrames {
 		return nil, fmt.Errorf("bench: %d flows, want 1 to %d", o.Flows, xdpGenFrames)
 	}
-	if o.Gen != "" && o.Gen != genAFXDP && o.Gen != genAFPacket {
-		return nil, fmt.Errorf("bench: generator %q, want %s or %s", o.Gen, genAFXDP, genAFPacket)
+	if o.Gen != "" && o.Gen != genAFXDP && o.Gen != genAFPacket && o.Gen != genXDP {
+		return nil, fmt.Errorf("bench: generator %q, want %s, %s or %s", o.Gen, genAFXDP, genAFPacket, genXDP)
 	}
 	// The generator threads spin in Go between sendmmsg calls and hold a P
 	// each; without spare Ps the worker goroutine (and the timers that wake
@@ -187,9 +222,16 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(w, "load average before: %s (other work on these CPUs skews every number)\n", strings.Join(strings.Fields(string(la))[:3], " "))
 	}
-	if o.IngressOnGenCPU {
+	switch {
+	case o.IngressOnGenCPU:
 		fmt.Fprintf(w, "ingress softirq: on the generator's CPU (veth default)\n")
-	} else {
+	case o.Gen == genXDP:
+		napi := "GRO on"
+		if o.LinuxXDPPass {
+			napi = "an XDP_PASS program"
+		}
+		fmt.Fprintf(w, "ingress: bnA1's NAPI made a thread and pinned to CPU %d on every side (Linux: %s, for NAPI)\n", o.FwdCPU, napi)
+	default:
 		fmt.Fprintf(w, "ingress softirq: moved to CPU %d (Linux and generic XDP: RPS; native XDP: threaded NAPI, pinned)\n", o.FwdCPU)
 	}
 	if o.NAT {
@@ -208,8 +250,23 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		fmt.Fprintf(w, "ovfwd: XDP fast path on (fast_path = auto: routed IPv4 forwarded in the ingress XDP program, counted in napi)\n")
 	}
 	fmt.Fprintf(w, "ns/pkt: CPU %d's busy time (/proc/stat, every tick counted once, whatever ran) per forwarded packet; before: its busy share just before the generator started (other load); softirq%d, worker, napi: the breakdown (softirq from /proc/stat; threads' utime+stime, which include softirq run inside them)\n", o.FwdCPU, o.FwdCPU)
+	if o.ProgStats {
+		undo, err := enableProgStats()
+		if err != nil {
+			return nil, err
+		}
+		defer undo()
+		fmt.Fprintf(w, "bpf_stats on: prog ns = the ingress XDP program's own run time per run (every program run pays two clock reads more)\n")
+	}
 	res := &FwdResult{}
 	sides := []string{"linux", "ovfwd"}
+	if o.Bare {
+		if o.Bridge || o.NAT || o.GenOnly {
+			return nil, errors.New("bench: -bare is for routed runs only")
+		}
+		sides = []string{"linux", "bare", "ovfwd"}
+		fmt.Fprintf(w, "bare: an XDP program on bnA1 that writes the MACs and redirects every frame to bnB1 (DEVMAP_HASH), nothing else; NAPI as ovfwd's\n")
+	}
 	if o.GenOnly {
 		sides = []string{"gen"}
 	}
@@ -224,6 +281,8 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 				r, err = runLinux(ctx, t, sink, o)
 			case "ovfwd":
 				r, err = runOvfwd(ctx, t, sink, o, res)
+			case "bare":
+				r, err = runBare(ctx, t, sink, o)
 			default:
 				r, err = runGenOnly(ctx, t, o)
 			}
@@ -231,8 +290,12 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 				return res, fmt.Errorf("bench: %s run %d: %w", side, round+1, err)
 			}
 			res.Runs = append(res.Runs, r)
-			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
-				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side == "gen"), noteSuffix(r.Note))
+			prog := ""
+			if r.ProgNs > 0 {
+				prog = fmt.Sprintf("  prog %3.0f ns/run", r.ProgNs)
+			}
+			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt (work %4.0f)%s  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
+				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, r.WorkNs, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
 		}
 	}
 	if o.GenOnly {
@@ -276,7 +339,26 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 	} else {
 		fmt.Fprintf(w, "median appliance-CPU cost: ovfwd %.0f ns/packet, linux %.0f ns/packet (linux/ovfwd %.2f, ovfwd/linux %.2f; CPU %d busy time per forwarded packet, so work on frames later dropped and other load on that CPU count too)\n", res.OvfwdNs, res.LinuxNs, res.CostRatio, 1/res.CostRatio, o.FwdCPU)
 	}
+	res.OvfwdWork, res.LinuxWork = medianOf(res.Runs, "ovfwd", func(r Run) float64 { return r.WorkNs }), medianOf(res.Runs, "linux", func(r Run) float64 { return r.WorkNs })
+	if res.OvfwdWork > 0 && res.LinuxWork > 0 && !o.IngressOnGenCPU {
+		fmt.Fprintf(w, "median forwarding work: ovfwd %.0f ns/packet, linux %.0f ns/packet (ovfwd/linux %.2f; the forwarding threads' time, or Linux's softirq time with RPS: what other load on CPU %d does not inflate; a thread's wake-ups, IPIs and scheduling are not in it, so it flatters a thread against RPS: compare sides that both run in threads, as with -gen xdp)\n",
+			res.OvfwdWork, res.LinuxWork, res.OvfwdWork/res.LinuxWork, o.FwdCPU)
+	}
 	fmt.Fprintf(w, "ovfwd limited by: %s\nlinux limited by: %s\n", res.OvfwdLimit, res.LinuxLimit)
+	if o.Bare {
+		res.BarePPS, res.BareLimit = summarize(res.Runs, "bare", o)
+		res.BareNs = medianNs(res.Runs, "bare")
+		bareWork := medianOf(res.Runs, "bare", func(r Run) float64 { return r.WorkNs })
+		fmt.Fprintf(w, "bare redirect: median %.0f pps, %.0f ns/packet of CPU %d (ovfwd %+.0f), forwarding work %.0f ns/packet (ovfwd %+.0f); bare limited by: %s\n",
+			res.BarePPS, res.BareNs, o.FwdCPU, res.OvfwdNs-res.BareNs, bareWork, res.OvfwdWork-bareWork, res.BareLimit)
+	}
+	if o.ProgStats {
+		fmt.Fprintf(w, "ingress program ns/run (bpf_stats, median): ovfwd %.0f", medianProg(res.Runs, "ovfwd"))
+		if o.Bare {
+			fmt.Fprintf(w, ", bare %.0f", medianProg(res.Runs, "bare"))
+		}
+		fmt.Fprintln(w)
+	}
 	return res, nil
 }
 
@@ -374,7 +456,7 @@ func threadShare(w []float64) string {
 	for _, v := range w {
 		sum += v
 	}
-	return fmt.Sprintf(", ovfwd threads %.0f%%", sum)
+	return fmt.Sprintf(", its threads %.0f%%", sum)
 }
 
 // beforeWait is how long measure samples the appliance CPU before traffic.
@@ -383,9 +465,12 @@ const beforeWait = 300 * time.Millisecond
 // measure runs the generator for warmup+duration and counts the window.
 // workers are the ovfwd worker threads (empty for Linux); ringDrops reads
 // the ingress port's kernel-side drop counters (nil for Linux).
-func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions, side string, threads []string, ringDrops func() uint64) (Run, error) {
+func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOptions, side string, threads []string, ringDrops func() uint64, prog progStats) (Run, error) {
 	if ringDrops == nil {
 		ringDrops = func() uint64 { return 0 }
+	}
+	if prog == nil {
+		prog = func() (uint64, uint64) { return 0, 0 }
 	}
 	// What else keeps the appliance CPU busy, before any traffic.
 	b0 := readCPUTimes()
@@ -447,6 +532,9 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	}
 	g0 := threadTimes(gens)
 	k0, st0 := gc.calls.Load(), gc.stalled.Load()
+	ksoft := ksoftirqd(o.FwdCPU)
+	p0, n0 := prog()
+	q0 := threadTimes(ksoft)
 	s0, cpu0, t0, r0, w0 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	select {
 	case <-time.After(o.Duration):
@@ -460,6 +548,8 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	k1, st1 := gc.calls.Load(), gc.stalled.Load()
 	s1, cpu1, t1, r1, w1 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	g1 := threadTimes(gens)
+	q1 := threadTimes(ksoft)
+	p1, n1 := prog()
 	stop.Store(true)
 	wg.Wait()
 	close(errc)
@@ -486,8 +576,24 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 		}
 		r.GenNs = g * 1e9 / float64(r.Sent)
 	}
+	if n1 > n0 {
+		r.ProgNs = float64(p1-p0) / float64(n1-n0)
+	}
 	if r.Forwarded > 0 {
 		r.CPUns = busySeconds(cpu0, cpu1, o.FwdCPU) * 1e9 / float64(r.Forwarded)
+		work := softirqSeconds(cpu0, cpu1, o.FwdCPU)
+		if len(threads) > 0 {
+			work = 0
+			for i := range w1 {
+				work += w1[i] - w0[i]
+			}
+			// Softirq work the kernel deferred to ksoftirqd: for Linux
+			// with RPS it is in the softirq time already.
+			for i := range q1 {
+				work += q1[i] - q0[i]
+			}
+		}
+		r.WorkNs = work * 1e9 / float64(r.Forwarded)
 	}
 	return r, nil
 }
@@ -516,13 +622,12 @@ func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		if err := teachSink(t); err != nil {
 			return Run{}, err
 		}
-		if !o.IngressOnGenCPU {
-			if err := steerRPS(t, o); err != nil {
-				return Run{}, err
-			}
-			defer unsteerRPS(t)
+		threads, undo, err := linuxIngress(t, o)
+		if err != nil {
+			return Run{}, err
 		}
-		return measure(ctx, t, sink, o, "linux", nil, nil)
+		defer undo()
+		return measure(ctx, t, sink, o, "linux", threads, nil, nil)
 	}
 	if err := nsWrite(t.app, "/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
 		return Run{}, err
@@ -535,13 +640,77 @@ func runLinux(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		}
 		defer undo()
 	}
-	if !o.IngressOnGenCPU {
-		if err := steerRPS(t, o); err != nil {
-			return Run{}, err
-		}
-		defer unsteerRPS(t)
+	threads, undo, err := linuxIngress(t, o)
+	if err != nil {
+		return Run{}, err
 	}
-	return measure(ctx, t, sink, o, "linux", nil, nil)
+	defer undo()
+	return measure(ctx, t, sink, o, "linux", threads, nil, nil)
+}
+
+// linuxIngress moves Linux's receive work on bnA1 to the appliance CPU:
+// RPS for the skbs of the socket generators; for the XDP generator's
+// xdp_frames, which bnA1 takes only while it runs NAPI, GRO on and its NAPI
+// thread pinned there, as ovfwd's (it then names that thread).
+func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
+	switch {
+	case o.Gen == genXDP:
+		undoGRO, err := linuxNAPI(t, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.IngressOnGenCPU {
+			return nil, undoGRO, nil
+		}
+		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
+			undoGRO()
+			return nil, nil, err
+		}
+		undo := func() { _ = nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0"); undoGRO() }
+		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
+		if err != nil {
+			undo()
+			return nil, nil, err
+		}
+		return []string{strconv.Itoa(pid)}, undo, nil
+	case o.IngressOnGenCPU:
+		return nil, func() {}, nil
+	}
+	if err := steerRPS(t, o); err != nil {
+		return nil, nil, err
+	}
+	return nil, func() { unsteerRPS(t) }, nil
+}
+
+// linuxNAPI gives bnA1 NAPI for Linux's rounds with the XDP generator:
+// GRO on (veth_set_features), or with LinuxXDPPass an XDP program that
+// passes every frame, which spares Linux GRO's per-flow work.
+func linuxNAPI(t *topology, o FwdOptions) (func(), error) {
+	if !o.LinuxXDPPass {
+		if _, err := t.app.Run("ethtool", "-K", "bnA1", "gro", "on"); err != nil {
+			return nil, err
+		}
+		return func() { _, _ = t.app.Run("ethtool", "-K", "bnA1", "gro", "off") }, nil
+	}
+	var c *afxdp.DropCounter
+	err := t.app.Do(func() error {
+		ifi, err := net.InterfaceByName("bnA1")
+		if err != nil {
+			return err
+		}
+		// Counts and drops only what goes to an address nothing sends to.
+		if c, err = afxdp.NewDropCounterFor(netip.MustParsePrefix("198.18.99.0/24")); err != nil {
+			return err
+		}
+		if _, err = c.Attach(ifi.Index, afxdp.ModeNative); err != nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { c.Close() }, nil
 }
 
 // steerRPS moves bnA1's receive softirq to the appliance CPU.
@@ -550,6 +719,37 @@ func steerRPS(t *topology, o FwdOptions) error {
 }
 
 func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
+
+// ksoftirqd names the softirq thread of cpu for threadTimes (none if it
+// is not found).
+func ksoftirqd(cpu int) []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, d := range dirs {
+		if b, err := os.ReadFile(d); err == nil && strings.TrimSpace(string(b)) == fmt.Sprintf("ksoftirqd/%d", cpu) {
+			return []string{filepath.Base(filepath.Dir(d))}
+		}
+	}
+	return nil
+}
+
+func medianProg(runs []Run, side string) float64 {
+	return medianOf(runs, side, func(r Run) float64 { return r.ProgNs })
+}
+
+// medianOf is the median of f over side's runs where it is positive.
+func medianOf(runs []Run, side string, f func(Run) float64) float64 {
+	var v []float64
+	for _, r := range runs {
+		if x := f(r); r.Side == side && x > 0 {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
 
 func medianNs(runs []Run, side string) float64 {
 	var v []float64

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -82,6 +83,52 @@ func TestFwdBridgeShort(t *testing.T) {
 		if r.Side == "ovfwd" && r.Fast < r.Forwarded/2 {
 			t.Errorf("ovfwd: the fast path forwarded %d frames of the %d the sink counted in the window", r.Fast, r.Forwarded)
 		}
+	}
+}
+
+// A short run with the XDP live-frames generator and the bare redirect:
+// every side forwards something (Linux's bnA1 takes the generator's
+// xdp_frames only with NAPI on, which it must have turned on: GRO, or an
+// XDP_PASS program), ovfwd's in the fast path, and bpf_stats timed the bare
+// and the steering program. Nothing about speed.
+func TestFwdXDPGenBare(t *testing.T) {
+	netns.RequireRoot(t)
+	for _, pass := range []bool{false, true} {
+		t.Run(fmt.Sprintf("linux_xdp_pass=%v", pass), func(t *testing.T) { testFwdXDPGenBare(t, pass) })
+	}
+}
+
+func testFwdXDPGenBare(t *testing.T, linuxXDPPass bool) {
+	var res *FwdResult
+	for attempt := 1; ; attempt++ {
+		var out bytes.Buffer
+		var err error
+		res, err = Fwd(context.Background(), &out, FwdOptions{Gen: genXDP, Bare: true, ProgStats: true, Rounds: 1, LinuxXDPPass: linuxXDPPass,
+			Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 20_000_000})
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 3 || !generatorStalled(res) {
+			break
+		}
+		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
+	}
+	sides := map[string]bool{}
+	for _, r := range res.Runs {
+		sides[r.Side] = true
+		if r.Sent == 0 || r.Forwarded == 0 {
+			t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
+		}
+		if r.Side == "ovfwd" && r.Fast < r.Forwarded/2 {
+			t.Errorf("ovfwd: the fast path forwarded %d frames of the %d the sink counted in the window", r.Fast, r.Forwarded)
+		}
+		if (r.Side == "ovfwd" || r.Side == "bare") && r.ProgNs <= 0 {
+			t.Errorf("%s: no program run time from bpf_stats", r.Side)
+		}
+	}
+	if len(sides) != 3 || res.BarePPS == 0 {
+		t.Errorf("sides %v, bare %v pps", sides, res.BarePPS)
 	}
 }
 

@@ -35,8 +35,11 @@ type genCounters struct{ sent, calls, stalled atomic.Uint64 }
 // newGen opens generator thread q's socket in the calling thread (which is
 // in the generator's namespace). An AF_XDP thread sends on TX queue q.
 func newGen(t *topology, o FwdOptions, q int) (generator, error) {
-	if o.Gen == genAFXDP {
+	switch o.Gen {
+	case genAFXDP:
 		return newXDPGen(t.genIf, q, t.frames)
+	case genXDP:
+		return newLiveGen(t.genIf, t.frames)
 	}
 	return newGenThread(t.genIf, t.frames)
 }
@@ -59,6 +62,12 @@ func pickGen(t *topology, o *FwdOptions) (string, error) {
 		if err != nil {
 			o.Gen, why = genAFPacket, fmt.Sprintf(" (AF_XDP did not open: %v)", err)
 		}
+	}
+	if o.Gen == genXDP {
+		if o.GenThreads == 0 {
+			o.GenThreads = 1
+		}
+		return fmt.Sprintf("%d XDP live-frames thread(s) (BPF_PROG_TEST_RUN redirecting out of bnA0: the appliance receives xdp_frames, no skb; Linux's bnA1 runs NAPI for them, GRO on) on CPU %d", o.GenThreads, o.GenCPU), nil
 	}
 	if o.Gen == genAFXDP {
 		if o.GenThreads == 0 {
@@ -122,5 +131,5 @@ func runGenOnly(ctx context.Context, t *topology, o FwdOptions) (Run, error) {
 		}
 		threads = append(threads, strconv.Itoa(pid))
 	}
-	return measure(ctx, t, c, o, "gen", threads, nil)
+	return measure(ctx, t, c, o, "gen", threads, nil, nil)
 }

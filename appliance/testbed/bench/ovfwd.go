@@ -172,7 +172,22 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		threads = append(threads, strconv.Itoa(napiPID))
 	}
 	ringDrops := func() uint64 { s := pa.Stats(); return s.KernelRxRingFull + s.KernelRxDropped }
-	r, err := measure(ctx, t, sink, o, "ovfwd", threads, ringDrops)
+	var prog progStats
+	if o.ProgStats {
+		id, err := pa.ProgramID()
+		if err != nil {
+			run.Stop(0)
+			return Run{}, err
+		}
+		var done func()
+		prog, done, err = progStatterID(id)
+		if err != nil {
+			run.Stop(0)
+			return Run{}, err
+		}
+		defer done()
+	}
+	r, err := measure(ctx, t, sink, o, "ovfwd", threads, ringDrops, prog)
 	run.Stop(0)
 	st := e.Stats()
 	ps := pa.Stats()
