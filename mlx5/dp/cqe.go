@@ -241,12 +241,11 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		refs++ // held by the packet until it is freed or sent
 		cc++
 		hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
-		d := &out[n]
-		d.buf = pages.at((wqe<<(logStrides&31) | stride) << (logStride & 31))
-		d.wqe, d.stride, d.strides, d.length = uint16(wqe), uint16(stride), uint16(cs), uint16(l)
-		d.hdrType = uint8(hv >> 8)
-		d.vlan = uint16(hv>>16)<<8 | uint16(hv>>24)
-		d.hash = binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:])
+		// Two 8-byte stores for the six scalar fields (putDesc): field
+		// by field they were seven stores and as many spilled registers.
+		putDesc(&out[n], pages.at((wqe<<(logStrides&31)|stride)<<(logStride&31)),
+			uint64(binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:]))|uint64(wqe)<<32|uint64(stride)<<48,
+			uint64(cs)|uint64(l)<<16|uint64(uint8(hv>>8))<<32|uint64(uint16(hv>>16)<<8|uint16(hv>>24))<<48)
 	}
 	r.consumed, r.refs = consumed, refs
 	c.cc = cc

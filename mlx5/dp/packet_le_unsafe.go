@@ -49,3 +49,24 @@ func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {
 	s := (*[3]uint64)(unsafe.Add(p.p, off))
 	s[0], s[1], s[2] = w0, w1, w2
 }
+
+// rxDesc after buf is two 8-byte words (little-endian field order):
+// hash|wqe|stride and strides|length|hdrType|_|vlan.
+const (
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.hash) - 8)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.wqe) - 12)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.stride) - 14)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.strides) - 16)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.length) - 18)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.hdrType) - 20)
+	_ uint = -uint(unsafe.Offsetof(rxDesc{}.vlan) - 22)
+	_ uint = -uint(unsafe.Sizeof(rxDesc{}) - 24)
+)
+
+// putDesc stores a decoded completion: buf, then w1 = hash | wqe<<32 |
+// stride<<48 and w2 = strides | length<<16 | hdrType<<32 | vlan<<48.
+func putDesc(d *rxDesc, buf unsafePointer, w1, w2 uint64) {
+	d.buf = buf
+	w := (*[2]uint64)(unsafe.Pointer(&d.hash))
+	w[0], w[1] = w1, w2
+}

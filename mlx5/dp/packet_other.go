@@ -24,3 +24,10 @@ func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {
 	binary.LittleEndian.PutUint64(s[8:], w1)
 	binary.LittleEndian.PutUint64(s[16:], w2)
 }
+
+// putDesc stores a decoded completion field by field: buf, then w1 = hash |
+// wqe<<32 | stride<<48 and w2 = strides | length<<16 | hdrType<<32 | vlan<<48.
+func putDesc(d *rxDesc, buf unsafePointer, w1, w2 uint64) {
+	d.buf, d.hash, d.wqe, d.stride = buf, uint32(w1), uint16(w1>>32), uint16(w1>>48)
+	d.strides, d.length, d.hdrType, d.vlan = uint16(w2), uint16(w2>>16), uint8(w2>>32), uint16(w2>>48)
+}

@@ -461,18 +461,27 @@ func (q *TxQueue) complete(counter uint32) {
 	pool := q.pool
 	single := len(pool.group) == 1
 	fh, cc := q.fh, q.cc
+	fifo, fifoMask, rxBufs, logStrides := q.fifo, q.fifoMask, pool.rxBufs, pool.logStrides&31
+	// Consecutive packets mostly come from one WQE: its reference count
+	// drops by the run's length in one store, not by one per packet
+	// (each decrement would wait on the previous one's store).
+	run, cur := int32(0), uint32(0)
 	for {
 		inf := q.info[cc&q.mask]
 		last := cc&WQEIndexMask == counter
 		for end := fh + uint32(inf.pkts); fh != end; fh++ {
-			e := q.fifo[fh&q.fifoMask]
+			e := fifo[fh&fifoMask]
 			switch {
 			case !single:
 				pool.release(pool.unpack(e))
-			case e < pool.rxBufs:
+			case e < rxBufs:
 				// A stride of this pool (member 0 when alone): the
 				// per-packet case, release's fast path by hand.
-				pool.recs[e>>(pool.logStrides&31)].refs--
+				if w := e >> logStrides; w != cur {
+					pool.recs[cur].refs -= run
+					run, cur = 0, w
+				}
+				run++
 			default:
 				pool.releaseOther(uint64(e))
 			}
@@ -481,6 +490,9 @@ func (q *TxQueue) complete(counter uint32) {
 		if last || inf.wqebbs == 0 {
 			break
 		}
+	}
+	if run != 0 {
+		pool.recs[cur].refs -= run
 	}
 	q.fh, q.cc = fh, cc
 }
