@@ -30,13 +30,14 @@ const (
 )
 
 // putPacket fills a received packet's slot: buffer, handle, then
-// off/len/pool/inPort and outPort(0)/flags/vlan/l3Off/l4Off as two words,
-// verdict, reason and peer zero.
-func putPacket(pk *fwd.Packet, buf []byte, handle uint64, off, length, pool, inPort uint16, flags fwd.Flags, vlan uint16, l3Off, l4Off uint8) {
+// w0 = off | len<<16 | pool<<32 | inPort<<48 and
+// outPort(0)/flags/vlan/l3Off/l4Off as two words, verdict, reason and peer
+// zero.
+func putPacket(pk *fwd.Packet, buf []byte, handle, w0 uint64, flags fwd.Flags, vlan uint16, l3Off, l4Off uint8) {
 	pk.Buf = buf
 	pk.Handle = handle
 	w := (*[3]uint64)(unsafe.Pointer(&pk.Off))
-	w[0] = uint64(off) | uint64(length)<<16 | uint64(pool)<<32 | uint64(inPort)<<48
+	w[0] = w0
 	w[1] = uint64(flags)<<16 | uint64(vlan)<<32 | uint64(l3Off)<<48 | uint64(l4Off)<<56
 	w[2] = 0
 }

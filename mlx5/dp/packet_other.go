@@ -8,10 +8,11 @@ import (
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
-// putPacket fills a received packet's slot field by field.
-func putPacket(pk *fwd.Packet, buf []byte, handle uint64, off, length, pool, inPort uint16, flags fwd.Flags, vlan uint16, l3Off, l4Off uint8) {
+// putPacket fills a received packet's slot field by field; w0 is
+// off | len<<16 | pool<<32 | inPort<<48.
+func putPacket(pk *fwd.Packet, buf []byte, handle, w0 uint64, flags fwd.Flags, vlan uint16, l3Off, l4Off uint8) {
 	pk.Buf, pk.Handle = buf, handle
-	pk.Off, pk.Len, pk.Pool, pk.InPort, pk.OutPort = off, length, pool, inPort, 0
+	pk.Off, pk.Len, pk.Pool, pk.InPort, pk.OutPort = uint16(w0), uint16(w0>>16), uint16(w0>>32), uint16(w0>>48), 0
 	pk.Flags, pk.VLAN, pk.L3Off, pk.L4Off = flags, vlan, l3Off, l4Off
 	pk.Verdict, pk.Reason, pk.Peer = 0, 0, 0
 }

@@ -122,17 +122,20 @@ func (q *RxQueue) SetFarPrefetch(on bool) { q.farL2 = on }
 
 // Rx appends up to b.Room() received packets to b and returns how many.
 func (q *RxQueue) Rx(b *fwd.Batch) int {
-	if q.tx != nil {
-		// Buffers come back through TX completions; reap them here too, so
-		// an RX-only poll loop never starves the RQ of WQEs.
-		q.tx.Reap()
-	}
 	room := b.Room()
 	if room > len(q.desc) {
 		room = len(q.desc)
 	}
 	n, more := q.poll(q.desc[:room])
 	got := q.deliver(b, n, more)
+	if q.tx != nil {
+		// Buffers come back through TX completions; reap them here too, so
+		// an RX-only poll loop never starves the RQ of WQEs. After the
+		// burst, not before: the TX CQE line has usually left L1 since
+		// the last call, and here its miss overlaps the burst's last
+		// stores instead of delaying the poll.
+		q.tx.Reap()
+	}
 	q.pool.repost()
 	return got
 }
@@ -154,7 +157,8 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	// would otherwise make the compiler reload them from q and p.
 	descs := q.desc[:n]
 	logStrides, strideSize, headroom := p.logStrides, p.strideSize, q.headroom
-	member, id, inPort := p.member, p.id, q.inPort
+	// pool|inPort as the top half of the slot's first word: one register.
+	member, poolPort := p.member, uint64(p.id)<<32|uint64(q.inPort)<<48
 	for i := range descs {
 		if d > 0 && i%prefetchGroup == 0 {
 			q.prefetchAhead(i, n, more)
@@ -183,7 +187,7 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 		// length|data, flags|vlan|handle, hash|dataref (one owner).
 		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
 			uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
-		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint16(data), uint16(length), id, inPort,
+		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint64(data)|uint64(length)<<16|poolPort,
 			flags, vlan, l3Off, l4Off)
 		bytes += uint64(length)
 	}
