@@ -81,7 +81,7 @@ func TestSessionLayout(t *testing.T) {
 	for i := range tb.sess {
 		if s := &tb.sess[i]; s.m != 0 {
 			n++
-			if s.dOut != fold16(diff32(s.in, s.out)) || s.out == s.in {
+			if in, out := uint32(s.addrs), s.out; s.dOut != fold16(diff32(in, out)) || out == in {
 				t.Fatalf("session %d: %+v: dOut %#x", i, *s, s.dOut)
 			}
 		}

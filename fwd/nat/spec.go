@@ -7,6 +7,9 @@ const (
 	ipv4MinHdrLen = 20
 	ipv4FlagMF    = 0x2000
 	ipv4FragMask  = 0x1fff
+	// ipv4FlagMF|ipv4FragMask over the flags and offset's bytes loaded in
+	// wire order (see wireKey).
+	fragBitsWire = 0xff3f
 )
 
 // IANA protocol numbers.

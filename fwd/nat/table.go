@@ -2,6 +2,7 @@ package nat
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -60,24 +61,43 @@ type skey struct {
 
 // session is 32 bytes, two to a cache line and never across two (the
 // array is a large, page-aligned allocation): an established flow's
-// outbound packet reads this record and nothing else — its key (the
-// fields of an skey, flattened so that they and the byte after them share
-// 16 bytes), its age and a copy of its mapping's outside endpoint and
-// rule, with the address change's checksum difference worked out once.
+// outbound packet reads this record and nothing else — its key, its age
+// and a copy of its mapping's outside endpoint and rule, with the address
+// change's checksum difference worked out once. The key and the outside
+// endpoint are in wire order (see wireKey): the fast path compares and
+// writes them as the header holds them, without byte swaps.
 type session struct {
-	in, rem         uint32
-	inPort, remPort uint16
-	proto           uint8
-	state           uint8
-	rule            uint8  // the mapping's rule (renumbered with it on reload)
-	m               uint32 // mapping id + 1; 0: the record is free
-	last            uint32 // engine seconds of the last packet
-	out             uint32 // the mapping's outside address
-	outPort         uint16 // and port
-	dOut            uint16 // fold16(diff32(in, out)): the address change in a checksum
+	addrs   uint64 // inside and remote address, wire order
+	ports   uint32 // inside and remote port, wire order
+	proto   uint8  // 0 while the record is free
+	state   uint8
+	rule    uint8  // the mapping's rule (renumbered with it on reload)
+	m       uint32 // mapping id + 1; 0: the record is free
+	last    uint32 // engine seconds of the last packet
+	out     uint32 // the mapping's outside address, wire order
+	outPort uint16 // and port, wire order
+	dOut    uint16 // the address change in a checksum, wire order
 }
 
-func (s *session) key() skey { return skey{s.in, s.rem, s.inPort, s.remPort, s.proto} }
+// Wire order. A header's fields loaded as little-endian words (one load
+// each, the bytes as they are) are their values byte-reversed. Keys are
+// compared and hashed in that form, and, because a one's-complement sum
+// of byte-swapped words is the byte-swapped sum (RFC 1071 §2(B)),
+// checksums are updated in it too.
+func wireKey(k skey) (addrs uint64, ports uint32) {
+	return uint64(bits.ReverseBytes32(k.in)) | uint64(bits.ReverseBytes32(k.rem))<<32,
+		uint32(bits.ReverseBytes16(k.inPort)) | uint32(bits.ReverseBytes16(k.remPort))<<16
+}
+
+func (s *session) key() skey {
+	return skey{bits.ReverseBytes32(uint32(s.addrs)), bits.ReverseBytes32(uint32(s.addrs >> 32)),
+		bits.ReverseBytes16(uint16(s.ports)), bits.ReverseBytes16(uint16(s.ports >> 16)), s.proto}
+}
+
+// outside is the session's outside address and port.
+func (s *session) outside() (uint32, uint16) {
+	return bits.ReverseBytes32(s.out), bits.ReverseBytes16(s.outPort)
+}
 
 type mkey struct {
 	in    uint32
@@ -126,23 +146,23 @@ type addrState struct {
 // rules). Its zero value is not usable: use NewTable.
 type Table struct {
 	// What every packet reads, first: Prefetch's fields, then the fast
-	// path's. The copies of k's source prefixes (in srcCopy when they
-	// fit), timeouts and first rules' lone ports (see Compiled.lone; -1
-	// for the rest) spare reading k's lines, which a batch's packet
-	// buffers can evict (they all sit at one offset in 2 KiB buffers, so
-	// in a few L1 sets).
-	k    *Compiled
-	seed uint64 // hashS's key
-	sidx index
-	srcs []pfx4 // k.srcs, or srcCopy's copy of it when it fits
-	now  uint32
-	sess []session
-	tmo  [4]uint32
-	tmin uint32 // the least of tmo: younger sessions need no timeout()
-	lone [8]int16
-	w, n int
-
+	// path's. The copies of k's source prefixes (wire order, in srcCopy
+	// when they fit), timeouts and rules' lone ports (see Compiled.lone;
+	// -1 for the rest; indexed by a uint8, so unchecked) spare reading k's
+	// lines, which a batch's packet buffers can evict (they all sit at one
+	// offset in 2 KiB buffers, so in a few L1 sets).
+	k       *Compiled
+	seed    uint64 // hashS's key
+	sidx    index
+	srcs    []pfx4 // k.srcs in wire order (in srcCopy when they fit)
+	now     uint32
+	sess    []session
+	tmo     [4]uint32
+	tmin    uint32 // the least of tmo: younger sessions need no timeout()
+	w, n    int
 	srcCopy [4]pfx4
+	lone    [maxRules + 1]int16
+
 	limit   int
 	sfree   []uint32
 	maps    []mapping
@@ -340,12 +360,7 @@ func (t *Table) timeout(s *session) uint32 {
 }
 
 // lonePort is the table's copy of k.lone[r], or -1.
-func (t *Table) lonePort(r uint8) int {
-	if int(r) < len(t.lone) {
-		return int(t.lone[r])
-	}
-	return -1
-}
+func (t *Table) lonePort(r uint8) int { return int(t.lone[r]) }
 
 // matches is Compiled.matches by the table's copy where it has one.
 func (t *Table) matches(r uint8, src uint32, port int) bool {
@@ -440,13 +455,16 @@ func (t *Table) reconfigure(k *Compiled) {
 	}
 	t.addrs, t.k, t.tmo = addrs, k, k.timeout
 	t.tmin = slices.Min(t.tmo[:])
-	t.srcs = k.srcs
-	if len(k.srcs) <= len(t.srcCopy) {
-		t.srcs = t.srcCopy[:copy(t.srcCopy[:], k.srcs)]
+	t.srcs = t.srcCopy[:0]
+	if len(k.srcs) > len(t.srcCopy) {
+		t.srcs = make([]pfx4, 0, len(k.srcs))
+	}
+	for _, p := range k.srcs {
+		t.srcs = append(t.srcs, pfx4{bits.ReverseBytes32(p.addr), bits.ReverseBytes32(p.mask)})
 	}
 	for i := range t.lone {
 		t.lone[i] = -1
-		if i < len(k.rules) && k.lone[i] >= 0 && k.lone[i] <= math.MaxInt16 {
+		if i < len(k.rules) && i < len(k.lone) && k.lone[i] >= 0 && k.lone[i] <= math.MaxInt16 {
 			t.lone[i] = int16(k.lone[i])
 		}
 	}
@@ -641,8 +659,10 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	id := t.sfree[len(t.sfree)-1]
 	t.sfree = t.sfree[:len(t.sfree)-1]
 	mp := &t.maps[m]
-	t.sess[id] = session{in: k.in, rem: k.rem, inPort: k.inPort, remPort: k.remPort, proto: k.proto,
-		m: m + 1, last: t.now, out: mp.ok.out, outPort: mp.ok.port, rule: mp.ik.rule, dOut: fold16(diff32(k.in, mp.ok.out))}
+	addrs, ports := wireKey(k)
+	out := bits.ReverseBytes32(mp.ok.out)
+	t.sess[id] = session{addrs: addrs, ports: ports, proto: k.proto, m: m + 1, last: t.now, out: out,
+		outPort: bits.ReverseBytes16(mp.ok.port), rule: mp.ik.rule, dOut: fold16(diff32(uint32(addrs), out))}
 	t.sidx.insert(t.hashS(k), id)
 	t.maps[m].refs++
 	t.cnt[live(k.proto)]++
@@ -655,7 +675,7 @@ func (t *Table) freeSession(id uint32) {
 	t.sidx.remove(t.hashS(s.key()), id)
 	t.cnt[live(s.proto)]--
 	mi := s.m - 1
-	s.m = 0
+	s.m, s.proto = 0, 0 // no packet's key matches it now (the fast path relies on it)
 	t.sfree = append(t.sfree, id)
 	m := &t.maps[mi]
 	if m.refs--; m.refs == 0 {
@@ -894,15 +914,22 @@ func mix64(v uint64) uint32 {
 // fold is one-to-one for a given inside address and protocol (the ports
 // go over the inside address, the remote address stays whole), so a
 // client's flows differ before the multiply; the table's random seed
-// keeps a client from choosing flows that share an index slot.
+// keeps a client from choosing flows that share an index slot. The
+// xorshift brings the high half's low bits (the addresses' last octets,
+// which vary most) to where the multiply's kept bits see them.
 func (t *Table) hashS(k skey) uint32 {
-	return t.hashWire(uint64(k.in)<<32|uint64(k.rem), uint32(k.inPort)<<16|uint32(k.remPort), k.proto)
+	x := (uint64(k.in)<<32 | uint64(k.rem)) ^ (uint64(k.inPort)<<48 | uint64(k.remPort)<<32 | uint64(k.proto)) ^ t.seed
+	x ^= x >> 29
+	return uint32((x * 0x9e3779b97f4a7c15) >> 32)
 }
 
-// hashWire is hashS from the header's words as they are read: source and
-// destination address as one, the two ports as one.
+// hashWire is hashS from the header's words as they are loaded in wire
+// order (see wireKey): source and destination address as one, the two
+// ports as one. The swaps put the octets where hashS has them (in wire
+// order the last octets share the high byte of their words, and the
+// xorshift would fold them onto each other: four times the probes).
 func (t *Table) hashWire(addrs uint64, ports uint32, proto uint8) uint32 {
-	x := addrs ^ (uint64(ports)<<32 | uint64(proto)) ^ t.seed
+	x := bits.ReverseBytes64(addrs) ^ (uint64(bits.ReverseBytes32(ports))<<32 | uint64(proto)) ^ t.seed
 	x ^= x >> 29
 	return uint32((x * 0x9e3779b97f4a7c15) >> 32)
 }
@@ -946,21 +973,21 @@ func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
 	if proto != protoTCP && proto != protoUDP || h[0]>>4 != 4 {
 		return 0
 	}
-	addrs, ports := be64(h[12:]), be32(pkt[l4:])
-	if t.inside(uint32(addrs >> 32)) {
+	addrs, ports := le64(h[12:]), le32(pkt[l4:])
+	if t.inside(uint32(addrs)) {
 		v := t.hashWire(addrs, ports, proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
-	if dst := uint32(addrs); t.k.outsideIndex(dst) >= 0 {
-		v := hashO(okey{dst, uint16(ports), proto})
+	if dst := be32(h[16:]); t.k.outsideIndex(dst) >= 0 {
+		v := hashO(okey{dst, be16(pkt[l4+2:]), proto})
 		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
 		return uint64(v) | probeMap
 	}
 	return 0
 }
 
-// inside reports whether src is in a rule's source prefixes.
+// inside reports whether src (wire order) is in a rule's source prefixes.
 func (t *Table) inside(src uint32) bool {
 	for _, p := range t.srcs {
 		if src&p.mask == p.addr {

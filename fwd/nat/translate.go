@@ -27,33 +27,29 @@ func (t *Table) OutFast(pkt []byte, l4 int, port int, hint uint64) bool {
 }
 
 // outFast translates a TCP or UDP packet of the live session sid, the
-// common case, with what Prefetch checked taken as checked (IPv4, ports
-// within pkt, a NAT'd source); false: out decides (another session, a
-// fragment, expired, another rule). A session in this table is for an
-// inside address this worker owns: the owner test is implied. The key is
-// compared as the header holds it: both addresses in one word, both
-// ports in another.
+// common case, with what Prefetch checked taken as checked (IPv4, a NAT'd
+// source); false: out decides (another session, a fragment, expired,
+// another rule, a TCP header too short to translate).
+// A session in this table is for an inside address this worker owns: the
+// owner test is implied. Everything is in wire order (see wireKey): the
+// key is compared as the header holds it, both addresses in one word,
+// both ports in another, and the checksums are updated without swaps.
 func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	if t.k == nil || int(sid) >= len(t.sess) || l4 < ipv4MinHdrLen || l4+udpHdrLen > len(pkt) {
 		return false
 	}
 	s := &t.sess[sid]
 	h := (*[ipv4MinHdrLen]byte)(pkt)
-	proto := h[9]
 	l := pkt[l4:]
-	if proto == protoTCP {
-		if len(l) < tcpCsumOff+2 { // a shorter TCP header is out's to drop
-			return false
-		}
-	} else if proto != protoUDP {
+	proto := h[9] // a free record's is 0: no TCP or UDP packet matches it
+	if le64(h[12:]) != s.addrs || le32(l) != s.ports || proto != s.proto || le16(h[6:])&fragBitsWire != 0 ||
+		proto != protoUDP && (proto != protoTCP || len(l) < tcpCsumOff+2) {
 		return false
 	}
-	addrs, ports := be64(h[12:]), be32(l)
-	if addrs != uint64(s.in)<<32|uint64(s.rem) || ports != uint32(s.inPort)<<16|uint32(s.remPort) ||
-		proto != s.proto || s.m == 0 || be16(h[6:])&(ipv4FlagMF|ipv4FragMask) != 0 || t.expired(s) {
+	if age := t.now - s.last; age > t.tmin && age > t.timeout(s) {
 		return false
 	}
-	if lp := t.lonePort(s.rule); lp != port && (lp >= 0 || !t.k.matches(s.rule, s.in, port)) {
+	if lp := t.lonePort(s.rule); lp != port && (lp >= 0 || !t.k.matches(s.rule, s.key().in, port)) {
 		return false
 	}
 	if s.last != t.now { // a clean line costs no write-back when evicted: most packets of a second find it current
@@ -61,22 +57,23 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	}
 	// The address's difference is the session's; the transport's
 	// pseudo-header also has the port's (RFC 1624 eqn. 3, one fold each).
-	d, op := uint32(s.dOut), s.outPort
-	put32(h[12:], s.out)
-	c := uint32(^be16(h[ipCsumOff:])) + d // two 16-bit terms: one fold is enough
-	put16(h[ipCsumOff:], ^uint16(c+c>>16))
+	d := uint32(s.dOut)
+	putLE32(h[12:], s.out)
+	c := uint32(^le16(h[ipCsumOff:])) + d // two 16-bit terms: one fold is enough
+	putLE16(h[ipCsumOff:], ^uint16(c+c>>16))
+	d += diff16(uint16(s.ports), s.outPort)
 	if proto == protoTCP {
-		fixd(l[tcpCsumOff:], d+diff16(s.inPort, op))
+		fixdWire(l[tcpCsumOff:], d)
 		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	} else if c := l[udpCsumOff:]; be16(c) != 0 {
-		fixd(c, d+diff16(s.inPort, op))
-		if be16(c) == 0 {
-			put16(c, 0xffff)
+	} else if c := l[udpCsumOff:]; le16(c) != 0 {
+		fixdWire(c, d)
+		if le16(c) == 0 {
+			putLE16(c, 0xffff)
 		}
 	}
-	put16(l, op)
+	putLE16(l, s.outPort)
 	t.cnt[cOut]++
 	return true
 }
@@ -158,7 +155,7 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	}
 	s := &t.sess[sid]
 	s.last = t.now
-	out, op := s.out, s.outPort
+	out, op := s.outside()
 	// One difference for the address, folded once into each checksum it
 	// is in (the transport's pseudo-header also has the port's).
 	d := diff32(src, out)
@@ -270,7 +267,8 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 	}
 	s := &t.sess[sid]
 	s.last = t.now
-	in, ip := s.in, s.inPort // the mapping's inside endpoint
+	sk := s.key()
+	in, ip := sk.in, sk.inPort // the mapping's inside endpoint
 	d := diff32(dst, in)
 	put32(pkt[16:], in)
 	fixd(pkt[ipCsumOff:], d)
