@@ -90,11 +90,16 @@ func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
 	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
-	l3, l4 := p.Data()[p.L3Off:], l4Off(p)
-	if w.nat.OutFast(l3, l4, int(a.port), w.natHint) {
+	// One slice expression for the IP packet; only what the general path
+	// needs to work it out again lives across the fast path's call.
+	if w.nat.OutFast(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), w.natHint) {
 		return true
 	}
-	v, owner := w.nat.OutHint(l3, l4, int(a.port), w.natHint)
+	return w.natOutSlow(p, int(a.port), how)
+}
+
+func (w *Worker) natOutSlow(p *Packet, port int, how uint8) bool {
+	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, w.natHint)
 	switch v {
 	case nat.Pass, nat.Done:
 		return true

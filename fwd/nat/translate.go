@@ -63,14 +63,15 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	putLE16(h[ipCsumOff:], ^uint16(c+c>>16))
 	d += diff16(uint16(s.ports), s.outPort)
 	if proto == protoTCP {
-		fixdWire(l[tcpCsumOff:], d)
-		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
+		tl := (*[tcpCsumOff + 2]byte)(l) // checked above
+		fixdWire(tl[tcpCsumOff:], d)
+		if st := s.state | tcpState(tl[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	} else if c := l[udpCsumOff:]; le16(c) != 0 {
-		fixdWire(c, d)
-		if le16(c) == 0 {
-			putLE16(c, 0xffff)
+	} else if ul := (*[udpHdrLen]byte)(l); le16(ul[udpCsumOff:]) != 0 {
+		fixdWire(ul[udpCsumOff:], d)
+		if le16(ul[udpCsumOff:]) == 0 {
+			putLE16(ul[udpCsumOff:], 0xffff)
 		}
 	}
 	putLE16(l, s.outPort)
