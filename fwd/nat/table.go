@@ -1002,12 +1002,12 @@ func (t *Table) inside(src uint32) bool {
 // probeDone set). A tag match whose record turns out to hold another key
 // is checked by the translation, which then looks again.
 func (t *Table) Touch(hs []uint64) {
+	ss, sm := t.sidx.s, t.sidx.mask // locals: the stores to hs would make the loop reload them
 	var sink uint32
 	for i, h := range hs {
 		switch {
 		case h&probeSess != 0:
-			id := t.sidx.tagged(uint32(h))
-			hs[i] = uint64(id) | probeSess | probeDone
+			hs[i] = uint64(tagged(ss, sm, uint32(h))) | probeSess | probeDone
 		case h&probeMap != 0:
 			id := t.oidx.tagged(uint32(h))
 			if id != 0 && int(id) <= len(t.maps) {
@@ -1023,9 +1023,11 @@ func (t *Table) Touch(hs []uint64) {
 }
 
 // tagged returns the id + 1 of the first record with hash h, or 0.
-func (x *index) tagged(h uint32) uint32 {
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		v := x.s[i]
+func (x *index) tagged(h uint32) uint32 { return tagged(x.s, x.mask, h) }
+
+func tagged(s []uint64, mask, h uint32) uint32 {
+	for i := h & mask; ; i = (i + 1) & mask {
+		v := s[i]
 		if v == 0 {
 			return 0
 		}
