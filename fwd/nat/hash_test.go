@@ -1,6 +1,10 @@
 package nat
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 // TestHashSpread: the flows of many clients to many remote hosts (what a
 // NAT sees: the addresses' last octets vary together) spread over the
@@ -29,6 +33,50 @@ func TestHashSpread(t *testing.T) {
 		}
 		if mean := float64(total) / 1e5; mean > 1 || worst > 64 {
 			t.Errorf("seed %#x: mean displacement %.2f slots, worst %d", seed, mean, worst)
+		}
+	}
+}
+
+// TestTouchSessions: the assembly touchSessions leaves exactly the hints
+// its Go definition does, for hits, misses (empty slots and other tags
+// after a probe), map probes and no probe, over a crowded index.
+func TestTouchSessions(t *testing.T) {
+	c := testConfig()
+	c.MaxSessions, c.BlockSize, c.MaxBlocks = 1<<12, 64, 1
+	c.Rules[0].PortHi = 65535
+	tb := newTestTable(t, c)
+	fill(t, tb, 2000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	hs := make([]uint64, 0, 4096)
+	for i := range tb.sess {
+		if s := &tb.sess[i]; s.m != 0 {
+			hs = append(hs, uint64(tb.hashS(s.key()))|probeSess)
+		}
+		switch i % 4 {
+		case 0:
+			hs = append(hs, uint64(rng.Uint32())|probeSess) // almost always a miss
+		case 1:
+			hs = append(hs, uint64(rng.Uint32())|probeMap)
+		case 2:
+			hs = append(hs, 0)
+		}
+	}
+	want := slices.Clone(hs)
+	wantMaps := touchSessionsGo(tb.sidx.s, tb.sidx.mask, tb.sess, want)
+	hits := 0
+	for _, h := range want {
+		if h&probeSess != 0 && uint32(h) != 0 {
+			hits++
+		}
+	}
+	if hits < 2000 {
+		t.Fatalf("the Go definition found %d sessions of 2000", hits)
+	}
+	for _, n := range []int{0, 1, 7, 64, len(hs)} {
+		got := slices.Clone(hs[:n])
+		if maps := touchSessions(tb.sidx.s, tb.sidx.mask, tb.sess, got); !slices.Equal(got, want[:n]) ||
+			n == len(hs) && maps != wantMaps {
+			t.Fatalf("%d probes: hints differ (maps %d, want %d)", n, maps, wantMaps)
 		}
 	}
 }

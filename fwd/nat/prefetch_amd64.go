@@ -7,9 +7,13 @@ package nat
 //go:noescape
 func prefetchSlot(p *uint64)
 
-// prefetchSessions issues PREFETCHT0 on the record of every session probe
-// Touch resolved in hs (kind probeSess, id+1 in the low 32 bits, at most
-// n): one call for a batch instead of one per packet.
+// touchSessions is Touch for the session probes in hs: each one's id + 1
+// (0: none), found by its hash tag in the index idx (whose length is
+// mask+1), replaces it (kind kept, probeDone set), and the line of the
+// record it names in sess is prefetched; it returns how many map probes
+// it left for the caller. One call and one loop for a batch (in Go it was
+// twice the instructions, and a second pass for the prefetches).
+// touchSessionsGo is its definition.
 //
 //go:noescape
-func prefetchSessions(base *session, hs []uint64, n int)
+func touchSessions(idx []uint64, mask uint32, sess []session, hs []uint64) (maps int)

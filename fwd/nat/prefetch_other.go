@@ -2,5 +2,8 @@
 
 package nat
 
-func prefetchSlot(p *uint64)                             {}
-func prefetchSessions(base *session, hs []uint64, n int) {}
+func prefetchSlot(p *uint64) {}
+
+func touchSessions(idx []uint64, mask uint32, sess []session, hs []uint64) int {
+	return touchSessionsGo(idx, mask, sess, hs)
+}

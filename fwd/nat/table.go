@@ -1002,12 +1002,19 @@ func (t *Table) inside(src uint32) bool {
 // probeDone set). A tag match whose record turns out to hold another key
 // is checked by the translation, which then looks again.
 func (t *Table) Touch(hs []uint64) {
-	ss, sm := t.sidx.s, t.sidx.mask // locals: the stores to hs would make the loop reload them
+	maps := len(hs)
+	if len(t.sidx.s) != 0 && len(t.sess) != 0 {
+		maps = touchSessions(t.sidx.s, t.sidx.mask, t.sess, hs)
+	}
+	if maps == 0 {
+		return
+	}
 	var sink uint32
 	for i, h := range hs {
 		switch {
-		case h&probeSess != 0:
-			hs[i] = uint64(tagged(ss, sm, uint32(h))) | probeSess | probeDone
+		case h&probeDone != 0:
+		case h&probeSess != 0: // no session table
+			hs[i] = probeSess | probeDone
 		case h&probeMap != 0:
 			id := t.oidx.tagged(uint32(h))
 			if id != 0 && int(id) <= len(t.maps) {
@@ -1017,9 +1024,20 @@ func (t *Table) Touch(hs []uint64) {
 		}
 	}
 	t.sink += sink
-	if len(t.sess) != 0 {
-		prefetchSessions(&t.sess[0], hs, len(t.sess))
+}
+
+// touchSessionsGo is touchSessions' definition (and its body where there
+// is no assembly version), without the prefetches. len(idx) is mask+1.
+func touchSessionsGo(idx []uint64, mask uint32, sess []session, hs []uint64) (maps int) {
+	for i, h := range hs {
+		switch {
+		case h&probeSess != 0:
+			hs[i] = uint64(tagged(idx, mask, uint32(h))) | probeSess | probeDone
+		case h&probeMap != 0:
+			maps++
+		}
 	}
+	return maps
 }
 
 // tagged returns the id + 1 of the first record with hash h, or 0.
