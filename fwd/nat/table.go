@@ -973,7 +973,7 @@ func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
 	if proto != protoTCP && proto != protoUDP || h[0]>>4 != 4 {
 		return 0
 	}
-	addrs, ports := le64(h[12:]), le32(pkt[l4:])
+	addrs, ports := le64(h[12:]), le32(pkt[l4:l4+4:l4+4]) // capped: no masking for an empty result
 	if t.inside(uint32(addrs)) {
 		v := t.hashWire(addrs, ports, proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])

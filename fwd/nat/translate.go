@@ -40,10 +40,11 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	}
 	s := &t.sess[sid]
 	h := (*[ipv4MinHdrLen]byte)(pkt)
-	l := pkt[l4:]
+	// Capped slices: their start needs no masking for an empty result.
+	ul := (*[udpHdrLen]byte)(pkt[l4 : l4+udpHdrLen : l4+udpHdrLen])
 	proto := h[9] // a free record's is 0: no TCP or UDP packet matches it
-	if le64(h[12:]) != s.addrs || le32(l) != s.ports || proto != s.proto || le16(h[6:])&fragBitsWire != 0 ||
-		proto != protoUDP && (proto != protoTCP || len(l) < tcpCsumOff+2) {
+	if le64(h[12:]) != s.addrs || le32(ul[:]) != s.ports || proto != s.proto || le16(h[6:])&fragBitsWire != 0 ||
+		proto != protoUDP && (proto != protoTCP || l4+tcpCsumOff+2 > len(pkt)) {
 		return false
 	}
 	if age := t.now - s.last; age > t.tmin && age > t.timeout(s) {
@@ -63,18 +64,18 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	putLE16(h[ipCsumOff:], ^uint16(c+c>>16))
 	d += diff16(uint16(s.ports), s.outPort)
 	if proto == protoTCP {
-		tl := (*[tcpCsumOff + 2]byte)(l) // checked above
+		tl := (*[tcpCsumOff + 2]byte)(pkt[l4 : l4+tcpCsumOff+2 : l4+tcpCsumOff+2]) // checked above
 		fixdWire(tl[tcpCsumOff:], d)
 		if st := s.state | tcpState(tl[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	} else if ul := (*[udpHdrLen]byte)(l); le16(ul[udpCsumOff:]) != 0 {
+	} else if le16(ul[udpCsumOff:]) != 0 {
 		fixdWire(ul[udpCsumOff:], d)
 		if le16(ul[udpCsumOff:]) == 0 {
 			putLE16(ul[udpCsumOff:], 0xffff)
 		}
 	}
-	putLE16(l, s.outPort)
+	putLE16(ul[:], s.outPort)
 	t.cnt[cOut]++
 	return true
 }
