@@ -183,3 +183,29 @@ func BenchmarkPollNAT100kSessions(b *testing.B) {
 	b.ReportMetric(per(p.cpu[1], p.polls[1])/per(p.cpu[0], p.polls[0]), "nat/route")
 	b.ReportMetric(per(p.cpu[1], p.polls[1])-per(p.cpu[0], p.polls[0]), "nat-extra-ns/pkt")
 }
+
+// BenchmarkPollNATInstructions polls one side alone, route or NAT, over
+// the first 1,024 of natFrames (the tables in cache), in natPollLoop: run
+// under callgrind with --toggle-collect='*natPollLoop*' it counts the
+// instructions a packet costs on each side, which, unlike time, do not
+// move with the machine's load (docs/nat.md, Measurements).
+func BenchmarkPollNATInstructions(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "route", true: "nat"}[on]
+		b.Run(name, func(b *testing.B) {
+			r := natHotRig(b, natFrames()[:1024], on)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ReportAllocs()
+			b.ResetTimer()
+			natPollLoop(r, b.N)
+		})
+	}
+}
+
+//go:noinline
+func natPollLoop(r *rig, n int) {
+	for range n {
+		r.poll()
+	}
+}
