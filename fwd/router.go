@@ -134,13 +134,20 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.drop(p, DropTooBig)
 		return
 	}
-	if !w.natOut(p, a, how) {
-		return
-	}
 	// rewriteL3, spelled out: this is every routed packet's path, and a
-	// call here costs the spills of everything live across it. The header
-	// is viewed again: what natOut did to p stands.
-	if how&rOrigin == 0 {
+	// call here costs the spills of everything live across it. With NAT,
+	// a routed packet of a session Prefetch and Touch found (natHint, set
+	// for IPv4 only) is translated with its TTL in one call; anything
+	// else takes the hook, and the header is viewed again after it.
+	if !w.nat.Active() {
+		if how&rOrigin == 0 {
+			decHop(ip4Hdr(p), v4)
+		}
+	} else if h := w.natHint; h != 0 && how&rOrigin == 0 && a.kind != adjUplink &&
+		w.nat.OutRouted(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), h) {
+	} else if !w.natTranslateOut(p, a, how) {
+		return
+	} else if how&rOrigin == 0 {
 		decHop(ip4Hdr(p), v4)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {

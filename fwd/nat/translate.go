@@ -23,7 +23,16 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 // less per packet): true when it translated pkt (Done); false: call
 // OutHint.
 func (t *Table) OutFast(pkt []byte, l4 int, port int, hint uint64) bool {
-	return hint&probeSess != 0 && uint32(hint) != 0 && t.outFast(pkt, l4, port, uint32(hint)-1)
+	return hint&probeSess != 0 && uint32(hint) != 0 && t.outFast(pkt, l4, port, uint32(hint)-1, 0)
+}
+
+// OutRouted is OutFast for a packet a router forwards: when it translates
+// pkt it also takes one off the TTL (above 1: the caller checked), in the
+// same IP checksum update as the address (RFC 1624 eqn. 3: the TTL's
+// term, ~m + m' with m' = m - 1 in the wire-order word TTL|protocol, is
+// 0xfffe). false: nothing changed, TTL included; call OutHint.
+func (t *Table) OutRouted(pkt []byte, l4 int, port int, hint uint64) bool {
+	return hint&probeSess != 0 && uint32(hint) != 0 && t.outFast(pkt, l4, port, uint32(hint)-1, 1)
 }
 
 // outFast translates a TCP or UDP packet of the live session sid, the
@@ -34,7 +43,7 @@ func (t *Table) OutFast(pkt []byte, l4 int, port int, hint uint64) bool {
 // owner test is implied. Everything is in wire order (see wireKey): the
 // key is compared as the header holds it, both addresses in one word,
 // both ports in another, and the checksums are updated without swaps.
-func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
+func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32, ttl uint8) bool {
 	if t.k == nil || int(sid) >= len(t.sess) || l4 < ipv4MinHdrLen || l4+udpHdrLen > len(pkt) {
 		return false
 	}
@@ -60,7 +69,9 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32) bool {
 	// pseudo-header also has the port's (RFC 1624 eqn. 3, one fold each).
 	d := uint32(s.dOut)
 	putLE32(h[12:], s.out)
-	c := uint32(^le16(h[ipCsumOff:])) + d // two 16-bit terms: one fold is enough
+	h[8] -= ttl
+	c := uint32(^le16(h[ipCsumOff:])) + d + uint32(ttl)*0xfffe // three 16-bit terms: two folds
+	c = c&0xffff + c>>16
 	putLE16(h[ipCsumOff:], ^uint16(c+c>>16))
 	d += diff16(uint16(s.ports), s.outPort)
 	if proto == protoTCP {

@@ -530,7 +530,7 @@ func TestOutFastPath(t *testing.T) {
 		if hint[0]&probeSess == 0 || uint32(hint[0]) == 0 {
 			t.Fatalf("packet %d: Touch found no session (hint %#x)", i, hint[0])
 		}
-		if !b.outFast(h, 20, 1, uint32(hint[0])-1) {
+		if !b.outFast(h, 20, 1, uint32(hint[0])-1, 0) {
 			t.Fatalf("packet %d: the fast path refused an established session", i)
 		}
 		if string(h) != string(q) {
@@ -547,16 +547,16 @@ func TestOutFastPath(t *testing.T) {
 	hint := []uint64{b.Prefetch(p, 20)}
 	b.Touch(hint)
 	id := uint32(hint[0]) - 1
-	if b.outFast(append([]byte(nil), p...), 20, 2, id) {
+	if b.outFast(append([]byte(nil), p...), 20, 2, id, 0) {
 		t.Fatal("fast path took a packet for a port without a rule")
 	}
 	frag := append([]byte(nil), p...)
 	frag[6] |= ipv4FlagMF >> 8
-	if b.outFast(frag, 20, 1, id) {
+	if b.outFast(frag, 20, 1, id, 0) {
 		t.Fatal("fast path took a first fragment (its later fragments need the record)")
 	}
 	b.now += uint32(c.Timeouts.UDP/time.Second) + 2 // no Refresh: its sweep would free the session first
-	if b.outFast(append([]byte(nil), p...), 20, 1, id) {
+	if b.outFast(append([]byte(nil), p...), 20, 1, id, 0) {
 		t.Fatal("fast path took an expired session")
 	}
 }
