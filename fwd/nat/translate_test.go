@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -638,5 +639,59 @@ func TestOutFastPathKeepsAlive(t *testing.T) {
 	}
 	if st := b.sess[uint32(hint[0])-1].state; st&stFinOut == 0 || st&stSynOut == 0 {
 		t.Fatalf("TCP state %#x after SYN and FIN out", st)
+	}
+}
+
+// TestOutRoutedTTL: OutRouted translates as Out does and takes one off the
+// TTL in the same checksum update; the IP checksum verifies for every TTL
+// and every header sum (the folds' carries: one fold fails), and a packet it
+// refuses is left as it was, TTL included.
+func TestOutRoutedTTL(t *testing.T) {
+	c := testConfig()
+	a, b := newTestTable(t, c), newTestTable(t, c)
+	for _, proto := range []uint8{protoUDP, protoTCP} {
+		var p []byte
+		if proto == protoUDP {
+			p = ipPacket(inA, remote, protoUDP, udp(5000, 53, "x"))
+		} else {
+			p = ipPacket(inA, remote, protoTCP, tcp(40000, 80, tcpSYN, ""))
+		}
+		mustOut(t, a, append([]byte(nil), p...))
+		mustOut(t, b, append([]byte(nil), p...))
+		for i := range 254 + 1<<16 {
+			ttl, id := 2+i, uint16(0) // every TTL, then every header sum (each IP ID) at TTL 64
+			if i >= 254 {
+				ttl, id = 64, uint16(i-254)
+			}
+			in := append([]byte(nil), p...)
+			in[8] = byte(ttl)
+			binary.BigEndian.PutUint16(in[4:], id)
+			in[10], in[11] = 0, 0
+			binary.BigEndian.PutUint16(in[10:], csum(in[:20]))
+			q, r := append([]byte(nil), in...), append([]byte(nil), in...)
+			if v, _ := a.Out(q, 20, 1); v != Done {
+				t.Fatalf("Out %v", v)
+			}
+			hint := []uint64{b.Prefetch(r, 20)}
+			b.Touch(hint)
+			if !b.OutRouted(r, 20, 1, hint[0]) {
+				t.Fatalf("proto %d ttl %d: OutRouted refused an established session", proto, ttl)
+			}
+			verify(t, r)
+			if r[8] != byte(ttl-1) {
+				t.Fatalf("TTL %d became %d", ttl, r[8])
+			}
+			r[8], r[10], r[11], q[10], q[11] = q[8], 0, 0, 0, 0
+			if string(r) != string(q) {
+				t.Fatalf("proto %d ttl %d: OutRouted %x, Out %x (IP checksums aside)", proto, ttl, r, q)
+			}
+		}
+		// Another egress port (no rule): refused, nothing changed.
+		r := append([]byte(nil), p...)
+		hint := []uint64{b.Prefetch(r, 20)}
+		b.Touch(hint)
+		if b.OutRouted(r, 20, 2, hint[0]) || string(r) != string(p) {
+			t.Fatalf("OutRouted took a packet for another port or changed it: %x", r)
+		}
 	}
 }
