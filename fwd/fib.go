@@ -1,5 +1,7 @@
 package fwd
 
+import "encoding/binary"
+
 // FIB lookups for a whole received batch. With a large FIB a route lookup
 // is a chain of cache misses; doing the batch's lookups together in one
 // lpm LookupBatch call per family overlaps those misses (memory-level
@@ -49,18 +51,19 @@ func (w *Worker) routeLater(t *tables, p *Packet) {
 		w.routeIP(t, p, 0)
 		return
 	}
+	var h uint64
 	if p.Flags&FlagIPv4 != 0 {
 		f.slot = append(f.slot, uint16(len(f.dst4)))
 		f.dst4 = append(f.dst4, [4]byte(ip4Hdr(p)[16:20]))
+		if w.nat.Active() && p.Flags&(FlagTCP|FlagUDP) != 0 {
+			// Parsed: the IP header and the ports are there (L4Off set).
+			// NAT's index line loads while the rest of the batch is parsed.
+			x := int(p.Off) + int(p.L4Off)
+			h = w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+		}
 	} else {
 		f.slot = append(f.slot, uint16(len(f.dst6)))
 		f.dst6 = append(f.dst6, [16]byte(ip6Hdr(p)[24:40]))
-	}
-	var h uint64
-	if w.nat.Active() && p.Flags&FlagIPv4 != 0 {
-		// Parsed: the header is there. NAT reads on into the ports.
-		l3 := p.Buf[int(p.Off)+int(p.L3Off):]
-		h = w.nat.Prefetch(l3, l4Off(p)) // NAT's index line loads while the rest of the batch is parsed
 	}
 	f.natSlot[len(f.pend)] = h
 	f.pend = append(f.pend, p)

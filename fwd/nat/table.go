@@ -965,22 +965,28 @@ const (
 // A record a few slots on is on the same cache line, or the next one,
 // which Touch then reads.
 func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
-	if t.k == nil || l4 < ipv4MinHdrLen || l4+4 > len(pkt) {
+	if t.k == nil || l4 < ipv4MinHdrLen || l4+4 > len(pkt) || pkt[0]>>4 != 4 {
 		return 0
 	}
-	h := (*[ipv4MinHdrLen]byte)(pkt)
+	return t.PrefetchIP((*[ipv4MinHdrLen]byte)(pkt), le32(pkt[l4:l4+4:l4+4])) // capped: no masking for an empty result
+}
+
+// PrefetchIP is Prefetch for a parsed IPv4 packet with a transport header:
+// h is its IP header, ports the transport header's first four bytes as
+// they are in the packet (wire order). The worker has both at hand.
+func (t *Table) PrefetchIP(h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
 	proto := h[9]
-	if proto != protoTCP && proto != protoUDP || h[0]>>4 != 4 {
+	if t.k == nil || proto != protoTCP && proto != protoUDP {
 		return 0
 	}
-	addrs, ports := le64(h[12:]), le32(pkt[l4:l4+4:l4+4]) // capped: no masking for an empty result
+	addrs := le64(h[12:])
 	if t.inside(uint32(addrs)) {
 		v := t.hashWire(addrs, ports, proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
 	if dst := be32(h[16:]); t.k.outsideIndex(dst) >= 0 {
-		v := hashO(okey{dst, be16(pkt[l4+2:]), proto})
+		v := hashO(okey{dst, bits.ReverseBytes16(uint16(ports >> 16)), proto})
 		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
 		return uint64(v) | probeMap
 	}
