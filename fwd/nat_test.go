@@ -363,3 +363,27 @@ func TestNATPartialChecksums(t *testing.T) {
 		t.Fatalf("answer to %v:%d", dst, dp)
 	}
 }
+
+// TestNATTTLOnce: every packet of a flow leaves translated with its TTL one
+// lower and its checksums right — the first through NAT's general hook,
+// the rest through the fast path that folds the TTL into NAT's checksum
+// update (nat.Table.OutRouted) — never decremented twice or not at all.
+func TestNATTTLOnce(t *testing.T) {
+	r := natRig(t, false)
+	for i := range 4 {
+		r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, "query"))
+		r.poll()
+		f := r.drainOne(1)
+		hdr, _ := checkIPv4(t, parseEth(t, f).l3)
+		if src, _, _, _ := l4ports(t, f); src != r1v4.Addr() {
+			t.Fatalf("packet %d left untranslated (source %v)", i, src)
+		}
+		if hdr[8] != 63 {
+			t.Fatalf("packet %d left with TTL %d, want 63", i, hdr[8])
+		}
+	}
+	if s := r.e.NATStats(); s.SessionsCreated != 1 {
+		t.Fatalf("sessions created %d, want 1", s.SessionsCreated)
+	}
+	r.checkNoLeak()
+}
