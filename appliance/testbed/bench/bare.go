@@ -103,14 +103,11 @@ func runBare(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	}
 	var threads []string
 	if !o.IngressOnGenCPU {
-		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
-			return Run{}, err
-		}
-		defer nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0")
-		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
+		pid, unthread, err := threadIngressNAPI(t, o.FwdCPU)
 		if err != nil {
 			return Run{}, err
 		}
+		defer unthread()
 		threads = append(threads, fmt.Sprint(pid))
 	}
 	ps := progStatter(prog)

@@ -662,17 +662,12 @@ func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
 		if o.IngressOnGenCPU {
 			return nil, undoGRO, nil
 		}
-		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
+		pid, unthread, err := threadIngressNAPI(t, o.FwdCPU)
+		if err != nil {
 			undoGRO()
 			return nil, nil, err
 		}
-		undo := func() { _ = nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0"); undoGRO() }
-		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
-		if err != nil {
-			undo()
-			return nil, nil, err
-		}
-		return []string{strconv.Itoa(pid)}, undo, nil
+		return []string{strconv.Itoa(pid)}, func() { unthread(); undoGRO() }, nil
 	case o.IngressOnGenCPU:
 		return nil, func() {}, nil
 	}

@@ -121,14 +121,11 @@ func runGenOnly(ctx context.Context, t *topology, o FwdOptions) (Run, error) {
 		}
 		defer unsteerRPS(t)
 	default:
-		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
-			return Run{}, err
-		}
-		defer nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0")
-		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
+		pid, unthread, err := threadIngressNAPI(t, o.FwdCPU)
 		if err != nil {
 			return Run{}, err
 		}
+		defer unthread()
 		threads = append(threads, strconv.Itoa(pid))
 	}
 	return measure(ctx, t, c, o, "gen", threads, nil, nil)

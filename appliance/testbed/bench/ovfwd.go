@@ -135,14 +135,11 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 	default:
 		// Native XDP on veth runs in the device's NAPI: make it a thread
 		// and pin it to the appliance CPU.
-		if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
-			return Run{}, err
-		}
-		defer nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0")
-		pid, err := pinNAPIThread("bnA1", o.FwdCPU)
+		pid, unthread, err := threadIngressNAPI(t, o.FwdCPU)
 		if err != nil {
 			return Run{}, err
 		}
+		defer unthread()
 		napiPID = pid
 		if o.Boost {
 			_ = unix.Setpriority(unix.PRIO_PROCESS, pid, boostNice)

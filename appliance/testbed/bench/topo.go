@@ -152,6 +152,22 @@ func nsWrite(ns *netns.NS, path, value string) error {
 	return err
 }
 
+// threadIngressNAPI makes bnA1's NAPI a kernel thread pinned to cpu, as
+// every side whose ingress runs in NAPI needs, and returns the thread's PID
+// and what turns it back into softirq.
+func threadIngressNAPI(t *topology, cpu int) (int, func(), error) {
+	if err := nsWrite(t.app, "/sys/class/net/bnA1/threaded", "1"); err != nil {
+		return 0, nil, err
+	}
+	undo := func() { _ = nsWrite(t.app, "/sys/class/net/bnA1/threaded", "0") }
+	pid, err := pinNAPIThread("bnA1", cpu)
+	if err != nil {
+		undo()
+		return 0, nil, err
+	}
+	return pid, undo, nil
+}
+
 // pinNAPIThread pins the threaded-NAPI kernel thread of ifname to cpu.
 // Kernel threads are visible from every namespace; the device name in the
 // thread's comm is unique to this benchmark's topology.
