@@ -397,6 +397,41 @@ func TestPrefetchTailGuess(t *testing.T) {
 	}
 }
 
+// forwardOneBurst receives burst random frames through a model port with
+// prefetch distance dist (far prefetch as given), sends them back out,
+// checks every frame left unchanged and returns the RX counters.
+func forwardOneBurst(t *testing.T, dist, burst int, far bool, seed uint64) dp.RxStats {
+	t.Helper()
+	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: dist}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer port.Close()
+	port.Queue(0).RX.SetFarPrefetch(far)
+	var got [][]byte
+	dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
+	r := rand.New(rand.NewPCG(seed, uint64(dist)))
+	frames := make([][]byte, burst)
+	for i := range frames {
+		frames[i] = frame(60+i, uint32(i), r)
+	}
+	dev.RX[0].InjectBatch(frames)
+	b := fwd.NewBatch(burst)
+	if n := port.Rx(0, b); n != burst {
+		t.Fatalf("dist %d burst %d: received %d", dist, burst, n)
+	}
+	port.Tx(0, b)
+	if len(got) != burst {
+		t.Fatalf("dist %d burst %d: sent %d frames", dist, burst, len(got))
+	}
+	for i := range frames {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("dist %d burst %d: frame %d differs", dist, burst, i)
+		}
+	}
+	return port.Queue(0).RX.Stats
+}
+
 // TestPrefetchShinfoEarly: inside a burst, the shinfo lines of the group
 // after the one whose headers are prefetched are asked for (for write) a
 // group early — every packet from N+8 on, none with prefetch off — and
@@ -408,36 +443,9 @@ func TestPrefetchShinfoEarly(t *testing.T) {
 		{4, 10, 0}, // the group after N … N+7 lies past the burst
 		{0, 64, 0},
 	} {
-		port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: c.dist}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got [][]byte
-		dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
-		r := rand.New(rand.NewPCG(7, uint64(c.dist)))
-		frames := make([][]byte, c.burst)
-		for i := range frames {
-			frames[i] = frame(60+i, uint32(i), r)
-		}
-		dev.RX[0].InjectBatch(frames)
-		b := fwd.NewBatch(c.burst)
-		if n := port.Rx(0, b); n != c.burst {
-			t.Fatalf("%+v: received %d", c, n)
-		}
-		port.Tx(0, b)
-		st := port.Queue(0).RX.Stats
-		if st.PrefetchShinfoEarly != uint64(c.want) {
+		if st := forwardOneBurst(t, c.dist, c.burst, true, 7); st.PrefetchShinfoEarly != uint64(c.want) {
 			t.Errorf("%+v: %d shinfo lines prefetched early, want %d", c, st.PrefetchShinfoEarly, c.want)
 		}
-		if len(got) != c.burst {
-			t.Fatalf("%+v: sent %d frames", c, len(got))
-		}
-		for i := range frames {
-			if !bytes.Equal(got[i], frames[i]) {
-				t.Fatalf("%+v: frame %d differs", c, i)
-			}
-		}
-		port.Close()
 	}
 }
 
@@ -457,35 +465,8 @@ func TestPrefetchL2(t *testing.T) {
 		{4, 64, false, 0},
 		{0, 64, true, 0},
 	} {
-		port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: c.dist}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		port.Queue(0).RX.SetFarPrefetch(c.far)
-		var got [][]byte
-		dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
-		r := rand.New(rand.NewPCG(9, uint64(c.dist)))
-		frames := make([][]byte, c.burst)
-		for i := range frames {
-			frames[i] = frame(60+i, uint32(i), r)
-		}
-		dev.RX[0].InjectBatch(frames)
-		b := fwd.NewBatch(c.burst)
-		if n := port.Rx(0, b); n != c.burst {
-			t.Fatalf("%+v: received %d", c, n)
-		}
-		port.Tx(0, b)
-		if st := port.Queue(0).RX.Stats; st.PrefetchL2 != uint64(c.want) {
+		if st := forwardOneBurst(t, c.dist, c.burst, c.far, 9); st.PrefetchL2 != uint64(c.want) {
 			t.Errorf("%+v: %d packets prefetched into L2, want %d", c, st.PrefetchL2, c.want)
 		}
-		if len(got) != c.burst {
-			t.Fatalf("%+v: sent %d frames", c, len(got))
-		}
-		for i := range frames {
-			if !bytes.Equal(got[i], frames[i]) {
-				t.Fatalf("%+v: frame %d differs", c, i)
-			}
-		}
-		port.Close()
 	}
 }
