@@ -20,23 +20,7 @@ import (
 // asserts nothing about speed.
 func TestFwdShort(t *testing.T) {
 	netns.RequireRoot(t)
-	// A generator thread starved by other load can send nothing in a short
-	// window; that is a failed measurement, not a forwarding fault, so a run
-	// where a side sent nothing is repeated (three attempts at most).
-	var res *FwdResult
-	for attempt := 1; ; attempt++ {
-		var out bytes.Buffer
-		var err error
-		res, err = Fwd(context.Background(), &out, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if attempt == 3 || !generatorStalled(res) {
-			break
-		}
-		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
-	}
+	res := measureFwd(t, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
 	if len(res.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(res.Runs))
 	}
@@ -62,20 +46,7 @@ func TestFwdShort(t *testing.T) {
 // generator's MACs learned and mirrored into its map). Nothing about speed.
 func TestFwdBridgeShort(t *testing.T) {
 	netns.RequireRoot(t)
-	var res *FwdResult
-	for attempt := 1; ; attempt++ {
-		var out bytes.Buffer
-		var err error
-		res, err = Fwd(context.Background(), &out, FwdOptions{Bridge: true, Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if attempt == 3 || !generatorStalled(res) {
-			break
-		}
-		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
-	}
+	res := measureFwd(t, FwdOptions{Bridge: true, Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
 	for _, r := range res.Runs {
 		if r.Sent == 0 || r.Forwarded == 0 {
 			t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
@@ -99,21 +70,8 @@ func TestFwdXDPGenBare(t *testing.T) {
 }
 
 func testFwdXDPGenBare(t *testing.T, linuxXDPPass bool) {
-	var res *FwdResult
-	for attempt := 1; ; attempt++ {
-		var out bytes.Buffer
-		var err error
-		res, err = Fwd(context.Background(), &out, FwdOptions{Gen: genXDP, Bare: true, ProgStats: true, Rounds: 1, LinuxXDPPass: linuxXDPPass,
-			Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 20_000_000})
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if attempt == 3 || !generatorStalled(res) {
-			break
-		}
-		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
-	}
+	res := measureFwd(t, FwdOptions{Gen: genXDP, Bare: true, ProgStats: true, Rounds: 1, LinuxXDPPass: linuxXDPPass,
+		Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 20_000_000})
 	sides := map[string]bool{}
 	for _, r := range res.Runs {
 		sides[r.Side] = true
@@ -152,6 +110,26 @@ func BenchmarkFwd(b *testing.B) {
 		b.ReportMetric(res.OvfwdPPS, "ovfwd-pps")
 		b.ReportMetric(res.LinuxPPS, "linux-pps")
 		b.ReportMetric(res.Ratio, "ratio")
+	}
+}
+
+// measureFwd runs Fwd with o, logging what it prints. A generator thread
+// starved by other load can send nothing in a short window; that is a
+// failed measurement, not a forwarding fault, so such a run is repeated
+// (three attempts at most).
+func measureFwd(t *testing.T, o FwdOptions) *FwdResult {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		var out bytes.Buffer
+		res, err := Fwd(context.Background(), &out, o)
+		t.Log("\n" + out.String())
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if attempt == 3 || !generatorStalled(res) {
+			return res
+		}
+		t.Logf("attempt %d: a generator sent nothing in the window; measuring again", attempt)
 	}
 }
 

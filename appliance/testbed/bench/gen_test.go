@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"net"
 	"testing"
@@ -53,19 +52,7 @@ func TestFlowFrames(t *testing.T) {
 func TestFwdGenOnlyShort(t *testing.T) {
 	netns.RequireRoot(t)
 	for _, gen := range []string{genAFXDP, genAFPacket} {
-		var res *FwdResult
-		for attempt := 1; ; attempt++ {
-			var out bytes.Buffer
-			var err error
-			res, err = Fwd(context.Background(), &out, FwdOptions{GenOnly: true, Gen: gen, Rounds: 1, Duration: time.Second, Warmup: 300 * time.Millisecond, MaxPackets: 5_000_000})
-			t.Log("\n" + out.String())
-			if err != nil {
-				t.Fatalf("%s: %v", gen, err)
-			}
-			if attempt == 3 || !generatorStalled(res) {
-				break
-			}
-		}
+		res := measureFwd(t, FwdOptions{GenOnly: true, Gen: gen, Rounds: 1, Duration: time.Second, Warmup: 300 * time.Millisecond, MaxPackets: 5_000_000})
 		if len(res.Runs) != 1 {
 			t.Fatalf("%s: %d runs, want 1", gen, len(res.Runs))
 		}

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -19,20 +17,7 @@ func TestFwdNATShort(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatal("needs nft (.ci/install-deps installs nftables)")
 	}
-	var res *FwdResult
-	var out bytes.Buffer
-	for attempt := 1; ; attempt++ {
-		out.Reset()
-		var err error
-		res, err = Fwd(context.Background(), &out, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000, NAT: true})
-		t.Log("\n" + out.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if attempt == 3 || !generatorStalled(res) {
-			break
-		}
-	}
+	res := measureFwd(t, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000, NAT: true})
 	for _, r := range res.Runs {
 		if r.Sent == 0 || r.Forwarded == 0 {
 			t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
