@@ -292,7 +292,7 @@ func Bench(w io.Writer, o BenchOptions) error {
 	o.defaults()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	fmt.Fprintf(w, "mlx5 data path on the device model: RX → MAC swap → TX, flushed DMA (CLFLUSHOPT), burst %d, %d packets/run, median of %d alternated runs, work %d\n",
+	fmt.Fprintf(w, "mlx5 data path on the device model: RX → MAC swap → TX, flushed DMA (non-temporal writes + CLFLUSHOPT), burst %d, %d packets/run, median of %d alternated runs, work %d\n",
 		o.Burst, o.Packets, o.Runs, o.Work)
 	if !canFlush || !havePrefetch() {
 		fmt.Fprintln(w, "note: this architecture has no flush/prefetch assembly; figures show no-DDIO effects only on amd64")
@@ -389,6 +389,6 @@ func Bench(w io.Writer, o BenchOptions) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nEach figure: median over runs of the median over bursts of ns/packet (robust to preemption on this shared VM).")
-	fmt.Fprintln(w, "total includes the model (packet write + CLFLUSHOPT, CQE writes + flush, TX WQE parsing and gather); driver = Rx + MAC swap + Tx alone, i.e. total with the model's cost subtracted.")
+	fmt.Fprintln(w, "total includes the model (packet write + CLFLUSHOPT, CQE writes + flush, TX WQE parsing and segment checks); driver = Rx + MAC swap + Tx alone, i.e. total with the model's cost subtracted.")
 	return nil
 }

@@ -29,6 +29,10 @@ func BenchmarkForward(b *testing.B) {
 		{"scattered/64/D64", variant{layout: Scattered, size: 64, dist: 64}},
 		{"scattered/64/D4/nocqe", variant{layout: Scattered, size: 64, dist: 4, noCQEPF: true}},
 		{"scattered/64/D4/nofar", variant{layout: Scattered, size: 64, dist: 4, noFar: true}},
+		// 128 and 256 B: the shinfo line leaves the header line's 128-byte
+		// pair (at 64 B it is the header line's neighbour).
+		{"scattered/128/D4", variant{layout: Scattered, size: 128, dist: 4}},
+		{"scattered/256/D4", variant{layout: Scattered, size: 256, dist: 4}},
 		{"scattered/512/D0", variant{layout: Scattered, size: 512}},
 		{"scattered/512/D4", variant{layout: Scattered, size: 512, dist: 4}},
 		{"scattered/512/D8", variant{layout: Scattered, size: 512, dist: 8}},

@@ -6,6 +6,12 @@ package dpsim
 //go:noescape
 func flushRange(p, n uintptr)
 
+// ntCopy copies n bytes (a multiple of 8) from src to dst with
+// non-temporal stores, then SFENCE.
+//
+//go:noescape
+func ntCopy(dst, src, n uintptr)
+
 // fence orders earlier flushes before later loads (MFENCE).
 func fence()
 

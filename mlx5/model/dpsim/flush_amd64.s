@@ -20,3 +20,24 @@ done:
 TEXT ·fence(SB), NOSPLIT, $0-0
 	MFENCE
 	RET
+
+// func ntCopy(dst, src, n uintptr)
+// Copies n bytes (a multiple of 8) with MOVNTI, stores that do not
+// allocate the lines in any cache level (a line already cached is evicted
+// first), then SFENCE.
+TEXT ·ntCopy(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ ntdone
+ntloop:
+	MOVQ (SI), AX
+	MOVNTIQ AX, (DI)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ ntloop
+ntdone:
+	SFENCE
+	RET

@@ -194,15 +194,21 @@ func (m *Memory) page(iova uint64) ([]byte, int, bool) {
 	return m.pages[i], int((iova - m.base) % pageSize), true
 }
 
-// write copies src to iova (device DMA write); with flush it evicts every
-// line written plus extra bytes behind it from the CPU caches.
+// write copies src to iova (device DMA write); with flush (no DDIO) the
+// bytes go to memory with non-temporal stores, and every line written plus
+// extra bytes behind it is evicted from the CPU caches.
 func (m *Memory) write(iova uint64, src []byte, flush bool, extra int) bool {
 	for len(src) > 0 {
 		pg, off, ok := m.page(iova)
 		if !ok {
 			return false
 		}
-		n := copy(pg[off:], src)
+		n := min(len(src), len(pg)-off)
+		if flush {
+			dmaWrite(pg[off:], src[:n])
+		} else {
+			copy(pg[off:], src[:n])
+		}
 		if flush {
 			end := off + n + extra
 			if end > pageSize {
@@ -212,6 +218,20 @@ func (m *Memory) write(iova uint64, src []byte, flush bool, extra int) bool {
 		}
 		src = src[n:]
 		iova += uint64(n)
+	}
+	return true
+}
+
+// mapped reports whether all n bytes at iova are mapped.
+func (m *Memory) mapped(iova uint64, n int) bool {
+	for n > 0 {
+		_, off, ok := m.page(iova)
+		if !ok {
+			return false
+		}
+		k := min(n, pageSize-off)
+		n -= k
+		iova += uint64(k)
 	}
 	return true
 }

@@ -133,6 +133,18 @@ func TestModelRejects(t *testing.T) {
 			r.dseg(w[32:], 1<<30, 60, r.mem.LKey)
 			return 1, w
 		}, "not mapped", dp.SyndromeLocalProtection},
+		{"unmapped address, no sink", func(r *sqRig) (uint32, []byte) {
+			r.t.Sink = nil // the segment is checked even when no byte is read
+			w := r.ctrl(0, 0, dp.OpEnhancedMPSW, 3)
+			r.dseg(w[32:], 1<<30, 60, r.mem.LKey)
+			return 1, w
+		}, "not mapped", dp.SyndromeLocalProtection},
+		{"runs off the mapping, no sink", func(r *sqRig) (uint32, []byte) {
+			r.t.Sink = nil // the page after the buffer page is not mapped
+			w := r.ctrl(0, 0, dp.OpEnhancedMPSW, 3)
+			r.dseg(w[32:], 4096-30, 60, r.mem.LKey)
+			return 1, w
+		}, "not mapped", dp.SyndromeLocalProtection},
 		{"wrong wqe_index", func(r *sqRig) (uint32, []byte) {
 			r.ctrl(0, 5, dp.OpNOP, 1) // slot 0 claims counter 5
 			return 2, r.ctrl(1, 1, dp.OpNOP, 1)
