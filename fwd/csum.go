@@ -89,6 +89,32 @@ func fixCsum16(field []byte, old, new uint16) {
 // left alone. Only packets that pass the cheap test pay for the pass over
 // the payload, and those need it to be finished anyway.
 
+// addrSum4 is the sum of an IPv4 pseudo-header's addresses a (source,
+// destination) as 32-bit words: two fixed words, not a loop.
+func addrSum4(a *[8]byte) uint64 {
+	return uint64(binary.BigEndian.Uint32(a[0:])) + uint64(binary.BigEndian.Uint32(a[4:]))
+}
+
+// addrSum6 is addrSum4 for IPv6's addresses: eight words, below 2^35.
+func addrSum6(a *[32]byte) uint64 {
+	w0, w1, w2, w3 := binary.BigEndian.Uint64(a[0:]), binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(a[16:]), binary.BigEndian.Uint64(a[24:])
+	return w0>>32 + w0&0xffffffff + w1>>32 + w1&0xffffffff + w2>>32 + w2&0xffffffff + w3>>32 + w3&0xffffffff
+}
+
+// foldSum17 folds s, an address sum plus the protocol and the segment's
+// length (below 2^36), to a sum below 2^17 that is s modulo 2^16-1.
+func foldSum17(s uint64) uint32 {
+	s = s&0xffff + s>>16 // < 2^21
+	return uint32(s&0xffff + s>>16)
+}
+
+// foldPseudo is foldSum17 folded to 16 bits, not complemented: what the
+// checksum field of a segment whose sender left it to the device holds.
+func foldPseudo(s uint64) uint16 {
+	ps := foldSum17(s)
+	return uint16(ps&0xffff + ps>>16)
+}
+
 // finishPartialCsum completes p's TCP or UDP checksum when the sender left
 // only the pseudo-header sum in it, and reports whether it did. p is
 // parsed, not a fragment, and carries its whole transport segment.
@@ -111,22 +137,14 @@ func finishPartialCsum(p *Packet) bool {
 	}
 	f := l4o + field
 	stored := binary.BigEndian.Uint16(d[f : f+2])
-	var ps uint32
-	if p.Flags&FlagIPv4 != 0 { // two fixed words, not a loop
-		a := (*[8]byte)(ip4Hdr(p)[12:20])
-		s := uint64(proto) + uint64(n) + uint64(binary.BigEndian.Uint32(a[0:])) + uint64(binary.BigEndian.Uint32(a[4:]))
-		s = s&0xffff + s>>16 // < 2^18
-		ps = uint32(s&0xffff + s>>16)
-	} else { // IPv6 source and destination: four fixed words
-		a := (*[32]byte)(ip6Hdr(p)[8:40])
-		w0, w1, w2, w3 := binary.BigEndian.Uint64(a[0:]), binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(a[16:]), binary.BigEndian.Uint64(a[24:])
-		s := uint64(proto) + uint64(n) + w0>>32 + w0&0xffffffff + w1>>32 + w1&0xffffffff +
-			w2>>32 + w2&0xffffffff + w3>>32 + w3&0xffffffff // < 2^36
-		s = s&0xffff + s>>16 // < 2^21
-		s = s&0xffff + s>>16 // < 2^17
-		ps = uint32(s)
+	var as uint64
+	if p.Flags&FlagIPv4 != 0 {
+		as = addrSum4((*[8]byte)(ip4Hdr(p)[12:20]))
+	} else {
+		as = addrSum6((*[32]byte)(ip6Hdr(p)[8:40]))
 	}
-	if stored != uint16(ps&0xffff+ps>>16) { // the folded sum, not complemented (ps < 2^17: one fold)
+	ps := foldSum17(as + uint64(proto) + uint64(n))
+	if stored != uint16(ps&0xffff+ps>>16) { // foldPseudo's value, from ps
 		return false
 	}
 	seg := d[l4o : l4o+n]

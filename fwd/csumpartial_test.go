@@ -151,3 +151,42 @@ func TestFinishedChecksumEqualToPseudoSumIsKept(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// Parse marks (FlagPseudoCsum) exactly the segments whose checksum field
+// holds the pseudo-header sum: the router calls finishPartialCsum for
+// those alone, so an unmarked partial checksum would leave unfinished.
+func TestParseMarksPseudoHeaderChecksums(t *testing.T) {
+	payload := bytes.Repeat([]byte("mark "), 50)
+	for _, c := range []struct {
+		name string
+		ip   []byte
+	}{
+		{"tcp4", ipv4(aV4, bV4, 6, 64, true, tcpSeg(40000, 80, payload))},
+		{"udp4", ipv4(aV4, bV4, 17, 64, false, udp(40000, 53, payload))},
+		{"tcp6", ipv6(aV6, bV6, 6, 64, tcpSeg(40000, 80, payload))},
+		{"udp6", ipv6(aV6, bV6, 17, 64, udp(40000, 53, payload))},
+	} {
+		et := uint16(0x0800)
+		if c.ip[0]>>4 == 6 {
+			et = 0x86dd
+		}
+		for _, part := range []bool{false, true} {
+			ip := c.ip
+			if part {
+				ip = partial(ip)
+			}
+			buf := make([]byte, fwd.Headroom+2048)
+			f := eth(macR0, macA, et, ip)
+			p := fwd.Packet{Buf: buf, Off: fwd.Headroom, Len: uint16(copy(buf[fwd.Headroom:], f))}
+			if r := fwd.Parse(&p); r != fwd.DropNone {
+				t.Fatalf("%s: parse: %v", c.name, r)
+			}
+			if got := p.Flags&fwd.FlagPseudoCsum != 0; got != part {
+				t.Errorf("%s partial %v: marked %v", c.name, part, got)
+			}
+			if got := fwd.FinishPartialCsum(&p); got != part {
+				t.Errorf("%s partial %v: finished %v", c.name, part, got)
+			}
+		}
+	}
+}

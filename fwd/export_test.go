@@ -19,3 +19,9 @@ func (e *Engine) FIB() map[netip.Prefix]string {
 	t.v6.Walk(func(p netip.Prefix, v uint32) bool { m[p] = fmt.Sprintf("%+v", t.adj[v]); return true })
 	return m
 }
+
+// FlagPseudoCsum is Parse's mark for a transport checksum that holds the
+// pseudo-header sum; FinishPartialCsum is the router's full test and fix.
+const FlagPseudoCsum = flagPseudoCsum
+
+func FinishPartialCsum(p *Packet) bool { return finishPartialCsum(p) }

@@ -48,7 +48,7 @@ func newFIBBatch(n int) fibBatch {
 func (w *Worker) routeLater(t *tables, p *Packet) {
 	f := &w.fib
 	if f.single || len(f.pend) == cap(f.pend) {
-		w.routeIP(t, p, 0)
+		w.routeIP(t, p, rParsed)
 		return
 	}
 	var h uint64
@@ -82,10 +82,10 @@ func (w *Worker) routePending(t *tables) {
 		j := f.slot[i]
 		if p.Flags&FlagIPv4 != 0 {
 			w.natHint = f.natSlot[i]
-			w.forwardIP(t, p, 0, f.val4[j], f.ok4[j])
+			w.forwardIP(t, p, rParsed, f.val4[j], f.ok4[j])
 			w.natHint = 0
 		} else {
-			w.forwardIP(t, p, 0, f.val6[j], f.ok6[j])
+			w.forwardIP(t, p, rParsed, f.val6[j], f.ok6[j])
 		}
 	}
 	f.pend, f.slot, f.dst4, f.dst6 = f.pend[:0], f.slot[:0], f.dst4[:0], f.dst6[:0]

@@ -54,6 +54,15 @@ func FuzzParse(f *testing.F) {
 			if p.Flags&(fwd.FlagTCP|fwd.FlagUDP|fwd.FlagICMP) != 0 && p.L4Off <= p.L3Off {
 				t.Fatal("L4 flag without an L4 offset")
 			}
+			// The router skips finishPartialCsum for a packet Parse did
+			// not mark: no packet it would finish may go unmarked.
+			if p.Flags&(fwd.FlagTCP|fwd.FlagUDP) != 0 && p.Flags&(fwd.FlagFrag|fwd.FlagPseudoCsum) == 0 {
+				q := p
+				q.Buf = append([]byte(nil), buf...)
+				if fwd.FinishPartialCsum(&q) {
+					t.Fatal("Parse did not mark a checksum finishPartialCsum finishes")
+				}
+			}
 		}
 	})
 }

@@ -24,6 +24,12 @@ const (
 	FlagLocal  // addressed to the appliance itself
 	FlagParsed // L3Off/L4Off are valid
 	FlagARP    // an ARP packet at L3Off
+
+	// flagPseudoCsum: Parse found the TCP or UDP checksum field equal to
+	// the pseudo-header sum, as a sender that left the checksum to its
+	// device writes it (csum.go). Only a packet with it set can need
+	// finishPartialCsum, as long as its bytes are Parse's.
+	flagPseudoCsum
 )
 
 // Packet is one packet of a batch: a window onto a buffer owned by a port's

@@ -12,7 +12,7 @@ import "encoding/binary"
 // Hardware hints are not trusted: Parse recomputes every flag it owns.
 func Parse(p *Packet) DropReason {
 	const owned = FlagVLAN | FlagQinQ | FlagIPv4 | FlagIPv6 | FlagUDP | FlagTCP | FlagICMP |
-		FlagFrag | FlagParsed | FlagARP
+		FlagFrag | FlagParsed | FlagARP | flagPseudoCsum
 	p.Flags &^= owned
 	p.VLAN, p.L3Off, p.L4Off = 0, 0, 0
 	if int(p.Off)+int(p.Len) > len(p.Buf) {
@@ -86,7 +86,7 @@ func Parse(p *Packet) DropReason {
 				return DropNone // later fragment: no transport header
 			}
 		}
-		return parseL4(p, h[9], b[:l3+total], l3+ihl)
+		return parseL4(p, h[9], b[:l3+total], l3+ihl, addrSum4((*[8]byte)(h[12:20])))
 	case 6:
 		return parseIPv6(p, b, l3)
 	}
@@ -114,6 +114,7 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 	p.Len = uint16(l3 + total)
 	p.Flags |= FlagIPv6 | FlagParsed
 	b = b[:l3+total]
+	as := addrSum6((*[32]byte)(h[8:40]))
 	next, off := h[6], l3+ipv6HdrLen
 	for range 8 { // bound the chain; more headers than this is an attack, not traffic
 		switch next {
@@ -144,7 +145,7 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 		case ipv6NoNext:
 			return DropNone
 		default:
-			return parseL4(p, next, b, off)
+			return parseL4(p, next, b, off, as)
 		}
 	}
 	return DropUnsupported
@@ -155,7 +156,9 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 // datagram, so a UDP length beyond the fragment is expected, and a
 // header cut short by the fragment boundary leaves the packet without L4
 // features rather than malformed: a router forwards fragments as they are.
-func parseL4(p *Packet, proto uint8, b []byte, off int) DropReason {
+// as is the sum of the IP addresses (addrSum4, addrSum6), for the test
+// that sets flagPseudoCsum.
+func parseL4(p *Packet, proto uint8, b []byte, off int, as uint64) DropReason {
 	if off > 0xff {
 		return DropNone // beyond what L4Off can say: forwarded without L4 features
 	}
@@ -178,6 +181,9 @@ func parseL4(p *Packet, proto uint8, b []byte, off int) DropReason {
 			return cut
 		}
 		p.Flags |= FlagTCP
+		if !frag && binary.BigEndian.Uint16(t[16:]) == foldPseudo(as+protoTCP+uint64(len(t))) {
+			p.Flags |= flagPseudoCsum
+		}
 	case protoUDP:
 		if len(t) < udpHdrLen {
 			return cut
@@ -187,6 +193,9 @@ func parseL4(p *Packet, proto uint8, b []byte, off int) DropReason {
 			return DropMalformed
 		}
 		p.Flags |= FlagUDP
+		if !frag && binary.BigEndian.Uint16(t[6:]) == foldPseudo(as+protoUDP+uint64(n)) {
+			p.Flags |= flagPseudoCsum
+		}
 	case protoICMP, protoICMPv6:
 		if (proto == protoICMP) != (p.Flags&FlagIPv4 != 0) {
 			return DropNone // ICMP in IPv6 or ICMPv6 in IPv4: not ours to read

@@ -8,6 +8,7 @@ const (
 	rInner                // came out of the tunnel: may not be decapsulated again
 	rNoTunnel             // came out of Encap: may not enter the tunnel again
 	rFromPeer             // came out of the tunnel's Decap: a peer sent it (client-to-client policy)
+	rParsed               // from a port by way of routeLater: its bytes are as Parse left them
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
@@ -64,6 +65,8 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 // forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
 func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
 	l3 := ip4Hdr(p) // parsed: an IPv4 or IPv6 header is there
+	parsed := how&rParsed != 0
+	how &^= rParsed
 	v4 := p.Flags&FlagIPv4 != 0
 	if !ok {
 		w.icmpError(t, p, errNoRoute, 0, how)
@@ -91,8 +94,10 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		return
 	}
 	// Before any header edit (MSS clamp, NAT) updates the checksum
-	// incrementally: see finishPartialCsum.
-	if how&rOrigin == 0 && p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 && finishPartialCsum(p) {
+	// incrementally: see finishPartialCsum. On a packet as Parse left it,
+	// Parse has made its cheap first test (flagPseudoCsum).
+	if how&rOrigin == 0 && p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 &&
+		(!parsed || p.Flags&flagPseudoCsum != 0) && finishPartialCsum(p) {
 		w.cnt[cCsumPartial]++
 	}
 	if a.kind == adjTunnel {
@@ -141,7 +146,7 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	// else takes the hook, and the header is viewed again after it.
 	if !w.nat.Active() {
 		if how&rOrigin == 0 {
-			decHop(ip4Hdr(p), v4)
+			decHop(l3, v4)
 		}
 	} else if h := w.natHint; h != 0 && how&rOrigin == 0 && a.kind != adjUplink &&
 		w.nat.OutRouted(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), h) {
