@@ -14,79 +14,102 @@ import "encoding/binary"
 // punts) are done before the parked ones, which only reorders packets of
 // different kinds, never two routed packets.
 
-// fibBatch is a worker's scratch for routePending, sized once to the
-// batch size so that parking and looking up never allocate.
+// fibBatch is a worker's scratch for routePending: fixed arrays, so
+// parking a packet is a few stores at known offsets and never allocates.
+// A packet's index among its family's parked ones is its lookup lane:
+// routePending counts them again in arrival order.
 type fibBatch struct {
-	pend []*Packet // parked packets, in arrival order
-	slot []uint16  // pend[i]'s index into the v4 or v6 arrays
+	n, n4, n6 int // parked packets, of them IPv4, IPv6
+	max       int // the worker's batch size: routeLater routes at once beyond it
 
-	dst4 [][4]byte
-	val4 []uint32
-	ok4  []bool
-	dst6 [][16]byte
-	val6 []uint32
-	ok6  []bool
+	pend [MaxBatch]*Packet // parked packets, in arrival order
 
-	natSlot []uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
+	dst4 [MaxBatch][4]byte
+	val4 [MaxBatch]uint32
+	ok4  [MaxBatch]bool
+	dst6 [MaxBatch][16]byte
+	val6 [MaxBatch]uint32
+	ok6  [MaxBatch]bool
+
+	natSlot [MaxBatch]uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
 
 	// single makes routeLater route at once with one Lookup per packet
 	// (the unbatched path), for comparison in benchmarks.
 	single bool
 }
 
-func newFIBBatch(n int) fibBatch {
-	return fibBatch{
-		pend: make([]*Packet, 0, n), slot: make([]uint16, 0, n),
-		dst4: make([][4]byte, 0, n), val4: make([]uint32, n), ok4: make([]bool, n),
-		dst6: make([][16]byte, 0, n), val6: make([]uint32, n), ok6: make([]bool, n),
-		natSlot: make([]uint64, n),
-	}
-}
-
 // routeLater parks a parsed IP packet received from a port (how = 0) until
 // routePending. p must stay valid until then: it points into w.rx.
 func (w *Worker) routeLater(t *tables, p *Packet) {
 	f := &w.fib
-	if f.single || len(f.pend) == cap(f.pend) {
+	n := f.n
+	if f.single || n >= f.max {
 		w.routeIP(t, p, rParsed)
 		return
 	}
-	var h uint64
 	if p.Flags&FlagIPv4 != 0 {
-		f.slot = append(f.slot, uint16(len(f.dst4)))
-		f.dst4 = append(f.dst4, [4]byte(ip4Hdr(p)[16:20]))
-		if w.nat.Active() && p.Flags&(FlagTCP|FlagUDP) != 0 {
-			// Parsed: the IP header and the ports are there (L4Off set).
-			// NAT's index line loads while the rest of the batch is parsed.
-			x := int(p.Off) + int(p.L4Off)
-			h = w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
+		f.n4++
+		if w.nat.Active() {
+			f.natSlot[n&(MaxBatch-1)] = w.natPrefetch(p)
 		}
 	} else {
-		f.slot = append(f.slot, uint16(len(f.dst6)))
-		f.dst6 = append(f.dst6, [16]byte(ip6Hdr(p)[24:40]))
+		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
+		f.n6++
+		f.natSlot[n&(MaxBatch-1)] = 0
 	}
-	f.natSlot[len(f.pend)] = h
-	f.pend = append(f.pend, p)
+	f.pend[n&(MaxBatch-1)] = p
+	f.n = n + 1
 }
 
-// routePending looks up every parked packet's destination, two LookupBatch
-// calls in all, and forwards the packets in the order they arrived.
+// natPrefetch starts loading the NAT session index line of an IPv4
+// packet, parsed, while the rest of the batch is parsed, and returns the
+// hint for routePending (0: none).
+func (w *Worker) natPrefetch(p *Packet) uint64 {
+	if p.Flags&(FlagTCP|FlagUDP) == 0 {
+		return 0
+	}
+	// Parsed: the IP header and the ports are there (L4Off set).
+	x := int(p.Off) + int(p.L4Off)
+	return w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+}
+
+// routePending looks up every parked packet's destination, one LookupBatch
+// call per family, and forwards the packets in the order they arrived.
 func (w *Worker) routePending(t *tables) {
 	f := &w.fib
-	t.v4.LookupBatch(f.dst4, f.val4, f.ok4)
-	t.v6.LookupBatch(f.dst6, f.val6, f.ok6)
-	if w.nat.Active() {
-		w.nat.Touch(f.natSlot[:len(f.pend)])
+	n, n4, n6 := f.n, f.n4, f.n6
+	f.n, f.n4, f.n6 = 0, 0, 0
+	if n4 > 0 {
+		t.v4.LookupBatch(f.dst4[:n4], f.val4[:n4], f.ok4[:n4])
 	}
-	for i, p := range f.pend {
-		j := f.slot[i]
+	if n6 > 0 {
+		t.v6.LookupBatch(f.dst6[:n6], f.val6[:n6], f.ok6[:n6])
+	}
+	if !w.nat.Active() {
+		j4, j6 := 0, 0
+		for _, p := range f.pend[:n] {
+			if p.Flags&FlagIPv4 != 0 {
+				w.forwardIP(t, p, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+				j4++
+			} else {
+				w.forwardIP(t, p, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+				j6++
+			}
+		}
+		return
+	}
+	w.nat.Touch(f.natSlot[:n])
+	j4, j6 := 0, 0
+	for i, p := range f.pend[:n] {
 		if p.Flags&FlagIPv4 != 0 {
 			w.natHint = f.natSlot[i]
-			w.forwardIP(t, p, rParsed, f.val4[j], f.ok4[j])
+			w.forwardIP(t, p, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
 			w.natHint = 0
+			j4++
 		} else {
-			w.forwardIP(t, p, rParsed, f.val6[j], f.ok6[j])
+			w.forwardIP(t, p, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			j6++
 		}
 	}
-	f.pend, f.slot, f.dst4, f.dst6 = f.pend[:0], f.slot[:0], f.dst4[:0], f.dst6[:0]
 }

@@ -80,7 +80,7 @@ func newWorker(e *Engine, q int) *Worker {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
 	}
-	w.fib = newFIBBatch(e.cfg.Batch)
+	w.fib.max = e.cfg.Batch
 	if q == 0 {
 		w.inject = newInjectQueue()
 	}
@@ -138,7 +138,7 @@ func (w *Worker) Poll() int {
 		rxc := w.cnt[cPorts+4*pi : cPorts+4*pi+2]
 		rxc[0] += uint64(len(pkts))
 		rxc[1] += bytes
-		if len(w.fib.pend) > 0 {
+		if w.fib.n > 0 {
 			w.routePending(t)
 		}
 		w.runTunnel(t)
