@@ -8,7 +8,12 @@ import (
 // SetSingleLookup makes w look up each routed packet on its own (true) or
 // the whole received batch at once (false, the default), so benchmarks can
 // compare the two paths in one process.
-func (w *Worker) SetSingleLookup(on bool) { w.fib.single = on }
+func (w *Worker) SetSingleLookup(on bool) {
+	w.fib.max = w.e.cfg.Batch
+	if on {
+		w.fib.max = 0
+	}
+}
 
 // FIB is the published forwarding table, prefix → adjacency, so tests can
 // compare two engines' tables whatever order they interned adjacencies in.

@@ -7,8 +7,8 @@ import "encoding/binary"
 // lpm LookupBatch call per family overlaps those misses (memory-level
 // parallelism) instead of paying them one packet at a time.
 //
-// routeFrame does everything up to the lookup and parks the packet with
-// routeLater; once the received batch has been through routeFrame,
+// routeFrame does everything up to the lookup and parks the packet in
+// w.fib; once the received batch has been through routeFrame,
 // routePending looks up every parked destination and finishes the packets
 // in arrival order. Packets that routeFrame consumes (drops, ARP, ND,
 // punts) are done before the parked ones, which only reorders packets of
@@ -20,7 +20,7 @@ import "encoding/binary"
 // routePending counts them again in arrival order.
 type fibBatch struct {
 	n, n4, n6 int // parked packets, of them IPv4, IPv6
-	max       int // the worker's batch size: routeLater routes at once beyond it
+	max       int // the worker's batch size: routeFrame routes at once beyond it (0: always)
 
 	pend [MaxBatch]*Packet // parked packets, in arrival order
 
@@ -32,34 +32,6 @@ type fibBatch struct {
 	ok6  [MaxBatch]bool
 
 	natSlot [MaxBatch]uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
-
-	// single makes routeLater route at once with one Lookup per packet
-	// (the unbatched path), for comparison in benchmarks.
-	single bool
-}
-
-// routeLater parks a parsed IP packet received from a port (how = 0) until
-// routePending. p must stay valid until then: it points into w.rx.
-func (w *Worker) routeLater(t *tables, p *Packet) {
-	f := &w.fib
-	n := f.n
-	if f.single || n >= f.max {
-		w.routeIP(t, p, rParsed)
-		return
-	}
-	if p.Flags&FlagIPv4 != 0 {
-		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
-		f.n4++
-		if w.nat.Active() {
-			f.natSlot[n&(MaxBatch-1)] = w.natPrefetch(p)
-		}
-	} else {
-		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
-		f.n6++
-		f.natSlot[n&(MaxBatch-1)] = 0
-	}
-	f.pend[n&(MaxBatch-1)] = p
-	f.n = n + 1
 }
 
 // natPrefetch starts loading the NAT session index line of an IPv4

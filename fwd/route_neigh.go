@@ -48,6 +48,25 @@ type neighCache struct {
 	n    *neighbour // nil: empty
 }
 
+// cachedNeigh is w's cached neighbour if it is the one for key k on
+// port out, or nil: the hit test, small enough to be inlined where it is
+// made per packet; neighbourFor makes the lookup on a miss.
+func (w *Worker) cachedNeigh(out uint16, k neighWords) *neighbour {
+	c := &w.nc
+	if c.k != k || c.port != out || c.gen != w.e.neighGen.Load() {
+		return nil
+	}
+	return c.n
+}
+
+// ready returns n's MAC when a packet can go to it at once: resolved,
+// confirmed and not due for a refresh probe (probeBefore is never
+// negative, so not expired either). Otherwise nextHop decides.
+func (n *neighbour) ready(now, probeBefore int64) (uint64, bool) {
+	mac := n.mac.Load()
+	return mac, mac&neighValid != 0 && n.expires.Load()-now >= probeBefore && n.confirmed.Load()
+}
+
 // neighbourFor is lookupWords through w's cache. nextHop tests for a hit
 // in line (a call costs the spills of all that is live across it) and
 // calls this on a miss.

@@ -8,7 +8,7 @@ const (
 	rInner                // came out of the tunnel: may not be decapsulated again
 	rNoTunnel             // came out of Encap: may not enter the tunnel again
 	rFromPeer             // came out of the tunnel's Decap: a peer sent it (client-to-client policy)
-	rParsed               // from a port by way of routeLater: its bytes are as Parse left them
+	rParsed               // from a port by way of routeFrame: its bytes are as Parse left them
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
@@ -44,7 +44,28 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			return
 		}
 	}
-	w.routeLater(t, p) // looked up with the rest of the batch (fib.go)
+	// Parked, to be looked up with the rest of the batch (fib.go): here,
+	// not in a call, as this is every routed packet's path. p points into
+	// w.rx, which stays as it is until routePending.
+	f := &w.fib
+	n := f.n
+	if n >= f.max {
+		w.routeIP(t, p, rParsed)
+		return
+	}
+	if p.Flags&FlagIPv4 != 0 {
+		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
+		f.n4++
+		if w.nat.Active() {
+			f.natSlot[n&(MaxBatch-1)] = w.natPrefetch(p)
+		}
+	} else {
+		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
+		f.n6++
+		f.natSlot[n&(MaxBatch-1)] = 0
+	}
+	f.pend[n&(MaxBatch-1)] = p
+	f.n = n + 1
 }
 
 // routeIP forwards a parsed IP packet (Ethernet or L3-only) by the FIB.
@@ -158,6 +179,23 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
 	}
+	// nextHop's common case in line, one call fewer per packet.
+	if a.kind != adjUplink {
+		k := wordsOf(&a.via)
+		if a.kind != adjVia {
+			if v4 {
+				k = key4Words((*[4]byte)(l3[16:20]))
+			} else {
+				k = wordsOf((*[16]byte)(ip6Hdr(p)[24:40]))
+			}
+		}
+		if n := w.cachedNeigh(a.port, k); n != nil {
+			if mac, ok := n.ready(w.now, int64(w.lim.NeighProbeBefore)); ok {
+				w.output(t, p, int(a.port), mac)
+				return
+			}
+		}
+	}
 	w.nextHop(t, p, a)
 }
 
@@ -179,8 +217,8 @@ func (w *Worker) nextHop(t *tables, p *Packet, a *adjacency) {
 	default:
 		k = wordsOf((*[16]byte)(ip6Hdr(p)[24:40]))
 	}
-	n := w.nc.n
-	if n == nil || w.nc.gen != w.e.neighGen.Load() || w.nc.port != uint16(out) || w.nc.k != k {
+	n := w.cachedNeigh(uint16(out), k)
+	if n == nil {
 		n = w.neighbourFor(uint16(out), k)
 	}
 	if n == nil {
