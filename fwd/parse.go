@@ -221,8 +221,10 @@ func ipv4MinHeaderSumOK(w *[ipv4MinHdrLen]byte) bool {
 	s := uint64(binary.LittleEndian.Uint64(w[0:])&0xffffffff) + binary.LittleEndian.Uint64(w[0:])>>32 +
 		uint64(binary.LittleEndian.Uint64(w[8:])&0xffffffff) + binary.LittleEndian.Uint64(w[8:])>>32 +
 		uint64(binary.LittleEndian.Uint32(w[16:]))
-	s = s&0xffff + s>>16 // < 2^20
-	s = s&0xffff + s>>16 // < 2^17
-	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16 // < 2^16 + 2^19
+	s = s&0xffff + s>>16 // ≤ 0xffff + 8, and 0 only for a zero sum
+	// s ≡ the sum modulo 0xffff: the header checks exactly when s is
+	// 0xffff (the next multiple is beyond 0xffff + 8), so the third fold a
+	// 16-bit result needs would not change the answer.
 	return s == 0xffff
 }
