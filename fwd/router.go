@@ -318,15 +318,18 @@ func (w *Worker) output(t *tables, p *Packet, out int, mac uint64) {
 		l4 = uint8(int(l4) - int(p.L3Off) + hl)
 	}
 	n := uint16(int(p.Off) + int(p.Len) - s)
-	// The descriptor goes to the TX batch before its fields change: copying
-	// a Packet whose fields were just stored one by one makes the copy's
-	// wide loads wait for those stores (no store-to-load forwarding).
+	// The descriptor goes to the TX batch whole, then the fields that
+	// change: a few wide moves. Its own fields were last stored when it was
+	// received and parsed, before the batch's lookups, so the wide loads
+	// do not wait on narrower stores still in flight (no store-to-load
+	// forwarding across widths); fragments and ICMP errors, built just
+	// before, may, on their slow path.
 	if p.Pool == pc.pool {
 		b := w.tx[out]
 		i := len(b.Pkts)
 		b.Pkts = b.Pkts[:i+1] // a full batch is flushed below, so there is room
 		q := &b.Pkts[i]
-		q.Buf, q.Handle, q.Pool, q.InPort, q.Verdict, q.Reason, q.Peer = p.Buf, p.Handle, p.Pool, p.InPort, p.Verdict, p.Reason, p.Peer
+		*q = *p
 		q.Flags, q.L4Off, q.Len, q.Off, q.L3Off, q.VLAN, q.OutPort = flags, l4, n, uint16(s), uint8(hl), pc.routerTag, uint16(out)
 		if i+1 == cap(b.Pkts) {
 			w.flushTx(out)
