@@ -74,7 +74,11 @@ func Parse(p *Packet) DropReason {
 		if ihl < ipv4MinHdrLen || total < ihl || total > len(b)-l3 {
 			return DropMalformed
 		}
-		if ihl == ipv4MinHdrLen && !ipv4MinHeaderSumOK(h) || ihl != ipv4MinHdrLen && checksum(b[l3:l3+ihl]) != 0 {
+		if ihl == ipv4MinHdrLen {
+			if !ipv4MinHeaderSumOK(h) {
+				return DropMalformed
+			}
+		} else if checksum(b[l3:l3+ihl]) != 0 {
 			return DropMalformed
 		}
 		p.Len = uint16(l3 + total)
