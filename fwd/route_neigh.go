@@ -59,12 +59,15 @@ func (w *Worker) cachedNeigh(out uint16, k neighWords) *neighbour {
 	return c.n
 }
 
-// ready returns n's MAC when a packet can go to it at once: resolved,
-// confirmed and not due for a refresh probe (probeBefore is never
-// negative, so not expired either). Otherwise nextHop decides.
-func (n *neighbour) ready(now, probeBefore int64) (uint64, bool) {
-	mac := n.mac.Load()
-	return mac, mac&neighValid != 0 && n.expires.Load()-now >= probeBefore && n.confirmed.Load()
+// ready returns n's MAC (never 0: neighValid is set) when a packet can go
+// to it at once: resolved, confirmed and not due for a refresh probe
+// (probeBefore is never negative, so not expired either); otherwise 0,
+// and nextHop decides.
+func (n *neighbour) ready(now, probeBefore int64) uint64 {
+	if mac := n.mac.Load(); mac&neighValid != 0 && n.expires.Load()-now >= probeBefore && n.confirmed.Load() {
+		return mac
+	}
+	return 0
 }
 
 // neighbourFor is lookupWords through w's cache. nextHop tests for a hit

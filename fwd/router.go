@@ -182,16 +182,17 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	}
 	// nextHop's common case in line, one call fewer per packet.
 	if a.kind != adjUplink {
-		k := wordsOf(&a.via)
-		if a.kind != adjVia {
-			if v4 {
-				k = key4Words((*[4]byte)(l3[16:20]))
-			} else {
-				k = wordsOf((*[16]byte)(ip6Hdr(p)[24:40]))
-			}
+		var k neighWords
+		switch {
+		case a.kind == adjVia:
+			k = wordsOf(&a.via)
+		case v4:
+			k = key4Words((*[4]byte)(l3[16:20]))
+		default:
+			k = wordsOf((*[16]byte)(ip6Hdr(p)[24:40]))
 		}
 		if n := w.cachedNeigh(a.port, k); n != nil {
-			if mac, ok := n.ready(w.now, int64(w.lim.NeighProbeBefore)); ok {
+			if mac := n.ready(w.now, int64(w.lim.NeighProbeBefore)); mac != 0 {
 				w.output(t, p, int(a.port), mac)
 				return
 			}
