@@ -33,7 +33,6 @@ type Worker struct {
 	icmpLast   int64
 
 	nc    neighCache // the last next hop nextHop looked up
-	fib   fibBatch   // routed packets of the batch being received, looked up together
 	hold  holdTable
 	glean gleanState
 	learn *spscRing[learnMsg]
@@ -55,6 +54,10 @@ type Worker struct {
 
 	cnt []uint64
 	pub pubCounters
+
+	// Last: its arrays (about 11 KiB) would otherwise push the fields
+	// after it away from those before.
+	fib fibBatch // routed packets of the batch being received, looked up together
 }
 
 // learnRingSlots is each worker's ring of neighbour news for the control
