@@ -32,7 +32,7 @@ func Mask(names []string) uint64 {
 
 // wrappers are the commands of Argv's chain (and taskset, which harnesses
 // put in front): a PID still showing one has not reached the daemon.
-var wrappers = []string{"ip", "sh", "prlimit", "setpriv", "taskset"}
+var wrappers = []string{"ip", "unshare", "sh", "prlimit", "setpriv", "taskset"}
 
 // Verify checks that process pid, started through Argv, runs as the unit
 // says: its uid and gid, no supplementary groups, exactly the unit's
@@ -46,6 +46,9 @@ func (u *Unit) Verify(pid int) error {
 	for i := 0; i < 1000; i++ {
 		if st, err = readStatus(pid); err != nil {
 			return err
+		}
+		if strings.HasPrefix(st["State"], "Z") {
+			return fmt.Errorf("unit: pid %d (%s) exited", pid, st["Name"])
 		}
 		if !slices.Contains(wrappers, st["Name"]) {
 			break

@@ -18,9 +18,11 @@ const (
 
 // Layout makes dir the daemon's tree, as the package lays it out: dir
 // itself 0755 for config files (write them 0644, as /etc/ovfwd/ovfwd.toml),
-// dir/state and dir/run owned by the unit's user, mode 0750
-// (StateDirectory, RuntimeDirectory). dir's parents must let the user
-// through (MkdirTemp's do; a testing.T's TempDir does not).
+// dir/state and dir/run the unit's user's, mode 0750 (StateDirectory,
+// RuntimeDirectory). Like systemd before each start, it gives everything
+// under state/ and run/ to the user, so a harness may lay out again before
+// each start after writing state as root (a PKI, a key). dir's parents must
+// let the user through (MkdirTemp's do; a testing.T's TempDir does not).
 func (u *Unit) Layout(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -36,7 +38,7 @@ func (u *Unit) Layout(dir string) error {
 		if err := os.Chmod(p, 0o750); err != nil {
 			return err
 		}
-		if err := os.Chown(p, u.UID, u.GID); err != nil {
+		if err := u.Own(p); err != nil {
 			return err
 		}
 	}
@@ -58,7 +60,8 @@ func (u *Unit) MkdirTemp(pattern string) (string, error) {
 }
 
 // Own gives path and everything under it to the unit's user: state the
-// daemon owns, like the PKI `ovfwd pki` makes in /var/lib/ovfwd.
+// daemon owns, like the PKI `ovfwd pki` makes in /var/lib/ovfwd (Layout
+// does this for state/ and run/).
 func (u *Unit) Own(path string) error {
 	return filepath.WalkDir(path, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {

@@ -23,6 +23,12 @@ type Unit struct {
 	Limits            []Limit
 	NoNewPrivs        bool
 	UMask             uint32 // 0o022 when the unit sets none (systemd's default)
+	// TunNode is set where this machine's /dev/net/tun is closed to the
+	// user (a container's 0600 node; udev makes it 0666 on a host, and
+	// the unit's DeviceAllow=/dev/net/tun rw relies on that): the daemon
+	// then gets a 0666 node of the same device in a mount namespace of its
+	// own (Argv). It is the node's device number.
+	TunNode uint64
 }
 
 // Limit is one Limit*= line as an rlimit: systemd sets soft and hard alike.
@@ -38,6 +44,8 @@ type Limit struct {
 
 // Infinity is an rlimit of infinity.
 const Infinity = ^uint64(0)
+
+const tunPath = "/dev/net/tun"
 
 // nobody is the uid and gid the daemon runs as where the package's user does
 // not exist.
@@ -145,6 +153,12 @@ func (u *Unit) resolve() error {
 		u.GID, _ = strconv.Atoi(usr.Gid)
 		u.NoUser = false
 	}
+	if u.Access(tunPath, Read|Write) != nil {
+		var st unix.Stat_t
+		if err := unix.Stat(tunPath, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			u.TunNode = st.Rdev
+		}
+	}
 	self, err := readStatus(unix.Getpid())
 	if err != nil {
 		return err
@@ -198,6 +212,10 @@ func (u *Unit) String() string {
 	for _, l := range u.Limits {
 		ls = append(ls, l.String())
 	}
-	return fmt.Sprintf("%s, ambient caps %s, bounding set %s, no_new_privs %v, umask %04o, limits %s",
+	s := fmt.Sprintf("%s, ambient caps %s, bounding set %s, no_new_privs %v, umask %04o, limits %s",
 		who, strings.Join(u.Ambient, ","), strings.Join(u.Bounding, ","), u.NoNewPrivs, u.UMask, strings.Join(ls, " "))
+	if u.TunNode != 0 {
+		s += "; " + tunPath + " is closed to that user here (udev makes it 0666 on a host): the daemon gets a 0666 node of it in a mount namespace of its own"
+	}
+	return s
 }
