@@ -432,11 +432,15 @@ func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
 // startUnit runs ovfwd in app with the config at cfgPath as
 // packaging/ovfwd.service runs it (its user, capabilities and limits; see
 // appliance/testbed/unit), and checks in /proc that it does (see start).
-// The config and what it names must be where the unit's user reaches them:
-// make the test's directory with unitDir.
+// The config's directory is the test's unitDir; like systemd before each
+// start, startUnit gives its state/ (e.g. a PKI the test made) and run/ to
+// the unit's user.
 func startUnit(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *netns.SyncBuffer) {
 	t.Helper()
 	u := unit.ForTest(t)
+	if err := u.Layout(filepath.Dir(cfgPath)); err != nil {
+		t.Fatal(err)
+	}
 	if err := u.Access(cfgPath, unit.Read); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 	"golang.org/x/sys/unix"
 )
@@ -103,15 +102,11 @@ func TestSoakHostileLAN(t *testing.T) {
 		}
 		soakFor = time.Duration(n) * time.Second
 	}
-	u := unit.ForTest(t)
 	dir := unitDir(t)
 	bin := netns.BuildOvfwd(t)
 	h := newHostileLAN(t, "sok")
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Own(pkiDir); err != nil {
 		t.Fatal(err)
 	}
 	profile, err := pki.ClientProfile(pkiDir, pki.Profile{Name: "alice", Remotes: []string{"198.18.64.254:1194"}, Extra: []string{"verb 3"}})

@@ -79,10 +79,7 @@ func TestUnitPrivileges(t *testing.T) {
 	}
 	u := unit.ForTest(t)
 	dir := unitDir(t)
-	bin, err := u.Executable(netns.BuildOvfwd(t), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := netns.BuildOvfwd(t)
 	a, app, b := routerNS(t, "unt", "198.18.60", "198.18.61")
 	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.60.254")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.62.1/32", "dev", "lo")
@@ -91,9 +88,6 @@ func TestUnitPrivileges(t *testing.T) {
 
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Own(pkiDir); err != nil {
 		t.Fatal(err)
 	}
 	profile, err := pki.ClientProfile(pkiDir, pki.Profile{Name: "alice", Remotes: []string{"198.18.60.254:1194"}, Extra: []string{"verb 3"}})

@@ -17,7 +17,6 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -84,9 +83,6 @@ func TestDaemonVPNReload(t *testing.T) {
 	// /var/lib/ovfwd.
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := unit.ForTest(t).Own(pkiDir); err != nil {
 		t.Fatal(err)
 	}
 	profile, err := pki.ClientProfile(pkiDir, pki.Profile{
