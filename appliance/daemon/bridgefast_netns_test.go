@@ -78,11 +78,11 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	// A sends to B's MAC without asking (the test moves that MAC).
 	netns.Run(t, a, "ip", "neigh", "replace", "198.18.60.2", "lladdr", macB.String(), "dev", "a0", "nud", "permanent")
 
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "ovfwd.sock")
+	dir := unitDir(t)
+	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(bridgeFastConfig, sock))
-	_, exited, _ := startRoot(t, app, bin, cfgPath)
+	_, exited, _ := startUnit(t, app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 3 })
 	// Both learned (B answers A's ping, which floods first).
 	ping(t, a, "198.18.60.2")

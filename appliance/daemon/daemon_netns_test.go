@@ -20,6 +20,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 )
 
 // Topology (namespace tag "dmn", addresses 198.18.50-53.0/24):
@@ -78,12 +79,12 @@ func TestDaemonNetns(t *testing.T) {
 	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
 	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
 
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "ovfwd.sock")
+	dir := unitDir(t)
+	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(baseConfig, sock))
 
-	cmd, exited, log := startRoot(t, app, bin, cfgPath)
+	cmd, exited, log := startUnit(t, app, bin, cfgPath)
 
 	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	for _, p := range snap.Ports {
@@ -428,14 +429,36 @@ func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
 	return a, app, b
 }
 
-// startRoot runs ovfwd as root in app with the config at cfgPath (see
-// start).
-func startRoot(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *netns.SyncBuffer) {
-	cmd := exec.Command("ip", "netns", "exec", app.Name, bin, "run", "-c", cfgPath)
+// startUnit runs ovfwd in app with the config at cfgPath as
+// packaging/ovfwd.service runs it (its user, capabilities and limits; see
+// appliance/testbed/unit), and checks in /proc that it does (see start).
+// The config's directory is the test's unitDir; like systemd before each
+// start, startUnit gives its state/ (e.g. a PKI the test made) and run/ to
+// the unit's user.
+func startUnit(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *netns.SyncBuffer) {
+	t.Helper()
+	u := unit.ForTest(t)
+	if err := u.Layout(filepath.Dir(cfgPath)); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Access(cfgPath, unit.Read); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := u.Executable(bin, filepath.Dir(cfgPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", app.Name}, u.Argv(bin, "run", "-c", cfgPath)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	exited, log := start(t, cmd)
+	u.Check(t, cmd.Process.Pid)
 	return cmd, exited, log
 }
+
+// unitDir is the test's directory laid out as the package lays out the
+// daemon's (config files readable, run/ and state/ owned by the unit's
+// user), removed when the test ends.
+func unitDir(t *testing.T) string { return unit.ForTest(t).TempDir(t) }
 
 // start starts ovfwd's cmd and returns its exit (closed after its one
 // value: waitStatus may take it) and its log (stdout and stderr), whose

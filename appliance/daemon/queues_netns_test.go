@@ -64,11 +64,11 @@ func TestDaemonTwoQueues(t *testing.T) {
 	netns.Run(t, b, "ip", "addr", "add", "198.18.55.1/24", "dev", "b0")
 	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.55.254")
 
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "ovfwd.sock")
+	dir := unitDir(t)
+	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(twoQueueConfig, sock))
-	cmd, exited, _ := startRoot(t, app, bin, cfgPath)
+	cmd, exited, _ := startUnit(t, app, bin, cfgPath)
 	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
 	if len(s.Workers) != 2 || s.Workers[0].CPU != 0 || s.Workers[1].CPU != 1 {
 		t.Errorf("workers %+v, want queue 0 on cpu 0 and queue 1 on cpu 1", s.Workers)

@@ -102,20 +102,12 @@ func TestSoakHostileLAN(t *testing.T) {
 		}
 		soakFor = time.Duration(n) * time.Second
 	}
-	u := readUnit(t)
-	uid, gid := u.ids(t)
-	dir := unitDir(t, uid, gid)
-	bin := filepath.Join(dir, "ovfwd")
-	if out, err := exec.Command("cp", netns.BuildOvfwd(t), bin).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
+	dir := unitDir(t)
+	bin := netns.BuildOvfwd(t)
 	h := newHostileLAN(t, "sok")
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
 		t.Fatal(err)
-	}
-	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", uid, gid), pkiDir).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v %s", err, out)
 	}
 	profile, err := pki.ClientProfile(pkiDir, pki.Profile{Name: "alice", Remotes: []string{"198.18.64.254:1194"}, Extra: []string{"verb 3"}})
 	if err != nil {
@@ -123,13 +115,8 @@ func TestSoakHostileLAN(t *testing.T) {
 	}
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(soakConfig, dir))
-	if err := os.Chmod(cfgPath, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
-	cmd, _ := u.command(t, h.app, bin, "run", "-c", cfgPath)
-	cmd.Dir = dir
-	exited, log := start(t, cmd)
+	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")

@@ -1,14 +1,12 @@
 package daemon_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -19,197 +17,9 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/pki"
-	"golang.org/x/sys/unix"
 )
-
-// unit is what packaging/ovfwd.service gives the daemon, read from the
-// unit file itself so the tests and the package cannot drift apart.
-type unit struct {
-	user, group       string
-	ambient, bounding []string // lower-case capability names without CAP_
-	limits            []limit  // the unit's Limit*= lines
-	noNewPrivs        bool
-}
-
-func readUnit(t *testing.T) unit {
-	t.Helper()
-	f, err := os.Open("../../packaging/ovfwd.service")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var u unit
-	caps := func(v string) []string {
-		var out []string
-		for _, c := range strings.Fields(v) {
-			out = append(out, strings.ToLower(strings.TrimPrefix(c, "CAP_")))
-		}
-		return out
-	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		switch k {
-		case "User":
-			u.user = v
-		case "Group":
-			u.group = v
-		case "AmbientCapabilities":
-			u.ambient = append(u.ambient, caps(v)...)
-		case "CapabilityBoundingSet":
-			u.bounding = append(u.bounding, caps(v)...)
-		case "NoNewPrivileges":
-			u.noNewPrivs = v == "yes" || v == "true"
-		case "LimitMEMLOCK", "LimitNOFILE":
-			l := limit{name: strings.ToLower(strings.TrimPrefix(k, "Limit")), resource: unix.RLIMIT_MEMLOCK, value: ^uint64(0)}
-			if k == "LimitNOFILE" {
-				l.resource = unix.RLIMIT_NOFILE
-			}
-			if v != "infinity" {
-				n, err := strconv.ParseUint(v, 10, 64)
-				if err != nil {
-					t.Fatalf("unit %s=%s: teach readUnit this form", k, v)
-				}
-				l.value = n
-			}
-			u.limits = append(u.limits, l)
-		case "LimitNICE":
-			// systemd.exec(5): "+N"/"-N" is a nice level, a bare number
-			// the raw rlimit (20 - nice).
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("unit LimitNICE=%s: %v", v, err)
-			}
-			if strings.HasPrefix(v, "+") || strings.HasPrefix(v, "-") {
-				n = 20 - n
-			}
-			u.limits = append(u.limits, limit{name: "nice", resource: unix.RLIMIT_NICE, value: uint64(n)})
-		case "LimitRTPRIO", "LimitAS", "LimitNPROC", "LimitCORE":
-			t.Fatalf("the unit sets %s; teach readUnit to apply it", k)
-		}
-	}
-	if u.user == "" || len(u.ambient) == 0 || len(u.bounding) == 0 {
-		t.Fatalf("unit file: user %q, ambient %v, bounding %v", u.user, u.ambient, u.bounding)
-	}
-	return u
-}
-
-// limit is one Limit*= line as an rlimit: both soft and hard (systemd
-// sets both); ^uint64(0) is infinity.
-type limit struct {
-	name     string // prlimit's option name
-	resource int
-	value    uint64
-}
-
-// ids is the unit's user and group, or nobody/nogroup (65534) where the
-// package's system user does not exist (it is made by the package's
-// postinstall script, which the namespace tests do not run).
-func (u unit) ids(t *testing.T) (uid, gid int) {
-	uid, gid = 65534, 65534
-	if usr, err := user.Lookup(u.user); err == nil {
-		uid, _ = strconv.Atoi(usr.Uid)
-		gid, _ = strconv.Atoi(usr.Gid)
-	} else {
-		t.Logf("no user %q here; running as uid %d like it (a non-root uid with only the unit's capabilities)", u.user, uid)
-	}
-	return uid, gid
-}
-
-// command runs bin with args in ns exactly as the unit would: its limits
-// (prlimit, as systemd sets them before the exec), its user, only its
-// capabilities (ambient, inheritable and bounding set), no supplementary
-// groups, and no_new_privs. A limit above what this machine's hard limit
-// allows cannot be raised where the tests' root lacks CAP_SYS_RESOURCE (a
-// container): it is applied at that hard limit, and reported in applied.
-func (u unit) command(t *testing.T, ns *netns.NS, bin string, args ...string) (cmd *exec.Cmd, applied map[string]bool) {
-	uid, gid := u.ids(t)
-	plus := func(cs []string) string {
-		out := []string{"-all"}
-		for _, c := range cs {
-			out = append(out, "+"+c)
-		}
-		return strings.Join(out, ",")
-	}
-	argv := []string{"netns", "exec", ns.Name, "prlimit"}
-	applied = map[string]bool{}
-	for _, l := range u.limits {
-		var cur unix.Rlimit
-		if err := unix.Getrlimit(l.resource, &cur); err != nil {
-			t.Fatal(err)
-		}
-		v, ok := l.value, true
-		if v > cur.Max && !haveCap(t, 24) { // CAP_SYS_RESOURCE
-			v, ok = cur.Max, false
-			t.Logf("unit %s limit %d is above this machine's hard limit %d, which the tests cannot raise (no CAP_SYS_RESOURCE here): applied at %d", l.name, l.value, cur.Max, v)
-		}
-		s := strconv.FormatUint(v, 10)
-		if v == ^uint64(0) {
-			s = "unlimited"
-		}
-		argv = append(argv, "--"+l.name+"="+s)
-		applied[l.name] = ok
-	}
-	argv = append(argv, "--", "setpriv", "--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--clear-groups",
-		"--inh-caps", plus(u.ambient), "--ambient-caps", plus(u.ambient), "--bounding-set", plus(u.bounding))
-	if u.noNewPrivs {
-		argv = append(argv, "--no-new-privs")
-	}
-	argv = append(argv, "--", bin)
-	cmd = exec.Command("ip", append(argv, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd, applied
-}
-
-// haveCap reports whether the test process has capability bit c in its
-// effective set.
-func haveCap(t *testing.T, c uint) bool {
-	v, err := strconv.ParseUint(procStatus(t, os.Getpid())["CapEff"], 16, 64)
-	return err == nil && v&(1<<c) != 0
-}
-
-// unitDir is a directory the unit's user can read (t.TempDir is root's
-// 0700), removed at the end of the test.
-func unitDir(t *testing.T, uid, gid int) string {
-	dir, err := os.MkdirTemp("", "ovfwd-unit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.Chmod(dir, 0o755))
-	// /run/ovfwd (RuntimeDirectory) and /var/lib/ovfwd (StateDirectory)
-	// belong to the unit's user, mode 0750.
-	for _, d := range []string{"run", "state"} {
-		must(os.Mkdir(filepath.Join(dir, d), 0o750))
-		must(os.Chown(filepath.Join(dir, d), uid, gid))
-	}
-	return dir
-}
-
-// capMask is the kernel's capability bit set for names (linux/capability.h).
-func capMask(t *testing.T, names []string) uint64 {
-	bits := map[string]uint{"net_admin": 12, "net_raw": 13, "ipc_lock": 14, "sys_nice": 23,
-		"sys_resource": 24, "sys_admin": 21, "perfmon": 38, "bpf": 39}
-	var m uint64
-	for _, n := range names {
-		b, ok := bits[n]
-		if !ok {
-			t.Fatalf("capMask: add %s", n)
-		}
-		m |= 1 << b
-	}
-	return m
-}
 
 const unitConfig = `
 [appliance]
@@ -267,14 +77,9 @@ func TestUnitPrivileges(t *testing.T) {
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
-	u := readUnit(t)
-	uid, gid := u.ids(t)
-	dir := unitDir(t, uid, gid)
-	bin := filepath.Join(dir, "ovfwd")
-	src := netns.BuildOvfwd(t)
-	if out, err := exec.Command("cp", src, bin).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
+	u := unit.ForTest(t)
+	dir := unitDir(t)
+	bin := netns.BuildOvfwd(t)
 	a, app, b := routerNS(t, "unt", "198.18.60", "198.18.61")
 	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.60.254")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.62.1/32", "dev", "lo")
@@ -285,9 +90,6 @@ func TestUnitPrivileges(t *testing.T) {
 	if err := pki.Init(pkiDir); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", uid, gid), pkiDir).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v %s", err, out)
-	}
 	profile, err := pki.ClientProfile(pkiDir, pki.Profile{Name: "alice", Remotes: []string{"198.18.60.254:1194"}, Extra: []string{"verb 3"}})
 	if err != nil {
 		t.Fatal(err)
@@ -295,34 +97,17 @@ func TestUnitPrivileges(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	cfgText := fmt.Sprintf(unitConfig, dir)
 	writeConfig(t, cfgPath, cfgText)
-	if err := os.Chmod(cfgPath, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 
-	cmd, applied := u.command(t, app, bin, "run", "-c", cfgPath)
-	cmd.Dir = dir
-	exited, log := start(t, cmd)
+	// startUnit checks in /proc that the process is what the unit makes:
+	// its uid, exactly its capabilities, no_new_privs, its limits.
+	cmd, exited, log := startUnit(t, app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
 
-	// The process is what the unit makes: its uid, exactly its
-	// capabilities, no_new_privs.
-	proc := procStatus(t, cmd.Process.Pid)
-	if got := strings.Fields(proc["Uid"]); len(got) == 0 || got[0] != strconv.Itoa(uid) {
-		t.Errorf("Uid %q, want %d", proc["Uid"], uid)
-	}
-	for field, want := range map[string]uint64{"CapEff": capMask(t, u.ambient), "CapAmb": capMask(t, u.ambient), "CapBnd": capMask(t, u.bounding)} {
-		if got, _ := strconv.ParseUint(proc[field], 16, 64); got != want {
-			t.Errorf("%s %#x, want %#x", field, got, want)
-		}
-	}
-	if u.noNewPrivs && proc["NoNewPrivs"] != "1" {
-		t.Errorf("NoNewPrivs %q", proc["NoNewPrivs"])
-	}
 	// The workers run at the nice level the daemon asks for (-5), which the
 	// unit's LimitNICE allows without CAP_SYS_NICE. Where the test could
 	// not give that limit, the daemon must say the workers stay at 0.
-	if applied["nice"] {
+	if nice, _ := u.Limit("nice"); !nice.Capped {
 		if n := threadsAtNice(t, cmd.Process.Pid, -5); n == 0 {
 			t.Errorf("no thread at nice -5: the workers could not raise their priority under the unit's limits")
 		}

@@ -40,10 +40,10 @@ addresses = ["198.18.51.254/24", "2001:db8:51::fe/64"]
 [vpn]
 enabled = true
 port = 1194
-ca = "pki/ca.crt"
-cert = "pki/server.crt"
-key = "pki/server.key"
-tls_crypt = "pki/tls-crypt.key"
+ca = "state/pki/ca.crt"
+cert = "state/pki/server.crt"
+key = "state/pki/server.key"
+tls_crypt = "state/pki/tls-crypt.key"
 pool_v4 = "198.19.50.0/24"
 pool_v6 = "2001:db8:150::/112"
 push_routes = ["198.18.51.0/24", "2001:db8:51::/64"]
@@ -78,21 +78,24 @@ func TestDaemonVPNReload(t *testing.T) {
 	netns.Run(t, b, "ip", "addr", "add", "2001:db8:51::1/64", "dev", "b0", "nodad")
 	netns.Run(t, b, "ip", "-6", "route", "add", "default", "via", "2001:db8:51::fe")
 
-	dir := t.TempDir()
-	if err := pki.Init(filepath.Join(dir, "pki")); err != nil {
+	dir := unitDir(t)
+	// The PKI is the daemon's state, as `ovfwd pki` makes it in
+	// /var/lib/ovfwd.
+	pkiDir := filepath.Join(dir, "state", "pki")
+	if err := pki.Init(pkiDir); err != nil {
 		t.Fatal(err)
 	}
-	profile, err := pki.ClientProfile(filepath.Join(dir, "pki"), pki.Profile{
+	profile, err := pki.ClientProfile(pkiDir, pki.Profile{
 		Name: "alice", Remotes: []string{"198.18.50.254:1194"}, Extra: []string{"verb 3", "explicit-exit-notify 1"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "ovfwd.sock")
+	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "info"))
 
-	cmd, exited, log := startRoot(t, app, bin, cfgPath)
+	cmd, exited, log := startUnit(t, app, bin, cfgPath)
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")

@@ -3,7 +3,8 @@
 //
 // Run builds the namespaces and runs the real appliance in the middle one:
 // `ovfwd run` on the embedded lab.toml (router mode, IPv4 + IPv6, AF_XDP
-// ports, the VPN with a PKI made for the run by vpn/pki). Host A also runs
+// ports, the VPN with a PKI made for the run by vpn/pki), as the packaged
+// unit runs it: its user, capabilities and limits (appliance/testbed/unit). Host A also runs
 // a stock openvpn client with an `ovfwd pki client` profile. Run drives
 // routed traffic A→B and tunnel traffic from A's tun0 to addresses behind
 // host B, and prints the appliance's status counters once a second. Each

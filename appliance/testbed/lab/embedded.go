@@ -19,7 +19,8 @@ var labTOML string
 const dirToken = "@DIR@"
 
 // applianceConfig is labTOML for work directory dir, parsed. The VPN key
-// files it names (dir/pki/…) need not exist yet: Parse does not read them.
+// files it names (dir/state/pki/…) need not exist yet: Parse does not read
+// them.
 func applianceConfig(dir string) (text string, cfg *config.Config, err error) {
 	text = strings.ReplaceAll(labTOML, dirToken, dir)
 	cfg, err = config.Parse(filepath.Join(dir, "ovfwd.toml"), []byte(text))
@@ -34,7 +35,7 @@ func writeApplianceConfig(dir string) (string, *config.Config, error) {
 		return "", nil, err
 	}
 	path := filepath.Join(dir, "ovfwd.toml")
-	return path, cfg, os.WriteFile(path, []byte(text), 0o600)
+	return path, cfg, os.WriteFile(path, []byte(text), 0o644) // as /etc/ovfwd/ovfwd.toml
 }
 
 // topologyFor is the namespace topology that fits the appliance config c:

@@ -15,10 +15,10 @@ func TestEmbeddedConfigFitsTopology(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lab.toml: %v\n%s", err, text)
 	}
-	if c.Appliance.Mode != config.ModeRouter || !c.VPN.Enabled || c.Status.Socket != "/run/ovfwd-lab/1/ovfwd.sock" {
+	if c.Appliance.Mode != config.ModeRouter || !c.VPN.Enabled || c.Status.Socket != "/run/ovfwd-lab/1/run/ovfwd.sock" {
 		t.Errorf("mode %s, vpn %v, status socket %q", c.Appliance.Mode, c.VPN.Enabled, c.Status.Socket)
 	}
-	if c.VPN.CA != "/run/ovfwd-lab/1/pki/ca.crt" {
+	if c.VPN.CA != "/run/ovfwd-lab/1/state/pki/ca.crt" {
 		t.Errorf("key paths not under the work directory: %s", c.VPN.CA)
 	}
 	if len(c.Ports) != 2 || c.Ports[0].IfName != ifAppA || c.Ports[1].IfName != ifAppB {

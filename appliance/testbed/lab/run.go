@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -124,7 +125,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if withVPN {
 		server := netip.AddrPortFrom(lr.tp.Config.Ports[0].Addrs[0].Addr(), lr.tp.Config.VPNPort)
-		profile, err := clientProfile(filepath.Join(lr.st.Dir, "pki"), server)
+		profile, err := clientProfile(filepath.Join(lr.st.Dir, "state", "pki"), server)
 		if err != nil {
 			return err
 		}
@@ -196,14 +197,33 @@ func setUp(ctx context.Context, out io.Writer, bin string, keep bool) (*running,
 	if st.LabStart, err = procStart(st.LabPID); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(st.Dir, 0o700); err != nil {
+	// The appliance runs as packaging/ovfwd.service runs it: the work
+	// directory is laid out for the unit's user (config readable, state/
+	// and run/ its own), so StateRoot lets that user through.
+	u, err := unit.Load()
+	if err != nil {
 		return nil, err
 	}
-	lr := &running{st: st, sock: filepath.Join(st.Dir, "ovfwd.sock")}
+	if err := os.MkdirAll(StateRoot, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(StateRoot, 0o755); err != nil {
+		return nil, err
+	}
+	if err := u.Layout(st.Dir); err != nil {
+		return nil, err
+	}
+	lr := &running{st: st, sock: filepath.Join(st.Dir, "run", "ovfwd.sock")}
 	if err := st.save(); err != nil {
 		return lr, err
 	}
-	if err := pki.Init(filepath.Join(st.Dir, "pki")); err != nil {
+	if err := pki.Init(filepath.Join(st.Dir, "state", "pki")); err != nil {
+		return lr, err
+	}
+	if err := u.Layout(st.Dir); err != nil { // the PKI is the daemon's state
+		return lr, err
+	}
+	if bin, err = u.Executable(bin, st.Dir); err != nil {
 		return lr, err
 	}
 	cfgPath, cfg, err := writeApplianceConfig(st.Dir)
@@ -224,9 +244,13 @@ func setUp(ctx context.Context, out io.Writer, bin string, keep bool) (*running,
 	fmt.Fprintf(out, "lab: router mode, IPv4 + IPv6, VPN on udp/%d; %s\n", tp.Config.VPNPort, tp.Names())
 	// Without Keep the appliance gets SIGTERM if the lab dies; either way
 	// its PID is in state.json for the next run's Clean.
-	if lr.daemon, err = startChild(st, tp.App, "ovfwd", filepath.Join(st.Dir, "ovfwd.log"), keep, bin, "run", "-c", cfgPath); err != nil {
+	if lr.daemon, err = startChild(st, tp.App, "ovfwd", filepath.Join(st.Dir, "ovfwd.log"), keep, u.Argv(bin, "run", "-c", cfgPath)...); err != nil {
 		return lr, err
 	}
+	if err := u.Verify(lr.daemon.pid()); err != nil {
+		return lr, fmt.Errorf("%v\n%s", err, lr.daemon.logTail(3000))
+	}
+	fmt.Fprintf(out, "lab: ovfwd runs as packaging/ovfwd.service runs it: %s\n", u)
 	s, err := waitStatus(ctx, lr.sock, lr.daemon, 20*time.Second, func(s *status.Snapshot) bool { return s.VPN != nil })
 	if err != nil {
 		return lr, err

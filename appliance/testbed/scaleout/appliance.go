@@ -61,7 +61,8 @@ socket = %q
 level = "info"
 `
 
-// StartOvfwd runs ovfwd on the appliance and waits until it is ready.
+// StartOvfwd runs ovfwd on the appliance as its unit runs it and waits
+// until it is ready.
 func (l *Lab) StartOvfwd(bin string, a *Appliance) error {
 	maxPeers, limits := 64, ""
 	if l.MaxPeers > 0 {
@@ -76,12 +77,31 @@ func (l *Lab) StartOvfwd(bin string, a *Appliance) error {
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
 		filepath.Join(l.PKI, pki.TLSCryptFile), a.Pool, LANNet, maxPeers, limits, Anycast, a.Sock)
 	path := filepath.Join(a.Dir, "ovfwd.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	var err error
-	if a.ovfwd, err = l.start(a.NS, filepath.Join(a.Dir, "ovfwd.log"), bin, "run", "-c", path); err != nil {
+	// As packaging/ovfwd.service runs it: both trees laid out (again: the
+	// state/ and run/ given to the unit's user, as systemd does before
+	// each start), the process checked in /proc.
+	for _, d := range []string{l.Dir, a.Dir} {
+		if err := l.unit.Layout(d); err != nil {
+			return err
+		}
+	}
+	bin, err := l.unit.Executable(bin, l.Dir)
+	if err != nil {
 		return err
+	}
+	if a.ovfwd, err = l.start(a.NS, filepath.Join(a.Dir, "ovfwd.log"), l.unit.Argv(bin, "run", "-c", path)...); err != nil {
+		return err
+	}
+	logf := l.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if err := l.unit.Report(a.ovfwd.cmd.Process.Pid, logf); err != nil {
+		a.ovfwd.Kill()
+		return fmt.Errorf("scaleout: %v\n%s", err, a.ovfwd.Tail(4000))
 	}
 	var st *status.Snapshot
 	if !waitFor(30*time.Second, 50*time.Millisecond, func() bool {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 )
 
 func needTools(t *testing.T) {
@@ -30,11 +31,12 @@ func newLab(t *testing.T, n int, bulk int, opts ...func(*Lab)) (*Lab, string) {
 	t.Helper()
 	needTools(t)
 	bin := netns.BuildOvfwd(t)
-	l, err := NewLab(t.TempDir(), n)
+	l, err := NewLab(unit.ForTest(t).TempDir(t), n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
+	l.Logf = t.Logf
 	l.BulkRoutes = bulk
 	for _, o := range opts {
 		o(l)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -45,8 +46,11 @@ type Appliance struct {
 
 // Lab is the whole topology.
 type Lab struct {
-	Dir     string
-	PKI     string
+	Dir string // laid out as the unit's (unit.Layout), as is each Appliance.Dir
+	PKI string // Dir/state/pki, shared by both appliances
+	// Logf, if set, gets once per process what ovfwd runs with (its
+	// unit's user, capabilities and limits), e.g. testing.T.Logf.
+	Logf    func(format string, args ...any)
 	Up      *netns.NS // upstream router
 	LAN     *netns.NS
 	Switch  *netns.NS
@@ -59,6 +63,7 @@ type Lab struct {
 	// with that many routes, announced to appliance a when enabled.
 	BulkRoutes int
 	upBird     *Proc
+	unit       *unit.Unit
 	nss        []*netns.NS
 	procs      []*Proc
 }
@@ -66,9 +71,10 @@ type Lab struct {
 // UpstreamAS is the upstream router's AS.
 const UpstreamAS = 65000
 
-// NewLab builds the namespaces for n clients and a PKI under dir.
+// NewLab builds the namespaces for n clients and a PKI under dir, whose
+// parents must let the unit's user through (unit.MkdirTemp).
 func NewLab(dir string, n int) (l *Lab, err error) {
-	l = &Lab{Dir: dir, PKI: filepath.Join(dir, "pki")}
+	l = &Lab{Dir: dir, PKI: filepath.Join(dir, "state", "pki")}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -101,7 +107,7 @@ func NewLab(dir string, n int) (l *Lab, err error) {
 			Peer:    netip.AddrFrom4([4]byte{198, 18, 181, byte(4*i + 1)}),
 			Pool:    netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(176 + 12*i), 0}), 22), // .176/22, .188/22
 		}
-		a.Sock = filepath.Join(a.Dir, "ovfwd.sock")
+		a.Sock = filepath.Join(a.Dir, "run", "ovfwd.sock")
 		if err := os.MkdirAll(a.Dir, 0o755); err != nil {
 			return l, err
 		}
@@ -148,6 +154,12 @@ func NewLab(dir string, n int) (l *Lab, err error) {
 		run(c, "ip", "addr", "add", ClientAddr(i).String()+"/24", "dev", "c0")
 	}
 	if err != nil {
+		return l, err
+	}
+	if l.unit, err = unit.Load(); err != nil {
+		return l, err
+	}
+	if err := l.unit.Layout(dir); err != nil {
 		return l, err
 	}
 	return l, pki.Init(l.PKI)

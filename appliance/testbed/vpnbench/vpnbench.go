@@ -23,7 +23,7 @@ type Options struct {
 	Duration time.Duration // iperf3 time per direction; default 10s
 	Cipher   string        // data cipher both sides use; default AES-256-GCM
 	Tag      string        // namespace tag; default "vpb"
-	Dir      string        // work directory kept for inspection; default a temporary one, removed
+	Dir      string        // work directory kept for inspection (its parents must let ovfwd's unit user through); default a temporary one, removed
 	// ServerCPU is the CPU either server runs on (and ovfwd's workers);
 	// zero means CPU 1, -1 leaves them where the daemon and the scheduler
 	// put them. ClientCPU is where this process, and so the client and
@@ -137,6 +137,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer l.Close()
+	l.Logf = func(f string, a ...any) { fmt.Fprintf(w, f+"\n", a...) } // once: what ovfwd runs as
 	if err := l.StartIperfServers(2); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpnbench"
 )
 
@@ -25,7 +26,7 @@ func TestRunShort(t *testing.T) {
 	}
 	bin := ovfwdBinary(t)
 	var out bytes.Buffer
-	dir := t.TempDir()
+	dir := unit.ForTest(t).TempDir(t) // the daemon's tree: its parents let the unit's user through
 	res, err := vpnbench.Run(context.Background(), &out, vpnbench.Options{Binary: bin, Rounds: 1, Duration: 2 * time.Second, Tag: "vpbt", Dir: dir})
 	t.Logf("\n%s", out.String())
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 )
 
@@ -135,10 +136,11 @@ func natStatus(t *testing.T, s *vpne2e.Server) *status.NAT {
 func natLab(t *testing.T, tag string, clients, queues int, appliance string) (*vpne2e.NATLab, *vpne2e.Server, []*vpne2e.Client) {
 	netns.RequireRoot(t)
 	bin := netns.BuildOvfwd(t)
-	l, err := vpne2e.NewNATLab(tag, t.TempDir(), clients, queues)
+	l, err := vpne2e.NewNATLab(tag, unit.ForTest(t).TempDir(t), clients, queues)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Logf = t.Logf
 	t.Cleanup(l.Close)
 	srv, err := l.StartOvfwd(bin, queues, appliance, natTestOptions)
 	if err != nil {

@@ -21,7 +21,8 @@ import (
 //	clients (198.18.150.x) ─ switch ─ p0 [ovfwd] p1 (198.18.151.254: the
 //	outside address) ─ router (198.18.151.1 | 198.18.152.1) ─ inet (198.18.152.10)
 type NATLab struct {
-	Dir, PKI string
+	Dir, PKI string                           // as Lab's
+	Logf     func(format string, args ...any) // as Lab's
 	App      *netns.NS
 	Router   *netns.NS
 	Inet     *netns.NS
@@ -46,9 +47,9 @@ var (
 )
 
 // NewNATLab builds the namespaces for n clients, with queues RX/TX queues
-// on ovfwd's two ports, and a PKI in dir.
+// on ovfwd's two ports, and a PKI in dir, laid out as NewLab's.
 func NewNATLab(tag, dir string, n, queues int) (l *NATLab, err error) {
-	l = &NATLab{Dir: dir, PKI: filepath.Join(dir, "pki")}
+	l = &NATLab{Dir: dir, PKI: filepath.Join(dir, "state", "pki")}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -140,6 +141,13 @@ func NewNATLab(tag, dir string, n, queues int) (l *NATLab, err error) {
 	if err := PeerNAPI(l.Router, "r0"); err != nil {
 		return l, err
 	}
+	u, err := loadUnit()
+	if err != nil {
+		return l, err
+	}
+	if err := u.Layout(dir); err != nil {
+		return l, err
+	}
 	if err := pki.Init(l.PKI); err != nil {
 		return l, err
 	}
@@ -216,17 +224,17 @@ level = "info"
 // StartOvfwd runs ovfwd with the NAT rule for the pool; natOptions are
 // [nat_options] lines, appliance extra [appliance] lines.
 func (l *NATLab) StartOvfwd(bin string, queues int, appliance, natOptions string) (*Server, error) {
-	sock := filepath.Join(l.Dir, "ovfwd.sock")
+	sock := filepath.Join(l.Dir, "run", "ovfwd.sock")
 	cfg := fmt.Sprintf(natConfig, appliance, queues, NATServer, queues, NATOutside, NATInetNet, NATRouterIn, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
 		filepath.Join(l.PKI, pki.TLSCryptFile), NATPool4, NATPool6, NATPool4, natOptions, sock)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
-	if err := os.WriteFile(cfgPath, []byte(WithFastPath(cfg)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(WithFastPath(cfg)), 0o644); err != nil {
 		return nil, err
 	}
 	s := &Server{Name: "ovfwd", Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
 	var err error
-	if s.p, err = start(l.App, s.Log, bin, "run", "-c", cfgPath); err != nil {
+	if s.p, err = startUnit(l.App, l.Dir, s.Log, nil, l.Logf, bin, "run", "-c", cfgPath); err != nil {
 		return nil, err
 	}
 	l.procs = append(l.procs, s.p)

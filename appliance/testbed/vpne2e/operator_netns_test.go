@@ -94,7 +94,7 @@ func rewriteConfig(t *testing.T, srv *vpne2e.Server, edit func(string) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(srv.Config, []byte(edit(string(b))), 0o600); err != nil {
+	if err := os.WriteFile(srv.Config, []byte(edit(string(b))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := strings.Count(readLog(srv), "reloaded")
@@ -120,9 +120,9 @@ func tail(s string, n int) string {
 // AUTH_FAILED with the reason, exit and never retry; a good client in the
 // same lab connects and passes traffic.
 func TestOperatorRefusals(t *testing.T) {
-	dir := t.TempDir()
-	crl := filepath.Join(dir, "crl.pem")
+	var crl string
 	l, srv, _ := setupWith(t, 1, func(l *vpne2e.Lab) vpne2e.ServerOptions {
+		crl = filepath.Join(l.Dir, "crl.pem")
 		// eve gets a certificate, then loses it before the server starts.
 		if _, err := l.NewProfile(0, pki.Profile{Name: "eve"}); err != nil {
 			t.Fatal(err)
@@ -430,9 +430,14 @@ func TestFullTunnelDNS(t *testing.T) {
 // TestPoolPersist: with pool_persist a client gets the address it had
 // before a restart of ovfwd, even when it connects first.
 func TestPoolPersist(t *testing.T) {
-	ipp := filepath.Join(t.TempDir(), "ipp.txt")
-	o := vpne2e.ServerOptions{VPN: fmt.Sprintf("pool_persist = %q", ipp)}
-	l, srv, bin := setupWith(t, 2, opts(o))
+	var ipp string
+	var o vpne2e.ServerOptions
+	l, srv, bin := setupWith(t, 2, func(l *vpne2e.Lab) vpne2e.ServerOptions {
+		// The daemon writes it: its state directory (/var/lib/ovfwd).
+		ipp = filepath.Join(l.Dir, "state", "ipp.txt")
+		o = vpne2e.ServerOptions{VPN: fmt.Sprintf("pool_persist = %q", ipp)}
+		return o
+	})
 	first := connect(t, l, 0, pki.Profile{Name: "first"})
 	late := connect(t, l, 1, pki.Profile{Name: "late"})
 	was := late.V4

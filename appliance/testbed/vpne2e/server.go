@@ -128,8 +128,8 @@ socket = %q
 level = "info"
 `
 
-// StartOvfwd runs `bin run -c FILE` in the appliance namespace and waits
-// until its VPN server is up.
+// StartOvfwd runs `bin run -c FILE` in the appliance namespace as the
+// package's unit runs it (startUnit) and waits until its VPN server is up.
 func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	wrap := fmt.Sprintf("tls_crypt = %q", filepath.Join(l.PKI, pki.TLSCryptFile))
 	if o.TLSAuth {
@@ -142,7 +142,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	for _, c := range o.ciphers() {
 		quoted = append(quoted, fmt.Sprintf("%q", c))
 	}
-	sock := filepath.Join(l.Dir, "ovfwd.sock")
+	sock := filepath.Join(l.Dir, "run", "ovfwd.sock")
 	var appliance string
 	if o.NeighbourReachable > 0 {
 		appliance = fmt.Sprintf("neighbour_reachable = %q\n", o.NeighbourReachable.String())
@@ -158,7 +158,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg = WithFastPath(cfg)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
 	if err := l.SetKernelForwarding(false); err != nil {
@@ -166,7 +166,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	s := &Server{Name: "ovfwd", Config: cfgPath, Log: filepath.Join(l.Dir, "ovfwd.log"), Status: sock, stopSig: syscall.SIGTERM}
 	var err error
-	if s.p, err = start(l.App, s.Log, o.pinned(bin, "run", "-c", cfgPath)...); err != nil {
+	if s.p, err = startUnit(l.App, l.Dir, s.Log, o.pinned(), l.Logf, bin, "run", "-c", cfgPath); err != nil {
 		return nil, err
 	}
 	l.procs = append(l.procs, s.p)

@@ -62,9 +62,15 @@ func newSiteLab(t *testing.T) *siteLab {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
 		}
 	}
-	dir := t.TempDir()
-	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "pki"), bin: netns.BuildOvfwd(t),
-		statusA: filepath.Join(dir, "a.sock"), statusSrv: filepath.Join(dir, "srv.sock")}
+	// Both daemons share one tree laid out as the unit's (startUnit):
+	// config files readable, state/ (the PKI) and run/ (sockets) theirs.
+	u, err := loadUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := u.TempDir(t)
+	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "state", "pki"), bin: netns.BuildOvfwd(t),
+		statusA: filepath.Join(dir, "run", "a.sock"), statusSrv: filepath.Join(dir, "run", "srv.sock")}
 	t.Cleanup(func() {
 		for _, p := range l.procs {
 			p.stop(syscall.SIGTERM, 5*time.Second)
@@ -80,7 +86,6 @@ func newSiteLab(t *testing.T) *siteLab {
 			}
 		}
 	})
-	var err error
 	for _, p := range []**netns.NS{&l.hostA, &l.appA, &l.srv, &l.hostB} {
 		if *p, err = netns.Create("s2s"); err != nil {
 			t.Fatal(err)
@@ -145,13 +150,24 @@ func (l *siteLab) start(ns *netns.NS, log string, args ...string) *proc {
 	return p
 }
 
+// startOvfwd runs ovfwd with conf as its unit runs it (startUnit).
+func (l *siteLab) startOvfwd(ns *netns.NS, log, conf string) *proc {
+	l.t.Helper()
+	p, err := startUnit(ns, l.dir, filepath.Join(l.dir, log), nil, l.t.Logf, l.bin, "run", "-c", conf)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.procs = append(l.procs, p)
+	return p
+}
+
 func (l *siteLab) writeFile(name, text string) string {
 	l.t.Helper()
 	path := filepath.Join(l.dir, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		l.t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		l.t.Fatal(err)
 	}
 	return path
@@ -224,7 +240,7 @@ socket = %q
 `, wanB, VPNPort, filepath.Join(l.pki, pki.CACertFile), filepath.Join(l.pki, pki.ServerCertFile),
 		filepath.Join(l.pki, pki.ServerKeyFile), filepath.Join(l.pki, pki.TLSCryptFile), sitePool4, sitePool6,
 		siteCN, siteANet4, siteANet6, l.statusSrv)))
-	l.server = l.start(l.srv, "server.log", l.bin, "run", "-c", conf)
+	l.server = l.startOvfwd(l.srv, "server.log", conf)
 	l.waitStatus(l.server, l.statusSrv, "server.log", func(s *status.Snapshot) bool { return s.VPN != nil })
 }
 
@@ -263,7 +279,7 @@ listen = ""
 socket = %q
 `, wanA, wanB, VPNPort, filepath.Join(l.pki, pki.CACertFile), cert, key, filepath.Join(l.pki, pki.TLSCryptFile),
 		siteBNet4, siteBNet6, l.statusA)))
-	l.siteA = l.start(l.appA, "ovfwd-a.log", l.bin, "run", "-c", conf)
+	l.siteA = l.startOvfwd(l.appA, "ovfwd-a.log", conf)
 	l.waitStatus(l.siteA, l.statusA, "ovfwd-a.log", func(s *status.Snapshot) bool {
 		return len(s.Uplinks) == 1 && s.Uplinks[0].State == "connected"
 	})

@@ -37,8 +37,11 @@ const MaxClients = 200
 
 // Lab is the topology with a fresh PKI in Dir.
 type Lab struct {
-	Dir     string // work directory: pki/, configs, logs
-	PKI     string // Dir/pki
+	Dir string // work directory: configs, logs, state/, run/ (unit.Layout)
+	PKI string // Dir/state/pki: the daemon's state, as in /var/lib/ovfwd
+	// Logf, if set, gets once per process what ovfwd runs with (its
+	// unit's user, capabilities and limits), e.g. testing.T.Logf.
+	Logf    func(format string, args ...any)
 	App     *netns.NS
 	LAN     *netns.NS
 	Switch  *netns.NS // nil with one client
@@ -48,13 +51,15 @@ type Lab struct {
 	procs []*proc // every process started in the lab, stopped by Close
 }
 
-// NewLab builds the namespaces for n clients under tag and a PKI in dir.
-// On error everything built so far is removed.
+// NewLab builds the namespaces for n clients under tag and a PKI in dir,
+// which it lays out for the unit's user (unit.Layout): its parents must
+// let that user through (unit.MkdirTemp). On error everything built so far
+// is removed.
 func NewLab(tag, dir string, n int) (l *Lab, err error) {
 	if n < 1 || n > MaxClients {
 		return nil, fmt.Errorf("vpne2e: %d clients, want 1..%d", n, MaxClients)
 	}
-	l = &Lab{Dir: dir, PKI: filepath.Join(dir, "pki")}
+	l = &Lab{Dir: dir, PKI: filepath.Join(dir, "state", "pki")}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -158,6 +163,13 @@ func NewLab(tag, dir string, n int) (l *Lab, err error) {
 		return l, err
 	}
 	if err := PeerNAPI(l.LAN, "lan0"); err != nil {
+		return l, err
+	}
+	u, err := loadUnit()
+	if err != nil {
+		return l, err
+	}
+	if err := u.Layout(dir); err != nil {
 		return l, err
 	}
 	if err := pki.Init(l.PKI); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -54,11 +55,12 @@ func newLab(t testing.TB, n int, tools ...string) (*vpne2e.Lab, string) {
 		}
 	}
 	bin := netns.BuildOvfwd(t)
-	dir := t.TempDir()
+	dir := unit.ForTest(t).TempDir(t)
 	l, err := vpne2e.NewLab(tag, dir, n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Logf = t.Logf
 	t.Cleanup(func() {
 		l.Close()
 		if t.Failed() {

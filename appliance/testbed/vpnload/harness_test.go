@@ -4,12 +4,12 @@ import (
 	"context"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -56,12 +56,12 @@ func newLab(t *testing.T, clients int, o Options) *lab {
 		}
 		o.OvfwdBin = builtOvfwd
 	}
-	l := &lab{t: t, dir: filepath.Join(t.TempDir(), "pki"), o: o}
-	if err := pki.Init(l.dir); err != nil {
+	l := &lab{t: t, dir: unit.ForTest(t).TempDir(t), o: o}
+	if err := pki.Init(pkiIn(l.dir)); err != nil {
 		t.Fatal(err)
 	}
 	var err error
-	if l.cfgs, err = clientConfigs(l.dir, clients); err != nil {
+	if l.cfgs, err = clientConfigs(pkiIn(l.dir), clients); err != nil {
 		t.Fatal(err)
 	}
 	if l.topo, err = buildTopology(); err != nil {

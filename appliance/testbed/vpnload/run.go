@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -214,11 +213,16 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 			return nil, err
 		}
 	}
-	pkiDir := filepath.Join(dir, "pki")
-	if err := pki.Init(pkiDir); err != nil {
+	if err := layout(dir); err != nil {
 		return nil, err
 	}
-	cfgs, err := clientConfigs(pkiDir, o.Clients)
+	if u, _ := loadUnit(); slices.Contains(targets, TargetOvfwd) {
+		fmt.Fprintf(w, "ovfwd runs as packaging/ovfwd.service runs it: %s\n", u)
+	}
+	if err := pki.Init(pkiIn(dir)); err != nil {
+		return nil, err
+	}
+	cfgs, err := clientConfigs(pkiIn(dir), o.Clients)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +245,7 @@ func Run(ctx context.Context, w io.Writer, o Options) ([]Result, error) {
 			if err := ctx.Err(); err != nil {
 				return results, err
 			}
-			r, err := runOnce(ctx, t, pkiDir, cfgs, target, &o)
+			r, err := runOnce(ctx, t, dir, cfgs, target, &o)
 			if err != nil {
 				return results, fmt.Errorf("%s run %d: %w", target, run+1, err)
 			}
@@ -267,18 +271,18 @@ func (r Result) line() string {
 const drainWait = 300 * time.Millisecond
 
 // runOnce starts the target, connects every client, offers traffic and
-// stops everything again.
-func runOnce(ctx context.Context, t *topology, pkiDir string, cfgs []control.ClientConfig, target string, o *Options) (Result, error) {
+// stops everything again. dir is the work directory (see startOvfwd).
+func runOnce(ctx context.Context, t *topology, dir string, cfgs []control.ClientConfig, target string, o *Options) (Result, error) {
 	r := Result{Target: target, Clients: len(cfgs)}
 	var srv *server
 	var err error
 	switch target {
 	case TargetOvfwd:
-		srv, err = startOvfwd(t, pkiDir, o.OvfwdBin, o)
+		srv, err = startOvfwd(t, dir, o.OvfwdBin, o)
 	case TargetOvfwdB:
-		srv, err = startOvfwd(t, pkiDir, o.OvfwdBinB, o)
+		srv, err = startOvfwd(t, dir, o.OvfwdBinB, o)
 	default:
-		srv, err = startOpenVPN(t, pkiDir, o)
+		srv, err = startOpenVPN(t, pkiIn(dir), o)
 	}
 	if err != nil {
 		return r, err

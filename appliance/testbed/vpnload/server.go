@@ -247,7 +247,9 @@ socket = "%s"
 level = "warn"
 `
 
-// startOvfwd runs the ovfwd daemon bin with the VPN server on AF_XDP ports.
+// startOvfwd runs the ovfwd daemon bin with the VPN server on AF_XDP ports,
+// as its unit runs it, in dir: the work directory (layout), the PKI in
+// pkiIn(dir).
 func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 	workers := ""
 	if o.ServerCPU >= 0 {
@@ -256,17 +258,30 @@ func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 	if o.OvfwdPoll != "" {
 		workers += fmt.Sprintf("\npoll = %q", o.OvfwdPoll)
 	}
-	sock := filepath.Join(dir, "ovfwd.sock")
+	sock := filepath.Join(dir, "run", "ovfwd.sock")
+	pkiDir := pkiIn(dir)
 	conf := fmt.Sprintf(ovfwdConfig, workers, o.OvfwdDriver, o.OvfwdDriver,
-		filepath.Join(dir, pki.CACertFile), filepath.Join(dir, pki.ServerCertFile),
-		filepath.Join(dir, pki.ServerKeyFile), filepath.Join(dir, pki.TLSCryptFile),
+		filepath.Join(pkiDir, pki.CACertFile), filepath.Join(pkiDir, pki.ServerCertFile),
+		filepath.Join(pkiDir, pki.ServerKeyFile), filepath.Join(pkiDir, pki.TLSCryptFile),
 		durationText(o.Keepalive), durationText(o.KeepaliveTimeout), sock)
 	confPath := filepath.Join(dir, "ovfwd.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	// As packaging/ovfwd.service runs it; the tree laid out again (state/
+	// and run/ given to the unit's user, as systemd does before each start).
+	u, err := loadUnit()
+	if err != nil {
+		return nil, err
+	}
+	if err := u.Layout(dir); err != nil {
+		return nil, err
+	}
+	if bin, err = u.Executable(bin, dir); err != nil {
 		return nil, err
 	}
 	out := &netns.SyncBuffer{}
-	args := []string{bin, "run", "-c", confPath}
+	args := u.Argv(bin, "run", "-c", confPath)
 	if o.ServerCPU >= 0 {
 		args = append([]string{"taskset", "-c", strconv.Itoa(o.ServerCPU)}, args...)
 	}
@@ -275,6 +290,10 @@ func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 		return nil, err
 	}
 	s.status = sock
+	if err := u.Report(s.cmd.Process.Pid, o.Logf); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("vpnload: %v\n%s", err, tail(out.String(), 2000))
+	}
 	if err := s.waitReady(20*time.Second, func() bool {
 		st, err := status.Fetch(sock, time.Second)
 		return err == nil && st.VPN != nil
