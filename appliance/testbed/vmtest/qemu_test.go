@@ -1,6 +1,9 @@
 package vmtest
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -36,4 +39,45 @@ func FuzzParseSteps(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScriptStepCountsEveryCommand runs appliance.sh's step and not
+// helpers in bash: a step function under set -e fails on any failing
+// command, not only its last. (bash ignores set -e in a function an if
+// condition calls; step ran its command that way and passed such steps.)
+func TestScriptStepCountsEveryCommand(t *testing.T) {
+	b, err := os.ReadFile("testdata/appliance.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs []string
+	for _, re := range []string{`(?ms)^step\(\) \{.*?^\}$`, `(?m)^not\(\) .*$`} {
+		d := regexp.MustCompile(re).FindString(string(b))
+		if d == "" {
+			t.Fatalf("appliance.sh has no %s", re)
+		}
+		defs = append(defs, d)
+	}
+	script := strings.Join(defs, "\n") + `
+early() { set -e; false; echo after; }
+inverted() { set -e; not true; echo after; }
+fine() { set -e; true; not false; }
+step early early
+step inverted inverted
+step fine fine
+`
+	out, err := exec.Command("bash", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	steps, _ := ParseSteps(string(out))
+	want := map[string]bool{"early": false, "inverted": false, "fine": true}
+	if len(steps) != len(want) {
+		t.Fatalf("steps %+v from:\n%s", steps, out)
+	}
+	for _, s := range steps {
+		if s.OK != want[s.Name] {
+			t.Errorf("step %s ok=%v, want %v:\n%s", s.Name, s.OK, want[s.Name], out)
+		}
+	}
 }

@@ -10,11 +10,17 @@ echo "VMTEST start uptime $(cut -d' ' -f1 /proc/uptime)"
 fails=0
 step() { # step NAME CMD... : runs CMD, prints its output indented on failure
 	local name=$1; shift
-	local out
-	if out=$("$@" 2>&1); then
-		echo "STEP $name: ok"
+	local out rc t0 dt
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	# Not in an if condition: bash ignores set -e in the functions a
+	# condition calls, so a step function would count only its last command.
+	out=$("$@" 2>&1)
+	rc=$?
+	dt=$(awk -v t0="$t0" '{printf "%.1f s", $1 - t0}' /proc/uptime)
+	if [ "$rc" = 0 ]; then
+		echo "STEP $name: ok ($dt)"
 	else
-		echo "STEP $name: FAIL (exit $?)"
+		echo "STEP $name: FAIL (exit $rc, $dt)"
 		printf '%s\n' "$out" | tail -n 30 | sed 's/^/  | /'
 		fails=$((fails + 1))
 	fi
@@ -31,6 +37,9 @@ stepup() {
 	fi
 }
 fact() { echo "FACT $1 $2"; }
+# not CMD: fails when CMD succeeds. Under set -e, "! CMD" never stops a
+# function (bash exempts inverted commands); a failing function call does.
+not() { ! "$@"; }
 waitfor() { # waitfor SECONDS CMD... : until CMD succeeds
 	local n=$1; shift
 	for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
@@ -263,9 +272,9 @@ purge() {
 	test ! -e /var/lib/ovfwd
 	test ! -e /usr/lib/systemd/system/ovfwd.service
 	test ! -e /etc/systemd/system/multi-user.target.wants/ovfwd.service
-	! getent passwd ovfwd
-	! getent group ovfwd
-	! systemctl cat ovfwd >/dev/null 2>&1
+	not getent passwd ovfwd
+	not getent group ovfwd
+	not systemctl cat ovfwd
 }
 step "dpkg -P leaves no file, user or unit" purge
 for f in /etc/ovfwd /var/lib/ovfwd /etc/systemd/system/multi-user.target.wants/ovfwd.service; do
