@@ -14,9 +14,11 @@ import (
 // ImagePackages are what the appliance guest installs on top of
 // `debootstrap --variant=minbase bookworm`. udev is not in minbase but is
 // on every real install: without it /dev/net/tun stays root-only (0600)
-// and the package's udev rule has nothing to run it.
+// and the package's udev rule has nothing to run it. socat is the NAT
+// steps' internet host: a TCP and UDP server that tells its peer's address.
 var ImagePackages = []string{
 	"systemd", "systemd-sysv", "udev", "iproute2", "openvpn", "iputils-ping", "kmod", "ethtool", "procps",
+	"socat",
 }
 
 // Image is a cached root filesystem of the appliance guest as an

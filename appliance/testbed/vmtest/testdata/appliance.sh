@@ -55,7 +55,11 @@ step "dpkg -i the package" dpkg -i /vmtest/ovfwd.deb
 step "package made the ovfwd user and group" getent passwd ovfwd
 step "unit installed, not enabled" sh -c '! systemctl is-enabled ovfwd'
 
-# Topology: client host --c0/p0-- appliance --p1/lan0-- LAN host.
+# Topology: client host --c0/p0-- appliance --p1/lan0-- LAN host, which
+# also holds the "internet" host 198.18.150.1 (on its lo). The LAN host
+# routes only the client hosts' net back to the appliance, never the VPN
+# pool (198.18.142.0/24): what the VPN clients reach there, they reach
+# through NAT. Every host keeps the kernel's default offloads.
 topo() {
 	set -e
 	ip netns add client
@@ -71,16 +75,11 @@ topo() {
 	inns client ip link set c0 up
 	inns client ip addr add 198.18.140.1/24 dev c0
 	inns client ip route add 198.18.141.0/24 via 198.18.140.254
-	inns client ip route add 198.18.150.0/24 via 198.18.140.254
 	inns lan ip link set lo up
 	inns lan ip link set lan0 up
 	inns lan ip addr add 198.18.141.1/24 dev lan0
 	inns lan ip addr add 198.18.150.1/32 dev lo
-	inns lan ip route add default via 198.18.141.254
-	# Hosts checksum in software, as in the vpne2e lab: ovfwd forwards
-	# frames as they are and a veth's offloaded checksum is unfinished.
-	inns client ethtool -K c0 tx off tso off gso off
-	inns lan ethtool -K lan0 tx off tso off gso off
+	inns lan ip route add 198.18.140.0/24 via 198.18.141.254
 }
 step "two veth pairs to the client and LAN namespaces" topo
 
@@ -146,6 +145,18 @@ key = "/var/lib/ovfwd/pki/server.key"
 tls_crypt = "/var/lib/ovfwd/pki/tls-crypt.key"
 pool_v4 = "198.18.142.0/24"
 push_routes = ["198.18.141.0/24"]
+# Full tunnel: the server pushes "redirect-gateway def1".
+redirect_gateway = ["ipv4"]
+
+# The pool reaches the internet host as the LAN port's own address.
+[[nat]]
+name = "vpn"
+sources = ["198.18.142.0/24"]
+port = "p1"
+
+[[route]]
+prefix = "198.18.150.0/24"
+via = "198.18.141.1"
 
 [status]
 socket = "/run/ovfwd/ovfwd.sock"
@@ -235,6 +246,8 @@ stepup "routed ping LAN host -> client host" inns lan ping -c 3 -W 2 198.18.140.
 vpn() {
 	set -e
 	ip netns exec client ip route del 198.18.141.0/24
+	# A host's default route: redirect-gateway needs one to redirect.
+	ip netns exec client ip route add default via 198.18.140.254
 	ip netns exec client openvpn --config /root/alice.ovpn --disable-dco --daemon ovpn-alice \
 		--log /tmp/openvpn-client.log --writepid /tmp/openvpn-client.pid
 	waitfor 60 grep -q "Initialization Sequence Completed" /tmp/openvpn-client.log
@@ -242,6 +255,118 @@ vpn() {
 	ip netns exec client ping -c 3 -W 2 198.18.141.1
 }
 stepup "stock openvpn client connects and pings the LAN host through the tunnel" vpn
+
+# --- NAT44: the full-tunnel client reaches the internet host -------------
+# The internet host (198.18.150.1, in the lan namespace) has no route to
+# the pool, so its replies come back only through ovfwd's NAT; it serves
+# TCP and UDP with socat and answers with the peer address it sees.
+inet() {
+	set -e
+	not inns lan ip route get 198.18.142.2
+	cat >/tmp/inet-tcp.sh <<'SH'
+echo "tcp $SOCAT_PEERADDR:$SOCAT_PEERPORT" >>/tmp/inet-peers
+echo "$SOCAT_PEERADDR:$SOCAT_PEERPORT $(sha256sum | cut -d' ' -f1)"
+SH
+	cat >/tmp/inet-udp.sh <<'SH'
+echo "udp $SOCAT_PEERADDR:$SOCAT_PEERPORT" >>/tmp/inet-peers
+echo "$SOCAT_PEERADDR:$SOCAT_PEERPORT"
+SH
+	inns lan socat TCP4-LISTEN:8000,bind=198.18.150.1,reuseaddr,fork SYSTEM:"sh /tmp/inet-tcp.sh" </dev/null >/dev/null 2>&1 &
+	echo $! >/tmp/inet-tcp.pid
+	inns lan socat UDP4-RECVFROM:8001,bind=198.18.150.1,fork SYSTEM:"sh /tmp/inet-udp.sh" </dev/null >/dev/null 2>&1 &
+	echo $! >/tmp/inet-udp.pid
+	waitfor 10 sh -c 'ip netns exec lan ss -Hltn "sport = 8000" | grep -q . && ip netns exec lan ss -Hlun "sport = 8001" | grep -q .'
+}
+stepup "NAT: internet host has no route to the pool, serves TCP and UDP" inet
+natping() {
+	set -e
+	inns client ip route show 0.0.0.0/1 | grep -q 'dev tun'
+	inns client ip route show 128.0.0.0/1 | grep -q 'dev tun'
+	inns client ip route get 198.18.150.1 | grep -q 'dev tun'
+	inns client ping -c 3 -W 2 198.18.150.1
+}
+stepup "NAT: full-tunnel client (redirect-gateway def1) pings the internet host" natping
+nattcp() {
+	set -e
+	head -c 262144 /dev/urandom >/tmp/blob
+	got=$(inns client socat -t 20 -T 30 - TCP4:198.18.150.1:8000 </tmp/blob)
+	echo "internet host replied: $got"
+	test "${got#* }" = "$(sha256sum </tmp/blob | cut -d' ' -f1)"
+	peer=${got%% *}
+	test "${peer%:*}" = 198.18.141.254
+	test "${peer#*:}" -ge 1024 && test "${peer#*:}" -le 32767
+}
+stepup "NAT: 256 KiB over TCP to the internet host, intact, from the outside address" nattcp
+# udpask WORD: one datagram from the client's port 40000 to the internet
+# host, the answer (socat waits 1 s for it; a few tries, same flow).
+udpask() {
+	local got
+	for _ in 1 2 3 4 5 6 7 8; do
+		got=$(echo "$1" | inns client socat -t 1 - UDP4:198.18.150.1:8001,sourceport=40000,reuseaddr)
+		[ -n "$got" ] && break
+	done
+	echo "$got"
+}
+natudp() {
+	set -e
+	got=$(udpask hello)
+	echo "internet host replied: $got"
+	test "${got%:*}" = 198.18.141.254
+	echo "${got#*:}" >/tmp/udp-outside-port
+}
+stepup "NAT: UDP datagram to the internet host and back, from the outside address" natudp
+[ -s /tmp/inet-peers ] && sed 's/^/  | internet host saw: /' /tmp/inet-peers
+# The internet host's veth offloads checksums (the default): its TCP and
+# UDP leave it with the pseudo-header sum only, which ovfwd completes
+# before NAT rewrites addresses and ports. The client's kernel checks
+# what comes out of its tun, so the answers above arriving is the proof;
+# csum_partial (which also counts the client's own offloaded datagrams)
+# shows the engine saw such packets.
+natcsum() {
+	set -e
+	inns lan ethtool -k lan0 | grep -E '^(tx-checksumming|tcp-segmentation-offload):'
+	inns lan ethtool -k lan0 | grep -q '^tx-checksumming: on'
+	n=$(ovfwd status | sed -n 's/^engine:.* csum_partial=\([0-9]*\).*/\1/p')
+	echo "engine csum_partial=$n"
+	test "${n:-0}" -gt 0
+}
+stepup "NAT: the internet host kept checksum offload on (engine csum_partial > 0)" natcsum
+fact nat.lan0_offloads "$(inns lan ethtool -k lan0 | grep -E '^(tx-checksumming|tcp-segmentation-offload|generic-segmentation-offload):' | tr '\n' ' ')"
+fact nat.engine "$(ovfwd status | grep '^engine:')"
+natstatus() {
+	set -e
+	out=$(runuser -u opal -- ovfwd status)
+	printf '%s\n' "$out" | sed -n '/^nat:/,/^$/p'
+	pool=$(inns client ip -4 -o addr show dev tun0 | awk '{print $4}' | cut -d/ -f1)
+	printf '%s\n' "$out" | awk '/^nat: sessions/ {n = $4 + $6 + $8} END {exit !(n > 0)}'
+	printf '%s\n' "$out" | grep -q "client $pool (alice): 198.18.141.254 ports"
+	waitfor 20 sh -c "journalctl -u ovfwd --no-pager | grep -q 'msg=\"nat block\" event=allocate client=$pool common_name=alice rule=vpn outside=198.18.141.254 ports='"
+	journalctl -u ovfwd --no-pager | grep 'msg="nat block"'
+}
+stepup "NAT: ovfwd status (ovfwd group) shows sessions and alice's block; journal has the block line" natstatus
+ovfwd status | sed -n '/^nat:/,/^$/p' | sed 's/^/  | status: /'
+journalctl -u ovfwd --no-pager | grep 'msg="nat block"' | sed 's/^/  | journal: /'
+pid=$(mainpid)
+st=$(cat "/proc/$pid/status" 2>/dev/null)
+printf '%s\n' "$st" | grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' | while read -r k v; do fact "nat.status.${k%:}" "$(echo $v)"; done
+fact nat.user "$(getent passwd "$(printf '%s\n' "$st" | awk '/^Uid:/{print $2}')" | cut -d: -f1)"
+natreload() {
+	set -e
+	before=$(ovfwd status)
+	created=$(printf '%s\n' "$before" | grep -o 'sessions_created=[0-9]*')
+	reloads=$(printf '%s\n' "$before" | grep -o 'reloads: [0-9]*' | cut -d' ' -f2)
+	systemctl reload ovfwd
+	waitfor 20 sh -c "ovfwd status | grep -q 'reloads: $((reloads + 1)) ok'"
+	test "$(mainpid)" = "$pid"
+	got=$(udpask again)
+	echo "after reload: $got (before: 198.18.141.254:$(cat /tmp/udp-outside-port)), $created"
+	test "$got" = "198.18.141.254:$(cat /tmp/udp-outside-port)"
+	test -n "$created"
+	ovfwd status | grep -qw "$created"
+	not sh -c "journalctl -u ovfwd --no-pager | grep -q 'event=release'"
+}
+stepup "NAT: systemctl reload, rule unchanged: the UDP mapping and its session stay" natreload
+for f in /tmp/inet-tcp.pid /tmp/inet-udp.pid; do [ -s "$f" ] && kill "$(cat "$f")"; done
 [ -s /tmp/openvpn-client.log ] && tail -n 15 /tmp/openvpn-client.log | sed 's/^/  | openvpn: /'
 [ -s /tmp/openvpn-client.pid ] && kill "$(cat /tmp/openvpn-client.pid)"
 ip netns exec client ip route replace 198.18.141.0/24 via 198.18.140.254
