@@ -289,7 +289,7 @@ stepup "NAT: full-tunnel client (redirect-gateway def1) pings the internet host"
 nattcp() {
 	set -e
 	head -c 262144 /dev/urandom >/tmp/blob
-	got=$(inns client socat -t 20 -T 30 - TCP4:198.18.150.1:8000 </tmp/blob)
+	got=$(inns client socat -t 20 -T 30 - TCP4:198.18.150.1:8000,connect-timeout=20 </tmp/blob)
 	echo "internet host replied: $got"
 	test "${got#* }" = "$(sha256sum </tmp/blob | cut -d' ' -f1)"
 	peer=${got%% *}
