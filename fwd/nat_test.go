@@ -364,6 +364,60 @@ func TestNATPartialChecksums(t *testing.T) {
 	}
 }
 
+// TestNATPartialChecksumsEveryPath: an unfinished checksum is finished
+// before every NAT rewrite of it, TCP and UDP: out (a flow's first packet
+// through NAT's general hook, the next ones through the routed fast path,
+// OutRouted), in (the reverse translation of replies from a host that
+// offloads its checksums) and hairpinned (both translations in one pass).
+// Each packet leaves with a checksum that verifies, and each is counted.
+func TestNATPartialChecksumsEveryPath(t *testing.T) {
+	r := natRig(t, true) // endpoint-independent filtering: A may reach C's mapping
+	payload := make([]byte, 333)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	want := uint64(0)
+	for _, proto := range []byte{6, 17} {
+		seg := func(sp, dp uint16) []byte {
+			if proto == 6 {
+				return tcpSeg(sp, dp, payload)
+			}
+			return udp(sp, dp, payload)
+		}
+		aSrc, cSrc := 5000+uint16(proto), 6000+uint16(proto)
+		var aPort uint16
+		for i := range 3 {
+			r.inject(0, eth(macR0, macA, 0x0800, partial(ipv4(aV4, bV4, proto, 64, true, seg(aSrc, 80)))))
+			r.poll()
+			src, _, sp, _ := l4ports(t, r.drainOne(1)) // checks the checksum
+			if src != r1v4.Addr() || i > 0 && sp != aPort {
+				t.Fatalf("proto %d out %d: left as %v:%d (mapping %d)", proto, i, src, sp, aPort)
+			}
+			aPort = sp
+		}
+		for i := range 3 {
+			r.inject(1, eth(macR1, macB, 0x0800, partial(ipv4(bV4, r1v4.Addr(), proto, 64, true, seg(80, aPort)))))
+			r.poll()
+			if _, dst, _, dp := l4ports(t, r.drainOne(0)); dst != aV4 || dp != aSrc {
+				t.Fatalf("proto %d in %d: returned to %v:%d", proto, i, dst, dp)
+			}
+		}
+		r.inject(0, eth(macR0, macC, 0x0800, ipv4(cV4, bV4, proto, 64, true, seg(cSrc, 80))))
+		r.poll()
+		_, _, cPort, _ := l4ports(t, r.drainOne(1))
+		r.inject(0, eth(macR0, macA, 0x0800, partial(ipv4(aV4, r1v4.Addr(), proto, 64, true, seg(aSrc, cPort)))))
+		r.poll()
+		if src, dst, sp, dp := l4ports(t, r.drainOne(0)); src != r1v4.Addr() || sp != aPort || dst != cV4 || dp != cSrc {
+			t.Fatalf("proto %d hairpinned as %v:%d -> %v:%d", proto, src, sp, dst, dp)
+		}
+		want += 7
+	}
+	if got := r.e.Stats().CsumPartial; got != want {
+		t.Fatalf("csum_partial %d, want %d", got, want)
+	}
+	r.checkNoLeak()
+}
+
 // TestNATTTLOnce: every packet of a flow leaves translated with its TTL one
 // lower and its checksums right — the first through NAT's general hook,
 // the rest through the fast path that folds the TTL into NAT's checksum
