@@ -191,25 +191,3 @@ func datagrams(src, dst *netns.NS, to netip.Addr, size, count, burst int, pause 
 	res.Intact, res.Corrupt, res.Duplicate = t.intact, t.corrupt, t.dup
 	return res, nil
 }
-
-// HostOffloads turns checksum and segmentation offloads on the LAN host's
-// and the clients' veths on or off. NewLab turns them off; on is the
-// kernel's default for a veth (and a container's or VM bridge's host).
-func (l *Lab) HostOffloads(on bool) error {
-	v := "off"
-	if on {
-		v = "on"
-	}
-	args := []string{"ethtool", "-K", "", "tx", v, "tso", v, "gso", v}
-	args[2] = "lan0"
-	if _, err := l.LAN.Run(args...); err != nil {
-		return err
-	}
-	args[2] = "c0"
-	for _, c := range l.Clients {
-		if _, err := c.Run(args...); err != nil {
-			return err
-		}
-	}
-	return nil
-}

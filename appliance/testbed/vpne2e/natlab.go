@@ -114,15 +114,12 @@ func NewNATLab(tag, dir string, n, queues int) (l *NATLab, err error) {
 		a[3] = byte(1 + i)
 		ss = append(ss,
 			step{l.Switch, []string{"ip", "link", "set", port, "master", "br0"}},
-			// Hosts next to ovfwd checksum in software, as in Lab.
-			step{c, []string{"ethtool", "-K", "c0", "tx", "off", "tso", "off", "gso", "off"}},
 			step{c, []string{"ip", "addr", "add", netip.AddrFrom4(a).String() + "/24", "dev", "c0"}},
 			step{c, []string{"ip", "route", "add", "default", "via", NATServer.String()}})
 	}
 	ss = append(ss,
 		step{l.App, []string{"ip", "addr", "add", NATServer.String() + "/24", "dev", "p0"}},
 		step{l.App, []string{"ip", "addr", "add", NATOutside.String() + "/24", "dev", "p1"}},
-		step{l.Router, []string{"ethtool", "-K", "r0", "tx", "off", "tso", "off", "gso", "off"}},
 		step{l.Router, []string{"ip", "addr", "add", NATRouterIn.String() + "/24", "dev", "r0"}},
 		step{l.Router, []string{"ip", "addr", "add", NATRouterOut.String() + "/24", "dev", "r1"}},
 		step{l.Router, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
