@@ -70,8 +70,10 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 		// No IPv6 chatter (DAD, MLD): the frames that teach the bridge
 		// where a station is are the test's own.
 		netns.Run(t, h.ns, "sysctl", "-qw", "net.ipv6.conf."+h.dev+".disable_ipv6=1")
-		// Software checksums (a veth's offloaded ones are unfinished),
-		// and NAPI on the receiving side for the redirect (GRO).
+		// NAPI on the receiving side for the redirect (GRO). Checksum
+		// offload off: bridge mode forwards frames without parsing L4,
+		// so a sender's unfinished checksum would reach B unfinished
+		// (docs/fragments-and-offloads.md, "Bridge mode").
 		netns.Run(t, h.ns, "ethtool", "-K", h.dev, "tx", "off", "tso", "off", "gso", "off", "gro", "on")
 		netns.Run(t, h.ns, "ip", "addr", "add", h.ip, "dev", h.dev)
 	}

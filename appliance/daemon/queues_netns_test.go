@@ -57,8 +57,6 @@ func TestDaemonTwoQueues(t *testing.T) {
 	}
 	veth2(a, "a0", app, "p0")
 	veth2(app, "p1", b, "b0")
-	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off", "tso", "off", "gso", "off")
-	netns.Run(t, b, "ethtool", "-K", "b0", "tx", "off", "tso", "off", "gso", "off")
 	netns.Run(t, a, "ip", "addr", "add", "198.18.54.1/24", "dev", "a0")
 	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.54.254")
 	netns.Run(t, b, "ip", "addr", "add", "198.18.55.1/24", "dev", "b0")
