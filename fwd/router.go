@@ -390,6 +390,11 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 		w.decap.Add(p)
 		return
 	}
+	// The host stack behind an exception TAP takes the frame as a NIC's,
+	// so it gets a finished checksum, as a forwarded packet does.
+	if p.Flags&(FlagTCP|FlagUDP) != 0 && finishPartialCsum(p) {
+		w.cnt[cCsumPartial]++
+	}
 	w.punt(p)
 }
 

@@ -23,7 +23,7 @@ type Stats struct {
 	Clamped       uint64 // TCP SYNs whose MSS was lowered
 	Fragmented    uint64 // IPv4 datagrams, and IPv6 packets of our own, split to fit the egress MTU
 	HostFragments uint64 // IP fragments for our addresses, handed to the host stack to reassemble
-	CsumPartial   uint64 // forwarded TCP/UDP whose unfinished checksum (pseudo-header sum only) was completed
+	CsumPartial   uint64 // forwarded or punted TCP/UDP whose unfinished checksum (pseudo-header sum only) was completed
 	LearnDropped  uint64 // neighbour learn messages lost to a full ring
 	// NeighRefused counts ARP/ND messages that claimed a different MAC for
 	// a confirmed neighbour (not applied); NeighUnsolicited adverts and
