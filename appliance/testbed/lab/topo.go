@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/fwd"
 )
 
 // Interface names, the same in every lab (each lives in its own namespace).
@@ -57,12 +58,14 @@ func Build(cfg Config) (t *Topology, err error) {
 		ifn  string
 		host Host
 	}{{t.A, ifHostA, cfg.HostA}, {t.B, ifHostB, cfg.HostB}} {
-		// veth offers checksum offload, so the hosts' stack leaves TCP/UDP
-		// checksums for "the device" to finish; the peer's kernel would
-		// trust them, but ovfwd moves the raw frame to the other host,
-		// which would then drop it as corrupt. Real NICs checksum on the
-		// wire; veth hosts must checksum (and segment) in software.
-		run(h.ns, "ethtool", "-K", h.ifn, "tx", "off", "tso", "off", "gso", "off")
+		// The hosts keep a veth's default offloads: ovfwd finishes the
+		// checksums they leave unfinished (engine event csum_partial).
+		// A bridge does not parse L4 and so cannot: bridged hosts finish
+		// their own, the operator's fix for bridge mode on veths
+		// (docs/fragments-and-offloads.md, "Bridge mode").
+		if cfg.Mode == fwd.ModeBridge {
+			run(h.ns, "ethtool", "-K", h.ifn, "tx", "off")
+		}
 		for _, a := range h.host.Addrs {
 			run(h.ns, "ip", "addr", "add", a.String(), "dev", h.ifn, "nodad")
 		}

@@ -125,9 +125,6 @@ func NewLab(dir string, n int) (l *Lab, err error) {
 		run(a.NS, "ip", "addr", "add", a.Outside.String()+"/24", "dev", "p0")
 		run(a.NS, "ip", "addr", "add", a.Link.String(), "dev", "p1")
 		run(l.Up, "ip", "addr", "add", netip.PrefixFrom(a.Peer, 30).String(), "dev", "u"+name)
-		for _, dev := range []string{"p0", "p1"} {
-			run(a.NS, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off")
-		}
 	}
 	if err = netns.Veth(l.Up, "ul", l.LAN, "l0"); err != nil {
 		return l, err
@@ -138,7 +135,6 @@ func NewLab(dir string, n int) (l *Lab, err error) {
 	run(l.Up, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
 	run(l.LAN, "ip", "addr", "add", LANHost.String()+"/24", "dev", "l0")
 	run(l.LAN, "ip", "route", "add", "default", "via", LANGW.String())
-	run(l.LAN, "ethtool", "-K", "l0", "tx", "off", "tso", "off", "gso", "off")
 	for i := 0; i < n && err == nil; i++ {
 		var c *netns.NS
 		if c, err = mk(); err != nil {
@@ -150,7 +146,6 @@ func NewLab(dir string, n int) (l *Lab, err error) {
 			return l, err
 		}
 		run(l.Switch, "ip", "link", "set", port, "master", "br0")
-		run(c, "ethtool", "-K", "c0", "tx", "off", "tso", "off", "gso", "off")
 		run(c, "ip", "addr", "add", ClientAddr(i).String()+"/24", "dev", "c0")
 	}
 	if err != nil {

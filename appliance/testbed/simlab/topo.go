@@ -61,10 +61,12 @@ func Build(cfg lab.Config) (t *Topology, err error) {
 		ifn  string
 		host lab.Host
 	}{{t.A, IfHostA, cfg.HostA}, {t.B, IfHostB, cfg.HostB}} {
-		// veth would leave TCP/UDP checksums and segmentation to "the
-		// device"; the model forwards raw frames, so the hosts must
-		// finish them in software (as in appliance/testbed/lab).
-		run(h.ns, "ethtool", "-K", h.ifn, "tx", "off", "tso", "off", "gso", "off")
+		// Checksum offload stays on (the engine finishes what the hosts
+		// leave unfinished). Segmentation is off: this veth stands in
+		// for the far end of a cable, which carries frames of the link's
+		// MTU, and the model's wire (fullsim.Wire, an AF_PACKET socket)
+		// would read a host's 64 KiB GSO super-packet as one frame.
+		run(h.ns, "ethtool", "-K", h.ifn, "tso", "off", "gso", "off")
 		for _, a := range h.host.Addrs {
 			run(h.ns, "ip", "addr", "add", a.String(), "dev", h.ifn, "nodad")
 		}

@@ -70,10 +70,6 @@ func buildTopology() (t *topology, err error) {
 		{t.sink, []string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}},
 		// The sink answers pings from the tunnel pool through the server.
 		{t.sink, []string{"ip", "route", "add", poolPrefix, "via", serverIP1}},
-		// Software checksums on the hosts: ovfwd forwards frames as they
-		// are, and a veth's offloaded checksum is unfinished.
-		{t.cli, []string{"ethtool", "-K", "lc0", "tx", "off", "tso", "off", "gso", "off"}},
-		{t.sink, []string{"ethtool", "-K", "sk0", "tx", "off", "tso", "off", "gso", "off"}},
 	}
 	for _, s := range steps {
 		if _, err = s.ns.Run(s.args...); err != nil {
