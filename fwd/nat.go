@@ -120,8 +120,10 @@ func (w *Worker) natLocal(t *tables, p *Packet, how uint8) bool {
 	if !w.nat.Active() || how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 {
 		return false
 	}
-	if how&rOrigin == 0 && p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 && finishPartialCsum(p) {
-		w.cnt[cCsumPartial]++ // before NAT's incremental update, as forwardIP does
+	// Before NAT's incremental update, as forwardIP does; not for a VPN
+	// datagram, which NAT passes and the tunnel decrypts.
+	if p.Flags&(FlagTCP|FlagUDP) != 0 && p.Flags&FlagFrag == 0 && !tunnelData(t, p, how) && finishPartialCsum(p) {
+		w.cnt[cCsumPartial]++
 	}
 	l3, l4 := p.Data()[p.L3Off:], l4Off(p)
 	hair := false

@@ -441,3 +441,25 @@ func TestNATTTLOnce(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// TestNATLeavesVPNDatagramsChecksums: with NAT on, a VPN datagram for the
+// tunnel (a client that offloads its checksums sends it unfinished) is
+// not summed nor counted as csum_partial: NAT passes it, the tunnel
+// decrypts it, and its outer checksum is never read. Before, natLocal
+// finished every local TCP/UDP packet: one pass over each datagram, and
+// a csum_partial count that no longer meant forwarded packets.
+func TestNATLeavesVPNDatagramsChecksums(t *testing.T) {
+	r := natRig(t, false)
+	ft := &fakeTunnel{server: r0v4.Addr(), peers: map[uint32]netip.Addr{7: aV4},
+		peerOfOuter: map[netip.Addr]uint32{aV4: 7}}
+	r.e.SetTunnel(ft, 1194)
+	inner := ipv4(netip.MustParseAddr("198.19.0.5"), bV4, 17, 64, false, udp(3333, 53, []byte("inner query")))
+	r.inject(0, eth(macR0, macA, 0x0800, partial(ipv4(aV4, r0v4.Addr(), 17, 64, false, udp(5000, 1194, inner)))))
+	r.poll()
+	if len(ft.decapCalls) != 1 {
+		t.Fatalf("decap calls %v, want 1", ft.decapCalls)
+	}
+	if n := r.e.Stats().CsumPartial; n != 0 {
+		t.Fatalf("csum_partial %d for a VPN datagram, want 0", n)
+	}
+}
