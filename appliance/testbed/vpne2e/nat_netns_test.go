@@ -265,13 +265,14 @@ func TestNATFullTunnel(t *testing.T) {
 	if again, err := reflect(u0); err != nil || again != m0 {
 		t.Fatalf("mapping not kept: %v then %v (%v)", m0, again, err)
 	}
-	// The hosts keep their offloads, so the engine met unfinished
-	// checksums and finished them (csum_partial): the clients' outer
-	// datagrams (natLocal finishes every local TCP/UDP packet) and the
-	// internet host's replies, which the router forwards as it got them,
-	// before NAT's reverse translation. TestNATPartialChecksumsEveryPath
-	// (fwd) checks each NAT path on its own. Counters are published at
-	// the end of a worker's poll: poll for them.
+	// The hosts keep their offloads: the internet host's replies, which
+	// the router forwards as it got them, reached NAT's reverse
+	// translation with unfinished checksums, which the engine finished
+	// (csum_partial) before updating them. With the router's checksum
+	// offload off this fails: nothing else here is counted (the clients'
+	// tunnel traffic leaves tun0 finished; their outer datagrams are the
+	// tunnel's). TestNATPartialChecksumsEveryPath (fwd) checks each NAT
+	// path. Counters are published at the end of a worker's poll.
 	partial := uint64(0)
 	for i := 0; i < 40 && partial == 0; i++ {
 		if st, err := status.Fetch(srv.Status, 2*time.Second); err == nil {
