@@ -1,7 +1,5 @@
 package fwd
 
-import "encoding/binary"
-
 // FIB lookups for a whole received batch. With a large FIB a route lookup
 // is a chain of cache misses; doing the batch's lookups together in one
 // lpm LookupBatch call per family overlaps those misses (memory-level
@@ -32,18 +30,6 @@ type fibBatch struct {
 	ok6  [MaxBatch]bool
 
 	natSlot [MaxBatch]uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
-}
-
-// natPrefetch starts loading the NAT session index line of an IPv4
-// packet, parsed, while the rest of the batch is parsed, and returns the
-// hint for routePending (0: none).
-func (w *Worker) natPrefetch(p *Packet) uint64 {
-	if p.Flags&(FlagTCP|FlagUDP) == 0 {
-		return 0
-	}
-	// Parsed: the IP header and the ports are there (L4Off set).
-	x := int(p.Off) + int(p.L4Off)
-	return w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
 }
 
 // routePending looks up every parked packet's destination, one LookupBatch

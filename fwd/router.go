@@ -58,7 +58,16 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
 		f.n4++
 		if w.nat.Active() {
-			f.natSlot[n&(MaxBatch-1)] = w.natPrefetch(p)
+			// NAT's index line loads while the rest of the batch is
+			// parsed; in line, as a call of its own costs a frame and
+			// the header's re-derivation. Parsed: a TCP or UDP packet's
+			// ports are there.
+			var h uint64
+			if p.Flags&(FlagTCP|FlagUDP) != 0 {
+				x := int(p.Off) + int(p.L4Off)
+				h = w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+			}
+			f.natSlot[n&(MaxBatch-1)] = h
 		}
 	} else {
 		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
