@@ -153,6 +153,7 @@ type Table struct {
 	// offset in 2 KiB buffers, so in a few L1 sets).
 	k       *Compiled
 	seed    uint64 // hashS's key
+	src0    pfx4   // srcs[0], PrefetchIP's first test; {1, 0}, which matches nothing, without NAT or prefixes
 	sidx    index
 	srcs    []pfx4 // k.srcs in wire order (in srcCopy when they fit)
 	now     uint32
@@ -191,7 +192,7 @@ type Table struct {
 // NewTable makes worker w's table of n workers. It holds nothing until
 // Refresh gives it a configuration.
 func NewTable(w, n int) *Table {
-	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots), seed: rand.Uint64()}
+	return &Table{w: w, n: max(n, 1), events: newRing(eventSlots), seed: rand.Uint64(), src0: pfx4{addr: 1}}
 }
 
 // Counters.
@@ -425,7 +426,7 @@ func (t *Table) reconfigure(k *Compiled) {
 		}
 	}
 	if k == nil {
-		t.k = nil
+		t.k, t.src0 = nil, pfx4{addr: 1}
 		return
 	}
 	// Carry the kept addresses' state over; fresh state for new ones.
@@ -461,6 +462,10 @@ func (t *Table) reconfigure(k *Compiled) {
 	}
 	for _, p := range k.srcs {
 		t.srcs = append(t.srcs, pfx4{bits.ReverseBytes32(p.addr), bits.ReverseBytes32(p.mask)})
+	}
+	t.src0 = pfx4{addr: 1}
+	if len(t.srcs) > 0 {
+		t.src0 = t.srcs[0]
 	}
 	for i := range t.lone {
 		t.lone[i] = -1
@@ -976,10 +981,15 @@ func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
 // they are in the packet (wire order). The worker has both at hand.
 func (t *Table) PrefetchIP(h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
 	proto := h[9]
+	addrs := le64(h[12:])
+	if uint32(addrs)&t.src0.mask == t.src0.addr && (proto == protoTCP || proto == protoUDP) { // the common packet: no loop
+		v := t.hashWire(addrs, ports, proto)
+		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
+		return uint64(v) | probeSess
+	}
 	if t.k == nil || proto != protoTCP && proto != protoUDP {
 		return 0
 	}
-	addrs := le64(h[12:])
 	if t.inside(uint32(addrs)) {
 		v := t.hashWire(addrs, ports, proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
