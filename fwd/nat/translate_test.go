@@ -695,3 +695,54 @@ func TestOutRoutedTTL(t *testing.T) {
 		}
 	}
 }
+
+// PrefetchIP's first test is the first rule's sources (src0): it must
+// follow reloads, match nothing with NAT off, and give what the general
+// test gives.
+func TestPrefetchFirstSources(t *testing.T) {
+	hint := func(tb *Table, src netip.Addr) uint64 {
+		p := ipPacket(src, remote, protoUDP, udp(5000, 53, "x"))
+		return tb.PrefetchIP((*[ipv4MinHdrLen]byte)(p), le32(p[20:24]))
+	}
+	lan := netip.MustParseAddr("10.9.0.5")
+	if h := hint(NewTable(0, 1), inA); h != 0 {
+		t.Fatalf("no NAT: hint %#x", h)
+	}
+	c := testConfig()
+	tb := newTestTable(t, c)
+	if h := hint(tb, inA); h&probeSess == 0 {
+		t.Fatalf("inside: hint %#x", h)
+	}
+	if h := hint(tb, lan); h != 0 {
+		t.Fatalf("not inside: hint %#x", h)
+	}
+	c.Rules = append([]Rule{{Name: "lan", Sources: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}, Port: 1,
+		Outside: []netip.Addr{netip.MustParseAddr("198.18.1.2")}, PortLo: 1024, PortHi: 2047}}, c.Rules...)
+	k, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Refresh(k, 1001e9)
+	tb.Publish()
+	for _, a := range []netip.Addr{inA, lan} {
+		p := ipPacket(a, remote, protoUDP, udp(5000, 53, "x"))
+		want := uint64(tb.hashWire(le64(p[12:20]), le32(p[20:24]), protoUDP)) | probeSess
+		if h := hint(tb, a); h != want {
+			t.Fatalf("%v after reload: hint %#x, want %#x", a, h, want)
+		}
+	}
+	c.Rules = c.Rules[:1] // the first rule's sources gone
+	if k, err = Compile(c); err != nil {
+		t.Fatal(err)
+	}
+	tb.Refresh(k, 1002e9)
+	tb.Publish()
+	if h := hint(tb, inA); h != 0 {
+		t.Fatalf("rule removed: hint %#x", h)
+	}
+	tb.Refresh(nil, 1003e9)
+	tb.Publish()
+	if h := hint(tb, lan); h != 0 {
+		t.Fatalf("NAT off: hint %#x", h)
+	}
+}
