@@ -50,3 +50,17 @@ func (u *Unit) Argv(argv ...string) []string {
 	out = append(out, "--")
 	return append(out, argv...)
 }
+
+// Command lays dir out as the unit's (Layout, as systemd does before each
+// start) and returns Argv for bin and args, bin copied into dir where the
+// unit's user cannot run it where it is (Executable).
+func (u *Unit) Command(dir, bin string, args ...string) ([]string, error) {
+	if err := u.Layout(dir); err != nil {
+		return nil, err
+	}
+	bin, err := u.Executable(bin, dir)
+	if err != nil {
+		return nil, err
+	}
+	return u.Argv(append([]string{bin}, args...)...), nil
+}

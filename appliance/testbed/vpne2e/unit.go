@@ -23,13 +23,11 @@ func startUnit(ns *netns.NS, dir, logPath string, pre []string, logf func(string
 	if err != nil {
 		return nil, err
 	}
-	if err := u.Layout(dir); err != nil {
+	argv, err := u.Command(dir, bin, args...)
+	if err != nil {
 		return nil, err
 	}
-	if bin, err = u.Executable(bin, dir); err != nil {
-		return nil, err
-	}
-	p, err := start(ns, logPath, append(pre, u.Argv(append([]string{bin}, args...)...)...)...)
+	p, err := start(ns, logPath, append(pre, argv...)...)
 	if err != nil {
 		return nil, err
 	}

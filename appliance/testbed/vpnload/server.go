@@ -274,14 +274,11 @@ func startOvfwd(t *topology, dir, bin string, o *Options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := u.Layout(dir); err != nil {
-		return nil, err
-	}
-	if bin, err = u.Executable(bin, dir); err != nil {
+	args, err := u.Command(dir, bin, "run", "-c", confPath)
+	if err != nil {
 		return nil, err
 	}
 	out := &netns.SyncBuffer{}
-	args := u.Argv(bin, "run", "-c", confPath)
 	if o.ServerCPU >= 0 {
 		args = append([]string{"taskset", "-c", strconv.Itoa(o.ServerCPU)}, args...)
 	}
