@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/nat"
+)
 
 // How a packet entered routeIP.
 const (
@@ -65,7 +69,7 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			var h uint64
 			if p.Flags&(FlagTCP|FlagUDP) != 0 {
 				x := int(p.Off) + int(p.L4Off)
-				h = w.nat.PrefetchIP(ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+				h = nat.PrefetchIPv4(w.nat, ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
 			}
 			f.natSlot[n&(MaxBatch-1)] = h
 		}

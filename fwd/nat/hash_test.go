@@ -2,6 +2,7 @@ package nat
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 )
@@ -78,5 +79,47 @@ func TestTouchSessions(t *testing.T) {
 			n == len(hs) && maps != wantMaps {
 			t.Fatalf("%d probes: hints differ (maps %d, want %d)", n, maps, wantMaps)
 		}
+	}
+}
+
+// TestPrefetchIPv4: the assembly PrefetchIPv4 returns exactly the hints
+// PrefetchIP (its definition) does, for packets from the first rule's
+// sources of every protocol, to its outside address (map probes), and
+// random ones, with NAT on and off (src0 matches nothing, no index).
+func TestPrefetchIPv4(t *testing.T) {
+	c := testConfig()
+	c.Rules = append(c.Rules, Rule{Name: "lan", Sources: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")},
+		Port: 2, Outside: []netip.Addr{netip.MustParseAddr("198.18.1.2")}, PortLo: 2048, PortHi: 4095})
+	c.MaxBlocks = 4
+	tb := newTestTable(t, c)
+	rng := rand.New(rand.NewPCG(3, 4))
+	kinds := map[uint64]int{}
+	for _, tab := range []*Table{tb, NewTable(0, 1)} {
+		for i := range 100000 {
+			var h [ipv4MinHdrLen]byte
+			for j := range h {
+				h[j] = byte(rng.Uint32())
+			}
+			src := rng.Uint32()
+			switch i % 4 {
+			case 0: // the first rule's sources
+				src = src&0xff000000 | 0x00080a // 10.8.0.x, wire order
+			case 1: // the second rule's
+				src = src&0xffff0000 | 0x090a
+			case 2: // to the outside address
+				copy(h[16:], out1.AsSlice())
+			}
+			h[12], h[13], h[14], h[15] = byte(src), byte(src>>8), byte(src>>16), byte(src>>24)
+			h[9] = [...]byte{protoTCP, protoUDP, 1, byte(rng.Uint32())}[i/4%4]
+			ports := rng.Uint32()
+			want := tab.PrefetchIP(&h, ports)
+			if got := PrefetchIPv4(tab, &h, ports); got != want {
+				t.Fatalf("header % x ports %#x: hint %#x, want %#x", h, ports, got, want)
+			}
+			kinds[want&(probeSess|probeMap)]++
+		}
+	}
+	if kinds[probeSess] < 10000 || kinds[probeMap] < 5000 || kinds[0] < 100000 {
+		t.Fatalf("hints of each kind: %v", kinds)
 	}
 }

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "go_asm.h"
 
 // PREFETCHT0 never faults, so any address is safe here.
 
@@ -64,3 +65,44 @@ next:
 done:
 	MOVQ R12, maps+80(FP)
 	RET
+
+// func PrefetchIPv4(t *Table, h *[ipv4MinHdrLen]byte, ports uint32) uint64
+// hashWire over h's addresses (bytes 12-19), ports and protocol (byte 9);
+// the slot is masked by sidx.mask, and len(sidx.s) is mask+1 or 0 (nil:
+// the prefetch's address is then meaningless, and harmless).
+TEXT ·PrefetchIPv4(SB), NOSPLIT, $0-32
+	MOVQ t+0(FP), DI
+	MOVQ h+8(FP), SI
+	MOVQ 12(SI), AX // addrs, wire order
+	MOVL AX, BX
+	ANDL (Table_src0+pfx4_mask)(DI), BX
+	CMPL BX, (Table_src0+pfx4_addr)(DI)
+	JNE miss
+	MOVBLZX 9(SI), CX // protocol
+	CMPL CX, $6 // TCP
+	JEQ hash
+	CMPL CX, $17 // UDP
+	JNE miss
+hash:
+	BSWAPQ AX
+	MOVL ports+16(FP), DX
+	BSWAPL DX
+	SHLQ $32, DX
+	ORQ CX, DX
+	XORQ DX, AX
+	XORQ Table_seed(DI), AX
+	MOVQ AX, DX
+	SHRQ $29, DX
+	XORQ DX, AX
+	MOVQ $0x9e3779b97f4a7c15, DX
+	IMULQ DX, AX
+	SHRQ $32, AX // the hash
+	MOVL (Table_sidx+index_mask)(DI), DX
+	ANDL AX, DX
+	MOVQ (Table_sidx+index_s)(DI), BX
+	PREFETCHT0 (BX)(DX*8)
+	BTSQ $62, AX // probeSess
+	MOVQ AX, ret+24(FP)
+	RET
+miss: // the arguments are where prefetchRest's take them
+	JMP ·prefetchRest(SB)

@@ -987,6 +987,13 @@ func (t *Table) PrefetchIP(h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
+	return prefetchRest(t, h, ports)
+}
+
+// prefetchRest is PrefetchIP past its first test (a function: PrefetchIPv4, in assembly, jumps to it).
+func prefetchRest(t *Table, h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
+	proto := h[9]
+	addrs := le64(h[12:])
 	if t.k == nil || proto != protoTCP && proto != protoUDP {
 		return 0
 	}
