@@ -89,7 +89,7 @@ func TestWireCarriesFrames(t *testing.T) {
 		if r.port.Tx(0, b) != 1 {
 			t.Fatal("port did not send")
 		}
-		m, err := unix.Read(r.peer, buf)
+		m, err := readPeer(r.peer, buf)
 		if err != nil {
 			t.Fatalf("frame %d not on the interface side: %v (wire %+v)", i, err, r.wire.Stats())
 		}
@@ -125,7 +125,7 @@ func TestWireAllocs(t *testing.T) {
 			panic("frame did not arrive")
 		}
 		r.port.Tx(0, b)
-		if m, err := unix.Read(r.peer, buf); err != nil || m != len(f) {
+		if m, err := readPeer(r.peer, buf); err != nil || m != len(f) {
 			panic("frame did not come back")
 		}
 	}
@@ -133,4 +133,18 @@ func TestWireAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(200, roundTrip); a != 0 {
 		t.Fatalf("%v allocations per round trip, want 0", a)
 	}
+}
+
+// readPeer is a read from the peer's socket that a signal interrupted
+// (EINTR: the runtime's preemption signal, which SA_RESTART does not
+// restart on a socket with a receive timeout) made again, a bounded number
+// of times.
+func readPeer(fd int, buf []byte) (int, error) {
+	for range 100 {
+		n, err := unix.Read(fd, buf)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+	return 0, unix.EINTR
 }
