@@ -112,6 +112,9 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 		// Read, not Recvfrom: only the kernel answers on this socket, and
 		// Recvfrom's address is an allocation per call.
 		n, err := unix.Read(m.fd, m.buf)
+		if err == unix.EINTR {
+			continue // see readTimeoutEINTR
+		}
 		if err != nil {
 			return fmt.Errorf("afxdp: netlink receive: %w", err)
 		}
@@ -134,6 +137,11 @@ var (
 	errNoAck        = errors.New("afxdp: netlink: no ack")
 )
 
+// readTimeoutEINTR: the socket has a receive timeout (SO_RCVTIMEO), and a
+// blocking receive on such a socket is not restarted after a signal
+// handler even with SA_RESTART (signal(7)); the Go runtime's preemption
+// signal interrupts it with EINTR, which is not an answer: read again.
+
 // ndaProtocol is NDA_PROTOCOL (linux/neighbour.h; x/sys does not name it).
 const ndaProtocol = 12
 
@@ -152,9 +160,13 @@ func (m *NeighMirror) Purge(ifindexes []int) (int, error) {
 	binary.NativeEndian.PutUint32(req[8:], seq)
 	err := unix.Sendto(m.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 	buf := make([]byte, 1<<16)
-	for done := err != nil; !done; {
+	for done, intr := err != nil, 0; !done; {
 		var n int
-		if n, _, err = unix.Recvfrom(m.fd, buf, 0); err != nil {
+		if n, _, err = unix.Recvfrom(m.fd, buf, 0); err == unix.EINTR && intr < 100 {
+			intr++ // see readTimeoutEINTR
+			continue
+		}
+		if err != nil {
 			break
 		}
 		msgs, perr := syscall.ParseNetlinkMessage(buf[:n])
