@@ -64,7 +64,7 @@ type rig struct {
 	sink   uint64
 	// Per-burst ns/packet of the last run: the VM shares 2 cores with other
 	// jobs, so a burst preempted midway is an outlier the median ignores.
-	drvBurst, totBurst []float64
+	drvBurst, totBurst, txBurst []float64
 }
 
 type result struct {
@@ -73,9 +73,16 @@ type result struct {
 	total, driver time.Duration
 	// Medians over the run's bursts of ns/packet.
 	burstTotal, burstDriver float64
-	packets                 uint64
-	nops, wqebbs            uint64
-	mpwqes, mpw             uint64
+	// burstModelTx: the model's TX processing (Device.Process: WQE
+	// parsing, segment checks, CQE writes), the same code and the same
+	// L1-resident data for every variant and driver version, so it shows
+	// the machine's phase: on this VM a whole run goes about 1.6× slower
+	// (driver and model alike) while something outside the guest shares
+	// the core (docs/mlx5.md, "the phase").
+	burstModelTx float64
+	packets      uint64
+	nops, wqebbs uint64
+	mpwqes, mpw  uint64
 }
 
 func newRig(v variant, burst, work int) (*rig, error) {
@@ -93,7 +100,7 @@ func newRig(v variant, burst, work int) (*rig, error) {
 		port.Queue(0).RX.SetFarPrefetch(false)
 	}
 	r := &rig{v: v, port: port, dev: dev, b: fwd.NewBatch(fwd.MaxBatch), work: work,
-		drvBurst: make([]float64, 0, 1<<16), totBurst: make([]float64, 0, 1<<16)}
+		drvBurst: make([]float64, 0, 1<<16), totBurst: make([]float64, 0, 1<<16), txBurst: make([]float64, 0, 1<<16)}
 	r.frames = make([][]byte, burst)
 	for i := range r.frames {
 		r.frames[i] = benchFrame(v.size, uint16(i))
@@ -160,7 +167,7 @@ func (r *rig) run(n int) result {
 	q := r.port.Queue(0)
 	tx0 := q.TX.Stats
 	var res result
-	r.drvBurst, r.totBurst = r.drvBurst[:0], r.totBurst[:0]
+	r.drvBurst, r.totBurst, r.txBurst = r.drvBurst[:0], r.totBurst[:0], r.txBurst[:0]
 	start := time.Now()
 	for res.packets < uint64(n) {
 		t0 := time.Now()
@@ -180,11 +187,13 @@ func (r *rig) run(n int) result {
 		res.packets += uint64(got)
 		r.drvBurst = append(r.drvBurst, float64(t2.Sub(t1).Nanoseconds())/float64(got))
 		r.totBurst = append(r.totBurst, float64(t3.Sub(t0).Nanoseconds())/float64(got))
+		r.txBurst = append(r.txBurst, float64(t3.Sub(t2).Nanoseconds())/float64(got))
 	}
 	res.total = time.Since(start)
 	if len(r.drvBurst) > 0 {
 		res.burstDriver = medianInPlace(r.drvBurst)
 		res.burstTotal = medianInPlace(r.totBurst)
+		res.burstModelTx = medianInPlace(r.txBurst)
 	}
 	tx := q.TX.Stats
 	res.nops = tx.NOPs - tx0.NOPs
@@ -221,6 +230,7 @@ func measure(rigs []*rig, o BenchOptions) ([][]result, error) {
 
 type summary struct {
 	ns, drvNs, modelNs float64
+	modelTxNs          float64 // the phase indicator (result.burstModelTx)
 	nopsPerSec         float64
 	nopsPerKpkt        float64
 	wqebbsPerPkt       float64
@@ -240,13 +250,14 @@ func median(xs []float64) float64 {
 }
 
 func summarize(rs []result) summary {
-	var ns, drv, mdl, nops, nopk, wq, mpw []float64
+	var ns, drv, mdl, mtx, nops, nopk, wq, mpw []float64
 	var pk uint64
 	for _, r := range rs {
 		p := float64(r.packets)
 		ns = append(ns, r.burstTotal)
 		drv = append(drv, r.burstDriver)
 		mdl = append(mdl, r.burstTotal-r.burstDriver)
+		mtx = append(mtx, r.burstModelTx)
 		nops = append(nops, float64(r.nops)/r.total.Seconds())
 		nopk = append(nopk, 1000*float64(r.nops)/p)
 		wq = append(wq, float64(r.wqebbs)/p)
@@ -257,7 +268,7 @@ func summarize(rs []result) summary {
 		}
 		pk += r.packets
 	}
-	return summary{ns: median(ns), drvNs: median(drv), modelNs: median(mdl), nopsPerSec: median(nops),
+	return summary{ns: median(ns), drvNs: median(drv), modelNs: median(mdl), modelTxNs: median(mtx), nopsPerSec: median(nops),
 		nopsPerKpkt: median(nopk), wqebbsPerPkt: median(wq), pktsPerMPW: median(mpw), packets: pk}
 }
 
@@ -301,7 +312,7 @@ func Bench(w io.Writer, o BenchOptions) error {
 	// 1. Prefetch off vs on, both layouts.
 	fmt.Fprintln(w, "\n## Stride-ahead prefetch (D = 0 off, D = 4 with shinfo PREFETCHW)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "layout\tDMA\tsize\tD=0 ns/pkt\tD=4 ns/pkt\tgain\tD=0 Mpps\tD=4 Mpps\tD=0 driver ns\tD=4 driver ns\tdriver gain\t")
+	fmt.Fprintln(tw, "layout\tDMA\tsize\tD=0 ns/pkt\tD=4 ns/pkt\tgain\tD=0 Mpps\tD=4 Mpps\tD=0 driver ns\tD=4 driver ns\tdriver gain\tmodel TX ns D=0 / D=4\t")
 	for _, warm := range []bool{false, true} {
 		for _, layout := range []Layout{Contiguous, Scattered} {
 			for _, size := range o.Sizes {
@@ -319,8 +330,8 @@ func Bench(w io.Writer, o BenchOptions) error {
 				if warm {
 					dma = "warm"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t\n", layout, dma, size, a.ns, b.ns, pct(a.ns, b.ns),
-					1e3/a.ns, 1e3/b.ns, a.drvNs, b.drvNs, pct(a.drvNs, b.drvNs))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t%.0f / %.0f\t\n", layout, dma, size, a.ns, b.ns, pct(a.ns, b.ns),
+					1e3/a.ns, 1e3/b.ns, a.drvNs, b.drvNs, pct(a.drvNs, b.drvNs), a.modelTxNs, b.modelTxNs)
 			}
 		}
 	}
@@ -389,6 +400,7 @@ func Bench(w io.Writer, o BenchOptions) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nEach figure: median over runs of the median over bursts of ns/packet (robust to preemption on this shared VM).")
+	fmt.Fprintln(w, "model TX ns: the model's TX processing per packet, the same work in every row; on a shared VM it shows the machine's phase (about 8 ns here when nothing outside the guest shares the core, 13-16 when something does, and then every figure of the row is about 1.6x higher).")
 	fmt.Fprintln(w, "total includes the model (packet write + CLFLUSHOPT, CQE writes + flush, TX WQE parsing and segment checks); driver = Rx + MAC swap + Tx alone, i.e. total with the model's cost subtracted.")
 	return nil
 }

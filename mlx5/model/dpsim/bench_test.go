@@ -1,10 +1,14 @@
 package dpsim
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // BenchmarkForward: one op = one packet through RX → MAC swap → TX on the
@@ -63,6 +67,7 @@ func BenchmarkForward(b *testing.B) {
 				b.Fatal(res.stalled)
 			}
 			b.ReportMetric(res.burstDriver, "driver-ns/pkt")
+			b.ReportMetric(res.burstModelTx, "model-tx-ns/pkt") // the phase (result.burstModelTx)
 			b.ReportMetric(float64(res.nops)/float64(res.packets), "NOPs/pkt")
 		})
 	}
@@ -142,5 +147,54 @@ func BenchmarkModelDoorbell(b *testing.B) {
 	b.StopTimer()
 	if err := r.dev.Err(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestPhaseReport, with OVFWD_BENCH_PHASE=<runs> (e.g. 60), runs one rig
+// (warm, scattered, 64 B, D = 0: the same buffers, rings and heap objects
+// throughout) for that many runs of 30,000 packets and prints each run's
+// driver and model-TX ns/packet: on this VM both jump together between two
+// levels while the addresses stay the same (docs/mlx5.md, "the phase").
+func TestPhaseReport(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("OVFWD_BENCH_PHASE"))
+	if runs == 0 {
+		t.Skip("set OVFWD_BENCH_PHASE=<runs> to print the phase time series")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newRig(variant{layout: Scattered, size: 64, warm: true}, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.port.Close()
+	r.run(4096)
+	start := time.Now()
+	var tx []float64
+	var drv []float64
+	for i := 0; i < runs; i++ {
+		res := r.run(30000)
+		if res.stalled != nil {
+			t.Fatal(res.stalled)
+		}
+		tx, drv = append(tx, res.burstModelTx), append(drv, res.burstDriver)
+		fmt.Printf("%6d ms  driver %5.1f  model-tx %5.1f ns/pkt\n", time.Since(start).Milliseconds(), res.burstDriver, res.burstModelTx)
+	}
+	// Split the runs at 1.3× the fastest model-TX figure.
+	lo := slices.Min(tx)
+	var fast, slow []float64
+	for i := range tx {
+		if tx[i] < 1.3*lo {
+			fast = append(fast, drv[i])
+		} else {
+			slow = append(slow, drv[i])
+		}
+	}
+	for _, g := range []struct {
+		name string
+		x    []float64
+	}{{"fast phase", fast}, {"slow phase", slow}} {
+		if len(g.x) > 0 {
+			fmt.Printf("%s: %d runs, driver median %.1f ns/pkt\n", g.name, len(g.x), median(g.x))
+		}
 	}
 }
