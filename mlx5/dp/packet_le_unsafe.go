@@ -71,3 +71,10 @@ func putDesc(d *rxDesc, buf unsafePointer, w1, w2 uint64) {
 	w := (*[2]uint64)(unsafe.Pointer(&d.hash))
 	w[0], w[1] = w1, w2
 }
+
+// descWords loads a decoded completion's two scalar words (putDesc's w1
+// and w2) with two loads instead of one per field.
+func descWords(d *rxDesc) (w1, w2 uint64) {
+	w := (*[2]uint64)(unsafe.Pointer(&d.hash))
+	return w[0], w[1]
+}

@@ -32,3 +32,9 @@ func putDesc(d *rxDesc, buf unsafePointer, w1, w2 uint64) {
 	d.buf, d.hash, d.wqe, d.stride = buf, uint32(w1), uint16(w1>>32), uint16(w1>>48)
 	d.strides, d.length, d.hdrType, d.vlan = uint16(w2), uint16(w2>>16), uint8(w2>>32), uint16(w2>>48)
 }
+
+// descWords returns putDesc's w1 and w2 of a decoded completion.
+func descWords(d *rxDesc) (w1, w2 uint64) {
+	return uint64(d.hash) | uint64(d.wqe)<<32 | uint64(d.stride)<<48,
+		uint64(d.strides) | uint64(d.length)<<16 | uint64(d.hdrType)<<32 | uint64(d.vlan)<<48
+}

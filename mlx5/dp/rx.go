@@ -140,61 +140,113 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 	return got
 }
 
-// deliver turns decoded completions 0..n-1 into packets of b. The
-// packet's fields stay in registers from the descriptor to their final
-// places (packet slot, shinfo), each written with 8-byte stores: a context
-// in memory is stored and reloaded per field, and a composite literal is
-// built on the stack and copied with wide loads the narrow stores cannot
-// forward to.
+// deliver turns decoded completions 0..n-1 into packets of b, a prefetch
+// group at a time: the prefetch call sits between groups and the packets
+// of a group go through deliverRun, which calls nothing, so the loop's
+// values stay in registers (Go saves no register across a call: a call
+// inside the loop made it spill them and reload them on every packet).
+// A packet deliverRun leaves (a tag to re-insert or a tagged frame) takes
+// deliverSlow.
 func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
-	p := q.pool
-	d := q.dist
-	fresh := q.freshCtx
 	k0 := len(b.Pkts)
 	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
-	var bytes uint64
-	// Loop invariants in locals: the stores to the packet slots and shinfo
-	// would otherwise make the compiler reload them from q and p.
 	descs := q.desc[:n]
-	logStrides, strideSize, headroom := p.logStrides, p.strideSize, q.headroom
-	// pool|inPort as the top half of the slot's first word: one register.
-	member, poolPort := p.member, uint64(p.id)<<32|uint64(q.inPort)<<48
-	for i := range descs {
-		if d > 0 && i%prefetchGroup == 0 {
-			q.prefetchAhead(i, n, more)
+	var bytes uint64
+	for g := 0; g < n; g += prefetchGroup {
+		if q.dist > 0 {
+			q.prefetchAhead(g, n, more)
 		}
-		desc := &descs[i]
-		if fresh {
-			q.ctx = rxCtx{}
+		end := min(g+prefetchGroup, n)
+		for i := g; i < end; {
+			run := end
+			if q.freshCtx {
+				// Benchmark only: zero the context as a per-CQE struct
+				// would be, one packet per run.
+				q.ctx = rxCtx{}
+				run = i + 1
+			}
+			k, by := q.deliverRun(descs[i:run], pkts[i:run])
+			bytes += by
+			if i += k; i < run {
+				bytes += q.deliverSlow(&descs[i], &pkts[i])
+				i++
+			}
 		}
-		handle := uint32(desc.wqe)<<logStrides | uint32(desc.stride)
-		length := uint32(desc.length) // checked when decoded (take)
-		data := headroom
-		at := desc.buf
-		if desc.hdrType&CQEVLANStripped != 0 {
-			data, length = reinsertTag(at, data, length, desc.vlan)
-		}
-		var flags fwd.Flags
-		var l3Off, l4Off uint8
-		var vlan uint16
-		if et := etherType(at, data); et != etherTypeVLAN && et != etherTypeSVLAN {
-			// Untagged: everything follows from the CQE byte alone.
-			h := &hdrTab[desc.hdrType]
-			flags, l3Off, l4Off = h.flags, h.l3Off, h.l4Off
-		} else {
-			flags, l3Off, l4Off, _, vlan = HeaderInfo(desc.hdrType, at.stride(strideSize)[data:data+length])
-		}
-		// length|data, flags|vlan|handle, hash|dataref (one owner).
-		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
-			uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
-		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint64(data)|uint64(length)<<16|poolPort,
-			flags, vlan, l3Off, l4Off)
-		bytes += uint64(length)
 	}
 	b.Pkts = b.Pkts[:k0+n]
 	q.Stats.Packets += uint64(n)
 	q.Stats.Bytes += bytes
 	return n
+}
+
+// deliverRun fills pkts[i] from descs[i] (len(pkts) == len(descs)) until a
+// packet needs deliverSlow, and returns how many it filled and their
+// bytes. The fields stay in registers from the descriptor to their final
+// places (packet slot, shinfo), each written with 8-byte stores: a context
+// in memory is stored and reloaded per field, and a composite literal is
+// built on the stack and copied with wide loads the narrow stores cannot
+// forward to.
+func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
+	p := q.pool
+	var bytes uint64
+	// Loop invariants in locals: the stores to the packet slots and shinfo
+	// would otherwise make the compiler reload them from q and p. Shift
+	// counts masked to 31 (they are at most 16): unmasked, each shift costs
+	// a compare and a mask (Go defines shifts past the width).
+	logStrides, strideSize, data := p.logStrides&31, p.strideSize, q.headroom
+	// pool|inPort as the top half of the slot's first word: one register.
+	member, poolPort := p.member, uint64(p.id)<<32|uint64(q.inPort)<<48
+	pkts = pkts[:len(descs)]
+	for i := range descs {
+		desc := &descs[i]
+		at := desc.buf
+		w1, w2 := descWords(desc) // hash|wqe|stride, strides|length|hdrType|_|vlan
+		t := uint8(w2 >> 32)
+		if t&CQEVLANStripped != 0 {
+			return i, bytes
+		}
+		if et := etherType(at, data); et == etherTypeVLAN || et == etherTypeSVLAN {
+			return i, bytes
+		}
+		handle := uint32(uint16(w1>>32))<<logStrides | uint32(w1>>48)
+		length := uint32(uint16(w2 >> 16)) // checked when decoded (take)
+		// Untagged: everything follows from the CQE byte alone.
+		h := &hdrTab[t]
+		// length|data, flags|vlan(0)|handle, hash|dataref (one owner).
+		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
+			uint64(h.flags)|uint64(handle)<<32, uint64(uint32(w1))|1<<32)
+		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint64(data)|uint64(length)<<16|poolPort,
+			h.flags, 0, h.l3Off, h.l4Off)
+		bytes += uint64(length)
+	}
+	return len(descs), bytes
+}
+
+// deliverSlow fills pk from desc for a frame whose tag the device stripped
+// (re-inserted here) or that carries one; it returns the frame's length.
+func (q *RxQueue) deliverSlow(desc *rxDesc, pk *fwd.Packet) uint64 {
+	p := q.pool
+	handle := uint32(desc.wqe)<<(p.logStrides&31) | uint32(desc.stride)
+	length := uint32(desc.length)
+	data := q.headroom
+	at := desc.buf
+	if desc.hdrType&CQEVLANStripped != 0 {
+		data, length = reinsertTag(at, data, length, desc.vlan)
+	}
+	var flags fwd.Flags
+	var l3Off, l4Off uint8
+	var vlan uint16
+	if et := etherType(at, data); et != etherTypeVLAN && et != etherTypeSVLAN {
+		h := &hdrTab[desc.hdrType]
+		flags, l3Off, l4Off = h.flags, h.l3Off, h.l4Off
+	} else {
+		flags, l3Off, l4Off, _, vlan = HeaderInfo(desc.hdrType, at.stride(p.strideSize)[data:data+length])
+	}
+	writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
+		uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
+	putPacket(pk, at.stride(p.strideSize), p.member|uint64(handle), uint64(data)|uint64(length)<<16|uint64(p.id)<<32|uint64(q.inPort)<<48,
+		flags, vlan, l3Off, l4Off)
+	return uint64(length)
 }
 
 // reinsertTag puts a tag the device took out (an RQ with vsd = 0) back in

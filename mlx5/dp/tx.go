@@ -210,31 +210,73 @@ func (q *TxQueue) txSend(pkts []fwd.Packet) (sent int, bytes uint64) {
 }
 
 // txMPW posts each packet as one pointer entry of the open (or a new)
-// MPWQE session. The session's state (next DS, its end, its first WQEBB),
-// the fifo tail and the free room live in locals, written back around
-// every call that reads or changes them: the ring and fifo stores would
-// otherwise make the compiler reload each of them from q per packet.
+// MPWQE session. Runs of packets that fit the open session go through
+// mpwRun, which calls nothing, so its values stay in registers (Go saves no
+// register across a call: the session calls inside one loop made it spill
+// and reload them on every packet); the first packet of a session and any
+// packet admit must look at take the general path here.
 func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
-	pool := q.pool
-	id, maxFrame, stopRoom := pool.id, q.maxFrame, q.stopRoom
-	member, iova, logStride, single := pool.member>>handleMemberShift, pool.iova, pool.logStride, len(pool.group) == 1
-	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
-	ring, fifo, fifoMask := q.ringPtr, q.fifo, q.fifoMask
-	ft, ds, open, end, base := q.ft, q.sessDS, q.open, q.sessMax, q.sessPI*SendWQEBBSize
-	free := q.free()
-	for i := range pkts {
-		p := &pkts[i]
-		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame || free < stopRoom {
-			q.ft, q.sessDS = ft, ds
-			ok := q.admit(p) // may close the session and reap
-			ft, ds, open, free = q.ft, q.sessDS, q.open, q.free()
-			if !ok {
-				continue
+	for i := 0; i < len(pkts); i++ {
+		if q.open && q.free() >= q.stopRoom {
+			k, by := q.mpwRun(pkts[i:])
+			sent, bytes = sent+k, bytes+by
+			if q.sessDS == q.sessMax {
+				q.closeSession()
+			}
+			if i += k; i == len(pkts) {
+				break
 			}
 		}
-		if !open {
+		p := &pkts[i]
+		if !q.admit(p) { // may close the session and reap
+			continue
+		}
+		if !q.open {
 			q.openSession() // may pad to the fragment edge
-			ds, open, end, base, free = q.sessDS, true, q.sessMax, q.sessPI*SendWQEBBSize, q.free()
+		}
+		d := dsAt(q.ringPtr, q.sessPI*SendWQEBBSize+q.sessDS*DSSize)
+		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|uint64(bits.ReverseBytes32(q.lkey))<<32)
+		binary.BigEndian.PutUint64(d[DataOffAddr:], q.pool.IOVA(p.Handle, p.Off))
+		q.fifo[q.ft&q.fifoMask] = q.pool.pack(p.Handle)
+		q.ft++
+		q.sessDS++
+		sent++
+		bytes += uint64(p.Len)
+		if q.sessDS == q.sessMax {
+			q.closeSession()
+		}
+	}
+	return sent, bytes
+}
+
+// mpwRun appends pkts to the open session, one pointer entry each, while
+// the session has room and each packet is a buffer of this pool's group of
+// a legal length (the checks admit would pass; the room check does not
+// change inside a session), and returns how many it posted and their bytes.
+func (q *TxQueue) mpwRun(pkts []fwd.Packet) (int, uint64) {
+	pool := q.pool
+	id, maxFrame := pool.id, q.maxFrame
+	member, iova, logStride := pool.member>>handleMemberShift, pool.iova, pool.logStride&63
+	group := pool.group
+	single := len(group) == 1
+	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
+	ring, fifo, fifoMask := q.ringPtr, q.fifo, q.fifoMask
+	ft, ds, end, base := q.ft, q.sessDS, q.sessMax, q.sessPI*SendWQEBBSize
+	var bytes uint64
+	i := 0
+	for ; i < len(pkts) && ds < end; i++ {
+		p := &pkts[i]
+		h := p.Handle
+		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame {
+			break
+		}
+		a := iova // this pool's buffer (Pool.IOVA's common case)
+		shift := logStride
+		if m := h >> handleMemberShift; m != member {
+			if m >= uint64(len(group)) {
+				break // names no pool: admit and Pool.IOVA decide
+			}
+			a, shift = group[m].iova, group[m].logStride&63
 		}
 		// Inside the ring: a session never crosses its fragment edge.
 		d := dsAt(ring, base+ds*DSSize)
@@ -242,13 +284,7 @@ func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
 		// (written as a big-endian 64-bit value the compiler splits it
 		// into four partial stores, knowing the top bytes are zero).
 		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
-		h := p.Handle
-		if h>>handleMemberShift == member {
-			// This pool's buffer (Pool.IOVA's common case, inline).
-			binary.BigEndian.PutUint64(d[DataOffAddr:], iova+uint64(uint32(h))<<(logStride&63)+uint64(p.Off))
-		} else {
-			binary.BigEndian.PutUint64(d[DataOffAddr:], pool.IOVA(h, p.Off))
-		}
+		binary.BigEndian.PutUint64(d[DataOffAddr:], a+uint64(uint32(h))<<shift+uint64(p.Off))
 		e := uint32(h)
 		if !single {
 			e = pool.pack(h)
@@ -257,15 +293,9 @@ func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
 		ft++
 		ds++
 		bytes += uint64(p.Len)
-		sent++
-		if ds == end {
-			q.ft, q.sessDS = ft, ds
-			q.closeSession()
-			open, free = false, q.free()
-		}
 	}
 	q.ft, q.sessDS = ft, ds
-	return sent, bytes
+	return i, bytes
 }
 
 func (q *TxQueue) free() uint32 { return q.mask + 1 - (q.pc - q.cc) }

@@ -142,6 +142,37 @@ func TestSemantics(t *testing.T) {
 			r.free()
 		})
 	}
+	for _, strip := range []bool{false, true} {
+		for _, d := range []int{0, 4} {
+			t.Run(fmt.Sprintf("vlan-mixed-burst-strip-%v-D%d", strip, d), func(t *testing.T) {
+				// Tagged frames at the start, middle and end of prefetch
+				// groups and of the burst: the delivery loop leaves its
+				// fast run for each and resumes after it.
+				r := newSemRig(t, Config{StripVLAN: strip, Rx: dp.RxOptions{PrefetchDistance: d}})
+				tagged := map[int]bool{0: true, 7: true, 8: true, 9: true, 15: true, 16: true, 23: true}
+				var fs [][]byte
+				for i := 0; i < 24; i++ {
+					f := semFrame(100+i, false, false, false, 5, uint32(i))
+					if tagged[i] {
+						f = semTag(f, uint16(0x2000+i))
+					}
+					fs = append(fs, f)
+				}
+				ps := r.recv(fs...)
+				for i := range ps {
+					if tagged[i] {
+						wantInfo(t, &ps[i], parsedV4UDP|fwd.FlagVLAN, 18, 38, uint16(i))
+					} else {
+						wantInfo(t, &ps[i], parsedV4UDP, 14, 34, 0)
+					}
+				}
+				r.free()
+				if s := r.port.Queue(0).RX.Stats; s.Packets != 24 || s.Bytes != 24*100+23*24/2+4*uint64(len(tagged)) {
+					t.Fatalf("driver %+v", s)
+				}
+			})
+		}
+	}
 	t.Run("ip-ext-opts", func(t *testing.T) {
 		r := newSemRig(t, Config{})
 		ps := r.recv(semFrame(100, false, false, false, 6, 1))
