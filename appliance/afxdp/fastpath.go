@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -28,12 +29,14 @@ import (
 //     (Ethernet padding, truncation), a bad header checksum, protocols other
 //     than TCP and UDP or a malformed TCP/UDP header, a TCP/UDP checksum
 //     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
-//     with offloads, which the engine finishes), TCP SYN while MSS
-//     clamping is on;
+//     with offloads) over a segment longer than maxFinishLen, TCP SYN
+//     while MSS clamping is on;
 //   - no route, a next hop without an egress device (punt entries: the
 //     box's own addresses, unresolved neighbours, tunnel, uplink, NAT'd or
 //     tagged egress), a datagram over the egress MTU.
 //
+// A shorter unfinished checksum is finished in the kernel as the engine
+// finishes it (fwd's finishPartialCsum) before the frame is forwarded.
 // Each case is counted per ingress port (FastStats).
 type FastPath struct {
 	mu     sync.Mutex
@@ -230,8 +233,9 @@ func (f *FastPath) Close() error {
 type FastStat int
 
 const (
-	FastForwarded FastStat = iota // frames forwarded in the kernel
-	FastBytes                     // their bytes
+	FastForwarded    FastStat = iota // frames forwarded in the kernel
+	FastBytes                        // their bytes
+	FastCsumFinished                 // of those, frames whose unfinished TCP/UDP checksum the kernel finished
 	FastPuntOptions
 	FastPuntFragment
 	FastPuntTTL
@@ -242,14 +246,14 @@ const (
 	FastPuntNoRoute
 	FastPuntNextHop // the route's next hop is the engine's: ours, tunnel, unresolved, NAT'd, link down…
 	FastPuntMTU
-	FastPuntPartial // TCP/UDP checksum left for the device to finish (the engine finishes it)
+	FastPuntPartial // unfinished TCP/UDP checksum over more than maxFinishLen bytes (the engine finishes it)
 	FastPuntVLAN    // bridge: tagged, or the port has no untagged VLAN
 	FastPuntFlood   // bridge: group or unknown destination (the engine floods)
 	FastPuntLearn   // bridge: source not learned on this port (the engine learns it)
 	NumFastStats
 )
 
-var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "punt_options", "punt_fragment", "punt_ttl",
+var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "csum_finished", "punt_options", "punt_fragment", "punt_ttl",
 	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial",
 	"punt_vlan", "punt_flood", "punt_learn"}
 
@@ -392,40 +396,202 @@ func (p *fastPort) counts() ([NumFastStats]uint64, error) {
 	return out, nil
 }
 
+// Stack slots of the routed fast path besides the lookup keys at
+// [-24, 0): the pseudo-header sum of a segment whose checksum is to be
+// finished (0: none; a folded sum of a positive value never is), and r5
+// kept across the finishing, which needs every scratch register.
+const (
+	fpPartialSum = -32
+	fpSavedR5    = -40
+)
+
+// maxFinishLen bounds the TCP/UDP segments whose unfinished checksum the
+// fast path finishes itself; longer ones go to the engine (punt_csum_partial).
+// It covers every MTU up to 3,092 bytes: more than a veth or a driver that
+// receives a frame into one page takes with an XDP program attached (veth
+// refuses an MTU above a page less its headroom and skb_shared_info,
+// veth_xdp_set), while leaving room below BPF_PROG_TEST_RUN's one-page
+// limit to test the segments beyond it. The verifier walks its 32-byte
+// loop once per step: 96 steps.
+const maxFinishLen = 3072
+
 // partialCsum emits the engine's cheap CHECKSUM_PARTIAL test (fwd's
 // finishPartialCsum): the checksum field (field bytes into the L4 header)
 // equals the folded pseudo-header sum over the addresses, proto and the L4
-// length in r2 (host order). Such frames go to "fp_partial"; the engine
-// also checks that the segment does not verify already, a refinement the
-// fast path leaves to it (punting is always allowed). The sums run on
-// little-endian loads: a one's-complement sum of byte-swapped words is the
-// byte-swapped sum (RFC 1071 §2(B)), so the constants are swapped instead.
-// IPv4 sums the addresses at [12, 20) of its 20-byte header; IPv6 both
-// 16-byte addresses at [8, 40) (RFC 8200 §8.1) with L4 at 40.
-func partialCsum(proto int32, field int16) asm.Instructions {
-	return pseudoSumEquals(proto, 12, 20, 20+field)
+// length in r2 (host order, kept). Such a segment is noted for finishCsum
+// (its pseudo-header sum at fpPartialSum), or, longer than maxFinishLen,
+// goes to "fp_partial"; either way it goes on at label next. The sums run
+// on little-endian loads: a one's-complement sum of byte-swapped words is
+// the byte-swapped sum (RFC 1071 §2(B)), so the constants are swapped
+// instead. IPv4 sums the addresses at [12, 20) of its 20-byte header; IPv6
+// both 16-byte addresses at [8, 40) (RFC 8200 §8.1) with L4 at 40.
+func partialCsum(proto int32, field int16, next string) asm.Instructions {
+	return pseudoSumEquals(proto, 12, 20, 20+field, next)
 }
 
-func partialCsum6(proto int32, field int16) asm.Instructions {
-	return pseudoSumEquals(proto, 8, ipv6HeaderLen, ipv6HeaderLen+field)
+func partialCsum6(proto int32, field int16, next string) asm.Instructions {
+	return pseudoSumEquals(proto, 8, ipv6HeaderLen, ipv6HeaderLen+field, next)
 }
 
-// pseudoSumEquals jumps to "fp_partial" when the 16-bit word at r7+check
-// equals the folded sum of r2, proto and the words at r7+[from, to).
-func pseudoSumEquals(proto int32, from, to, check int16) asm.Instructions {
-	const r2, r3, r7 = asm.R2, asm.R3, asm.R7
+// pseudoSumEquals notes a partial checksum (see partialCsum) when the
+// 16-bit word at r7+check equals the folded sum of r2, proto and the words
+// at r7+[from, to), and goes on at next.
+func pseudoSumEquals(proto int32, from, to, check int16, next string) asm.Instructions {
+	const r0, r2, r3, r7, r10 = asm.R0, asm.R2, asm.R3, asm.R7, asm.R10
 	p := asm.Instructions{
-		asm.HostTo(asm.BE, r2, asm.Half),
-		asm.Add.Imm(r2, proto<<8),
+		asm.Mov.Reg(r0, r2),
+		asm.HostTo(asm.BE, r0, asm.Half),
+		asm.Add.Imm(r0, proto<<8),
 	}
 	for off := from; off < to; off += 2 {
-		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r2, r3))
+		p = append(p, asm.LoadMem(r3, r7, off, asm.Half), asm.Add.Reg(r0, r3))
 	}
-	p = append(p, foldCarry(r2, r3)...)
+	p = append(p, foldCarry(r0, r3)...)
 	return append(p,
 		asm.LoadMem(r3, r7, check, asm.Half),
-		asm.JEq.Reg(r3, r2, "fp_partial"),
+		asm.JNE.Reg(r3, r0, next),
+		asm.JGT.Imm(r2, maxFinishLen, "fp_partial"),
+		asm.StoreMem(r10, fpPartialSum, r0, asm.Word),
+		asm.Ja.Label(next),
 	)
+}
+
+// finishCsum emits what the engine's finishPartialCsum does to a segment
+// partialCsum noted, once the frame is sure to be forwarded and before it
+// is changed (so that the bounds checks may still punt it): r0 sums the
+// segment, the field as stored included, onto the pseudo-header sum; a sum
+// that verifies is left alone (a finished checksum that happens to equal
+// the pseudo-header sum), otherwise the field takes the checksum, a UDP 0
+// sent as 0xffff (RFC 768). The segment is UDP's length, or all that
+// follows the IP header for TCP; l4 is where it starts, proto where the
+// IP header names the protocol. r0-r4 are clobbered, r5 is kept.
+//
+// The loop adds 32-byte steps; the rest (< 32 bytes) is added by halving
+// steps from a pointer made anew from the length, so that every way out
+// of the loop reaches the rest with the same state and the verifier walks
+// it once. 32-bit loads into a 64-bit sum: a 32-bit word is its two
+// 16-bit halves modulo 0xffff (RFC 1071 §2(C)), and an odd last byte is
+// the low byte of a little-endian word.
+func finishCsum(l4, proto int16, sfx string) asm.Instructions {
+	const (
+		r0, r1, r2, r3, r4, r5, r7, r9, r10 = asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R5, asm.R7, asm.R9, asm.R10
+		W, H, B, DW                         = asm.Word, asm.Half, asm.Byte, asm.DWord
+	)
+	lbl := func(s string) string { return "fin" + sfx + "_" + s }
+	p := asm.Instructions{
+		asm.StoreMem(r10, fpSavedR5, r5, DW),
+		asm.LoadMem(r0, r10, fpPartialSum, W),
+		asm.JEq.Imm(r0, 0, lbl("done")),
+		asm.LoadMem(r2, r7, proto, B),
+		asm.JEq.Imm(r2, 17, lbl("udp")),
+	}
+	// r2 = the segment's length, bounded again for the verifier (the
+	// byte swap loses bounds on Linux 6.1, see fastPath6).
+	if l4 == 20 {
+		p = append(p, asm.LoadMem(r2, r7, 2, H), asm.HostTo(asm.BE, r2, asm.Half), asm.And.Imm(r2, 0xffff), asm.Add.Imm(r2, -20))
+	} else {
+		p = append(p, asm.LoadMem(r2, r7, 4, H), asm.HostTo(asm.BE, r2, asm.Half), asm.And.Imm(r2, 0xffff))
+	}
+	p = append(p,
+		asm.Ja.Label(lbl("len")),
+		asm.LoadMem(r2, r7, l4+4, H).WithSymbol(lbl("udp")),
+		asm.HostTo(asm.BE, r2, asm.Half),
+		asm.And.Imm(r2, 0xffff),
+		asm.JGT.Imm(r2, maxFinishLen, "fp_partial").WithSymbol(lbl("len")),
+		asm.Mov.Reg(r1, r7),
+		asm.Add.Imm(r1, int32(l4)),
+		asm.Mov.Reg(r4, r2),
+		asm.RSh.Imm(r4, 5),
+		// The way out is the fall-through, which the verifier walks first.
+		asm.JNE.Imm(r4, 0, lbl("step")).WithSymbol(lbl("loop")),
+		asm.Ja.Label(lbl("rest")),
+		asm.Mov.Reg(r3, r1).WithSymbol(lbl("step")),
+		asm.Add.Imm(r3, 32),
+		asm.JGT.Reg(r3, r9, "fp_length"),
+	)
+	for off := int16(0); off < 32; off += 4 {
+		p = append(p, asm.LoadMem(r3, r1, off, W), asm.Add.Reg(r0, r3))
+	}
+	p = append(p,
+		asm.Add.Imm(r1, 32),
+		asm.Add.Imm(r4, -1),
+		asm.Ja.Label(lbl("loop")),
+		asm.Mov.Reg(r3, r2).WithSymbol(lbl("rest")),
+		asm.And.Imm(r3, -32),
+		asm.Mov.Reg(r1, r7),
+		asm.Add.Reg(r1, r3),
+		asm.Add.Imm(r1, int32(l4)),
+	)
+	for _, n := range []int32{16, 8, 4, 2, 1} {
+		next := lbl("rest" + strconv.Itoa(int(n)/2))
+		if n == 1 {
+			next = lbl("fold")
+		}
+		q := asm.Instructions{
+			asm.Mov.Reg(r3, r2),
+			asm.And.Imm(r3, n),
+			asm.JEq.Imm(r3, 0, next),
+			asm.Mov.Reg(r3, r1),
+			asm.Add.Imm(r3, n),
+			asm.JGT.Reg(r3, r9, "fp_length"),
+		}
+		if n != 16 {
+			q[0] = q[0].WithSymbol(lbl("rest" + strconv.Itoa(int(n))))
+		}
+		switch n {
+		case 2:
+			q = append(q, asm.LoadMem(r3, r1, 0, H), asm.Add.Reg(r0, r3))
+		case 1:
+			q = append(q, asm.LoadMem(r3, r1, 0, B), asm.Add.Reg(r0, r3))
+		default:
+			for off := int16(0); off < int16(n); off += 4 {
+				q = append(q, asm.LoadMem(r3, r1, off, W), asm.Add.Reg(r0, r3))
+			}
+		}
+		p = append(p, append(q, asm.Add.Imm(r1, n))...)
+	}
+	// Fold the 64-bit sum to 16 bits: twice 32 (< 2^33, then < 2^32),
+	// then thrice 16.
+	fold := asm.Instructions{}
+	for range 2 {
+		fold = append(fold, asm.Mov.Reg(r3, r0), asm.RSh.Imm(r3, 32), asm.Mov.Reg32(r0, r0), asm.Add.Reg(r0, r3))
+	}
+	fold = append(fold, foldCarry(r0, r3)...)
+	fold = append(fold, asm.Mov.Reg(r3, r0), asm.RSh.Imm(r3, 16), asm.And.Imm(r0, 0xffff), asm.Add.Reg(r0, r3))
+	fold[0] = fold[0].WithSymbol(lbl("fold"))
+	p = append(p, fold...)
+	p = append(p,
+		asm.JEq.Imm(r0, 0xffff, lbl("done")),
+		asm.LoadMem(r2, r7, proto, B),
+		asm.JEq.Imm(r2, 17, lbl("udpsum")),
+	)
+	// The checksum: the sum without the stored field, folded, complemented.
+	// The field is bounds-checked anew: the verifier does not know that
+	// the protocol read here is the one the L4 checks saw.
+	store := func(field int16, udp bool) asm.Instructions {
+		q := asm.Instructions{
+			asm.Mov.Reg(r3, r7),
+			asm.Add.Imm(r3, int32(l4+field+2)),
+			asm.JGT.Reg(r3, r9, "fp_length"),
+			asm.LoadMem(r3, r7, l4+field, H),
+			asm.Xor.Imm(r3, 0xffff),
+			asm.Add.Reg(r0, r3),
+		}
+		q = append(q, foldCarry(r0, r3)...)
+		q = append(q, asm.Xor.Imm(r0, 0xffff))
+		if udp {
+			q = append(q, asm.JNE.Imm(r0, 0, lbl("put")), asm.Mov.Imm(r0, 0xffff))
+			return append(q, asm.StoreMem(r7, l4+field, r0, H).WithSymbol(lbl("put")))
+		}
+		return append(q, asm.StoreMem(r7, l4+field, r0, H), asm.Ja.Label(lbl("count")))
+	}
+	p = append(p, store(16, false)...)
+	udp := store(6, true)
+	udp[0] = udp[0].WithSymbol(lbl("udpsum"))
+	p = append(p, udp...)
+	p = append(p, asm.StoreImm(r10, -4, int64(FastCsumFinished), W).WithSymbol(lbl("count")))
+	p = append(p, countOne(lbl("done"))...)
+	return append(p, asm.LoadMem(r5, r10, fpSavedR5, DW).WithSymbol(lbl("done")))
 }
 
 // foldCarry folds the carries of the one's-complement sum in acc into its
@@ -500,6 +666,7 @@ func fastPrologue(entry string) asm.Instructions {
 	}
 	p = append(p, portConf(6, "ovfwd")...)
 	return append(p,
+		asm.StoreImm(r10, fpPartialSum, 0, W),
 		asm.Mov.Reg(r4, r7),
 		asm.Add.Imm(r4, -ethHeaderLen),
 		asm.LoadMem(r2, r4, 0, W),
@@ -550,9 +717,8 @@ func fastPath6() asm.Instructions {
 		asm.JLT.Imm(r2, 8, "fp_l4"),
 		asm.JGT.Reg(r2, r5, "fp_l4"),
 	)
-	p = append(p, partialCsum6(17, 6)...)
+	p = append(p, partialCsum6(17, 6, "fp6_route")...)
 	p = append(p,
-		asm.Ja.Label("fp6_route"),
 		asm.Mov.Reg(r4, r7).WithSymbol("fp6_tcp"),
 		asm.Add.Imm(r4, ipv6HeaderLen+20),
 		asm.JGT.Reg(r4, r9, "fp_l4"),
@@ -563,9 +729,9 @@ func fastPath6() asm.Instructions {
 		asm.JGT.Reg(r2, r5, "fp_l4"),
 		asm.Mov.Reg(r2, r5),
 	)
-	p = append(p, partialCsum6(6, 16)...)
+	p = append(p, partialCsum6(6, 16, "fp6_syn")...)
 	p = append(p,
-		asm.LoadMem(r2, r8, 7, B),
+		asm.LoadMem(r2, r8, 7, B).WithSymbol("fp6_syn"),
 		asm.JEq.Imm(r2, 0, "fp6_route"),
 		asm.LoadMem(r2, r7, ipv6HeaderLen+13, B),
 		asm.And.Imm(r2, 0x02),
@@ -583,6 +749,9 @@ func fastPath6() asm.Instructions {
 		asm.Add.Imm(r5, ipv6HeaderLen),
 		asm.LoadMem(r2, r8, 4, W),
 		asm.JGT.Reg(r5, r2, "fp_mtu"),
+	)
+	p = append(p, finishCsum(ipv6HeaderLen, 6, "6")...)
+	p = append(p,
 		asm.LoadMem(r3, r7, 7, B),
 		asm.Add.Imm(r3, -1),
 		asm.StoreMem(r7, 7, r3, B),
@@ -650,9 +819,8 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.Add.Imm(r3, -20),
 		asm.JGT.Reg(r2, r3, "fp_l4"),
 	)
-	p = append(p, partialCsum(17, 6)...)
+	p = append(p, partialCsum(17, 6, "fp_route")...)
 	p = append(p,
-		asm.Ja.Label("fp_route"),
 		// TCP: 20 bytes, 20 ≤ data offset ≤ what follows; SYN to the
 		// engine when it clamps MSS.
 		asm.Mov.Reg(r4, r7).WithSymbol("fp_tcp"),
@@ -667,9 +835,9 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.JGT.Reg(r2, r3, "fp_l4"),
 		asm.Mov.Reg(r2, r3),
 	)
-	p = append(p, partialCsum(6, 16)...)
+	p = append(p, partialCsum(6, 16, "fp_syn4")...)
 	p = append(p,
-		asm.LoadMem(r2, r8, 7, B),
+		asm.LoadMem(r2, r8, 7, B).WithSymbol("fp_syn4"),
 		asm.JEq.Imm(r2, 0, "fp_route"),
 		asm.LoadMem(r2, r7, 33, B),
 		asm.And.Imm(r2, 0x02),
@@ -688,6 +856,9 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.HostTo(asm.BE, r5, asm.Half),
 		asm.LoadMem(r2, r8, 4, W),
 		asm.JGT.Reg(r5, r2, "fp_mtu"),
+	)
+	p = append(p, finishCsum(20, 9, "4")...)
+	p = append(p,
 		// TTL − 1 and the checksum for it, as the engine does (RFC 1624
 		// eqn. 3, HC' = ~(~HC + ~m + m')): with m' = m − 0x0100, ~m + m' is
 		// the constant 0xfeff, 0xfffe in the byte order of this load.

@@ -21,15 +21,17 @@ import (
 // (198.18.1.1/24) receives; port 1 (198.18.2.1/24, MTU 1500) reaches
 // 198.18.64.0/18 via 198.18.2.2 and has host 198.18.2.7; port 2
 // (198.18.3.1/24, MTU 1400) reaches 198.18.128.0/17 via 198.18.3.2;
-// 198.18.160.0/20 is a blackhole. What the control plane would install for
+// 198.18.160.0/20 is a blackhole; port 3 (198.18.4.1/24, MTU 3450, past
+// maxFinishLen) reaches 198.18.224.0/20 via 198.18.4.2. What the control plane would install for
 // it: a next hop per resolved adjacency, punt entries for the connected
 // subnets (unresolved hosts, the box's own addresses) and the blackhole.
 var (
-	fpMACs = []net.HardwareAddr{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}, {2, 0, 0, 0, 0, 0x12}}
+	fpMACs = []net.HardwareAddr{{2, 0, 0, 0, 0, 0x10}, {2, 0, 0, 0, 0, 0x11}, {2, 0, 0, 0, 0, 0x12}, {2, 0, 0, 0, 0, 0x13}}
 	fpGW1  = net.HardwareAddr{2, 0, 0, 0, 0, 0xa1}
 	fpGW2  = net.HardwareAddr{2, 0, 0, 0, 0, 0xa2}
+	fpGW3  = net.HardwareAddr{2, 0, 0, 0, 0, 0xa3}
 	fpHost = net.HardwareAddr{2, 0, 0, 0, 0, 0xa7}
-	fpMTUs = []int{1500, 1500, 1400}
+	fpMTUs = []int{1500, 1500, 1400, 3450}
 )
 
 type fpRig struct {
@@ -38,6 +40,7 @@ type fpRig struct {
 	ports []*porttest.Port
 	s     *Steering
 	prog  *ebpf.Program
+	out   []byte // the last frame the fast path forwarded, as it left
 }
 
 func needRoot(tb testing.TB) {
@@ -62,7 +65,7 @@ func must(tb testing.TB, err error) {
 func newRig(tb testing.TB, prefix string, macs []net.HardwareAddr, mtus []int, cfg fwd.Config) *fpRig {
 	needRoot(tb)
 	r := &fpRig{}
-	pool := porttest.NewPool(1, 512, 2048)
+	pool := porttest.NewPool(1, 512, fwd.Headroom+4096)
 	var fports []fwd.Port
 	for i, mac := range macs {
 		p := porttest.New(prefix+itoa(i), mac, mtus[i], 1, pool)
@@ -92,7 +95,7 @@ func (r *fpRig) steer(tb testing.TB, fp *FastPath, name string, set func(*Steeri
 
 func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	r := newRig(tb, "p", fpMACs, fpMTUs, fwd.Config{Mode: fwd.ModeRouter, MSSClamp: mssClamp, ICMPRate: -1})
-	for i, a := range []string{"198.18.1.1/24", "198.18.2.1/24", "198.18.3.1/24"} {
+	for i, a := range []string{"198.18.1.1/24", "198.18.2.1/24", "198.18.3.1/24", "198.18.4.1/24"} {
 		must(tb, r.e.AddAddress(i, netip.MustParsePrefix(a)))
 	}
 	must(tb, r.e.AddRoute(netip.MustParsePrefix("198.18.64.0/18"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("198.18.2.2")}))
@@ -101,8 +104,10 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.2"), fpGW1))
 	must(tb, r.e.SetNeighbour(2, netip.MustParseAddr("198.18.3.2"), fpGW2))
 	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("198.18.2.7"), fpHost))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("198.18.224.0/20"), fwd.NextHop{Port: 3, Via: netip.MustParseAddr("198.18.4.2")}))
+	must(tb, r.e.SetNeighbour(3, netip.MustParseAddr("198.18.4.2"), fpGW3))
 
-	for i, a := range []string{"2001:db8:1::1/64", "2001:db8:2::1/64", "2001:db8:3::1/64"} {
+	for i, a := range []string{"2001:db8:1::1/64", "2001:db8:2::1/64", "2001:db8:3::1/64", "2001:db8:4::1/64"} {
 		must(tb, r.e.AddAddress(i, netip.MustParsePrefix(a)))
 	}
 	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:40::/48"), fwd.NextHop{Port: 1, Via: netip.MustParseAddr("2001:db8:2::2")}))
@@ -111,13 +116,15 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::2"), fpGW1))
 	must(tb, r.e.SetNeighbour(2, netip.MustParseAddr("2001:db8:3::2"), fpGW2))
 	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
+	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:c0::/48"), fwd.NextHop{Port: 3, Via: netip.MustParseAddr("2001:db8:4::2")}))
+	must(tb, r.e.SetNeighbour(3, netip.MustParseAddr("2001:db8:4::2"), fpGW3))
 
 	// The maps as the daemon's control loop writes them: the engine's view
 	// through FastSync (port i is ifindex 100+i).
 	fp, err := NewFastPath()
 	must(tb, err)
 	tb.Cleanup(func() { fp.Close() })
-	fs, err := NewFastSync(fp, []int{100, 101, 102})
+	fs, err := NewFastSync(fp, []int{100, 101, 102, 103})
 	must(tb, err)
 	must(tb, fs.Apply(r.e.FastView()))
 	r.steer(tb, fp, "ovfwd_fp_t", func(s *Steering) error {
@@ -144,7 +151,7 @@ func (r *fpRig) engine(frame []byte) [][][]byte {
 // byte; anything else is the engine's (punted) or the kernel's.
 func (r *fpRig) check(t *testing.T, frame []byte) (forwarded bool) {
 	t.Helper()
-	if len(frame) < ethHeaderLen || len(frame) > 1600 {
+	if len(frame) < ethHeaderLen || len(frame) > maxTestFrame {
 		return false
 	}
 	ro := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
@@ -177,8 +184,14 @@ func (r *fpRig) check(t *testing.T, frame []byte) (forwarded bool) {
 	if !bytes.Equal(got[port][0], out) {
 		t.Fatalf("fast path and engine differ for\n% x\nfast   % x\nengine % x", frame, out, got[port][0])
 	}
+	r.out = out
 	return true
 }
+
+// maxTestFrame is about the longest frame BPF_PROG_TEST_RUN takes in one
+// buffer for an XDP program: a page less XDP_PACKET_HEADROOM and
+// skb_shared_info (bpf_prog_test_run_xdp).
+const maxTestFrame = 3500
 
 // fpFrame builds an Ethernet/IPv4 frame to port 0 with a valid checksum.
 func fpFrame(dst netip.Addr, proto uint8, ttl uint8, payload int) []byte {
@@ -282,14 +295,13 @@ func fpSeeds() [][]byte {
 	f = fpFrame(netip.MustParseAddr("198.18.64.1"), 1, 64, 30) // ICMP
 	out = append(out, f)
 	// CHECKSUM_PARTIAL from a host with offloads: the field holds the
-	// pseudo-header sum; the engine finishes it, so the fast path punts.
+	// pseudo-header sum; both finish it up to maxFinishLen, and the fast
+	// path leaves longer segments to the engine.
+	rng := rand.New(rand.NewPCG(3, 4))
 	for _, proto := range []uint8{6, 17} {
-		f = fpFrame(netip.MustParseAddr("198.18.64.1"), proto, 64, 40)
-		setPartial(f[14:], proto, 12, 20)
-		out = append(out, f)
-		f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), proto, 64, 40)
-		setPartial(f[14:], proto, 8, 40) // RFC 8200 §8.1 pseudo-header
-		out = append(out, f)
+		for _, n := range []int{40, 41, 1001, maxFinishLen - 1, maxFinishLen, maxFinishLen + 1} {
+			out = append(out, partialFrame(rng, false, "198.18.224.9", proto, n), partialFrame(rng, true, "2001:db8:c0::9", proto, n))
+		}
 	}
 	for _, d := range fpDsts6 {
 		a := netip.MustParseAddr(d)
@@ -303,6 +315,30 @@ func fpSeeds() [][]byte {
 	f[14+40+13] = 0x02 // SYN
 	out = append(out, f)
 	return out
+}
+
+// partialFrame is a frame to dst whose TCP or UDP segment of n bytes
+// (random payload) carries an unfinished checksum.
+func partialFrame(rng *rand.Rand, v6 bool, dst string, proto uint8, n int) []byte {
+	hdr := 8
+	if proto == 6 {
+		hdr = 20
+	}
+	var f []byte
+	if v6 {
+		f = fpFrame6(netip.MustParseAddr(dst), proto, 64, n-hdr)
+	} else {
+		f = fpFrame(netip.MustParseAddr(dst), proto, 64, n-hdr)
+	}
+	l3, addrs := 20, 12
+	if v6 {
+		l3, addrs = ipv6HeaderLen, 8 // RFC 8200 §8.1 pseudo-header
+	}
+	for i := 14 + l3 + hdr; i < len(f); i++ {
+		f[i] = byte(rng.Uint32())
+	}
+	setPartial(f[14:], proto, addrs, l3)
+	return f
 }
 
 // setPartial stores the folded pseudo-header sum (proto, the L4 length,
@@ -346,7 +382,7 @@ func TestFastPathMatchesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []FastStat{FastForwarded, FastPuntTTL, FastPuntChecksum, FastPuntLength, FastPuntFragment,
-		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial} {
+		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial, FastCsumFinished} {
 		if s == FastPuntSYN {
 			continue // only with MSS clamping (TestFastPathPuntsSYNWhenClamping)
 		}
@@ -356,6 +392,143 @@ func TestFastPathMatchesEngine(t *testing.T) {
 	}
 	if st[FastForwarded] != uint64(forwarded) || st[FastBytes] != uint64(bytes) {
 		t.Errorf("counted %d forwarded, %d bytes; saw %d, %d bytes", st[FastForwarded], st[FastBytes], forwarded, bytes)
+	}
+}
+
+// l4Sum is the one's-complement sum, folded to [1, 0xffff], of the TCP or
+// UDP segment (length from the UDP header, or all that follows the IP
+// header) of the IPv4 or IPv6 datagram ip with its pseudo-header: 0xffff
+// when the checksum verifies (RFC 1071). It also returns the segment.
+func l4Sum(ip []byte) (uint16, []byte) {
+	l3, addrs, proto := 20, ip[12:20], ip[9]
+	if ip[0]>>4 == 6 {
+		l3, addrs, proto = ipv6HeaderLen, ip[8:40], ip[6]
+	}
+	seg := ip[l3:]
+	if proto == 17 {
+		seg = seg[:binary.BigEndian.Uint16(seg[4:])]
+	}
+	s := uint64(proto) + uint64(len(seg))
+	for _, b := range [][]byte{addrs, seg} {
+		for i := 0; i < len(b); i += 2 {
+			w := uint64(b[i]) << 8
+			if i+1 < len(b) {
+				w |= uint64(b[i+1])
+			}
+			s += w
+		}
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s), seg
+}
+
+// Unfinished TCP and UDP checksums (CHECKSUM_PARTIAL from a host with
+// offloads) over segments of random lengths, odd ones and those around
+// maxFinishLen among them, both families: the fast path finishes them as
+// the engine does, byte for byte, and what leaves verifies; it leaves
+// longer segments to the engine (punt_csum_partial), and a checksum that
+// verifies already (one that equals the pseudo-header sum) alone. A UDP
+// checksum that comes out 0 leaves as 0xffff (RFC 768), a TCP one as 0.
+func TestFastPathFinishesPartialChecksums(t *testing.T) {
+	r := newFPRig(t, 0)
+	rng := rand.New(rand.NewPCG(21, 22))
+	var finished, long, zeroUDP, zeroTCP, odd, verified, shortUDP int
+	for i := 0; i < 3000; i++ {
+		v6, proto := rng.IntN(2) == 0, []uint8{6, 17}[rng.IntN(2)]
+		l3, addrs, dst := 20, 12, "198.18.224.9"
+		if v6 {
+			l3, addrs, dst = ipv6HeaderLen, 8, "2001:db8:c0::9"
+		}
+		var n int
+		switch rng.IntN(4) {
+		case 0:
+			n = maxFinishLen - 40 + rng.IntN(81)
+		case 1:
+			n = 22 + rng.IntN(80)
+		default:
+			n = 22 + rng.IntN(fpMTUs[3]-l3-21)
+		}
+		n = min(n, fpMTUs[3]-l3) // within the egress MTU: a longer datagram is the engine's
+		f := partialFrame(rng, v6, dst, proto, n)
+		ip, hdr, field := f[14:], 20, 16
+		if proto == 17 {
+			hdr, field = 8, 6
+		}
+		seg := ip[l3:]
+		kind := rng.IntN(8)
+		switch {
+		case kind == 0 && proto == 17 && n > 16:
+			// A UDP length short of the IP payload: the rest is not summed.
+			binary.BigEndian.PutUint16(seg[4:], uint16(n-1-rng.IntN(8)))
+			setPartial(ip, proto, addrs, l3)
+		case kind == 1, kind == 2:
+			// A word of payload chosen so that the finished checksum is 0
+			// (kind 1), or so that the segment verifies as it is (kind 2).
+			if kind == 1 {
+				binary.BigEndian.PutUint16(seg[field:], 0)
+			}
+			binary.BigEndian.PutUint16(seg[hdr:], 0)
+			s, _ := l4Sum(ip)
+			binary.BigEndian.PutUint16(seg[hdr:], 0xffff-s)
+			if kind == 1 {
+				setPartial(ip, proto, addrs, l3)
+			}
+		}
+		segLen := n
+		if proto == 17 {
+			segLen = int(binary.BigEndian.Uint16(seg[4:]))
+		}
+		before := append([]byte(nil), f...)
+		fw := r.check(t, f)
+		if fw != (segLen <= maxFinishLen) {
+			t.Fatalf("segment of %d bytes (v6 %v, proto %d): forwarded %v", segLen, v6, proto, fw)
+		}
+		if !fw {
+			long++
+			continue
+		}
+		out := r.out[14:]
+		if s, _ := l4Sum(out); s != 0xffff {
+			t.Fatalf("forwarded segment of %d bytes (v6 %v, proto %d) does not verify: sum %#04x\nin  % x\nout % x", segLen, v6, proto, s, before, r.out)
+		}
+		c := binary.BigEndian.Uint16(out[l3+field:])
+		if kind == 2 {
+			verified++
+			if !bytes.Equal(out[l3:], before[14+l3:]) {
+				t.Fatalf("a segment that verified was changed")
+			}
+			continue
+		}
+		finished++
+		if segLen%2 == 1 {
+			odd++
+		}
+		if segLen < n {
+			shortUDP++
+		}
+		if kind == 1 {
+			want := uint16(0)
+			if proto == 17 {
+				want, zeroUDP = 0xffff, zeroUDP+1
+			} else {
+				zeroTCP++
+			}
+			if c != want {
+				t.Fatalf("checksum that finishes to 0 (proto %d) left as %#04x", proto, c)
+			}
+		}
+	}
+	t.Logf("finished %d (odd length %d, UDP shorter than its datagram %d, to 0: UDP %d TCP %d), verified already %d, longer than %d: %d",
+		finished, odd, shortUDP, zeroUDP, zeroTCP, verified, maxFinishLen, long)
+	if finished < 1000 || odd < 200 || long < 50 || zeroUDP < 50 || zeroTCP < 50 || verified < 100 || shortUDP < 20 {
+		t.Fatal("too few cases of some kind for the test to mean anything")
+	}
+	st, err := r.s.FastStats()
+	must(t, err)
+	if st[FastCsumFinished] != uint64(finished) || st[FastPuntPartial] != uint64(long) {
+		t.Fatalf("csum_finished %d, punt_csum_partial %d; want %d, %d", st[FastCsumFinished], st[FastPuntPartial], finished, long)
 	}
 }
 
