@@ -1,7 +1,9 @@
 package vpne2e_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,8 +12,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,17 +483,51 @@ func TestIPv6Transport(t *testing.T) {
 // TestRoutedBesideTunnel: plain routed UDP from a client's outside address
 // to the LAN host, beside the VPN, arrives whole. With the suite's fast
 // path forced on (FastPathEnv): while the client keeps its default
-// checksum offload its datagrams' checksums are unfinished, which XDP
-// cannot finish, so the fast path leaves them to the engine (which
-// finishes them); with the client's offload off the fast path forwards
-// them. With the default (auto, veths) it never sends out of a veth and
-// the workers do.
+// checksum offload its datagrams' checksums are unfinished, and the fast
+// path finishes and forwards them (none left to the engine); with the
+// client's offload off it forwards them as they are. With the default
+// (auto, veths) it never sends out of a veth and the workers do.
 func TestRoutedBesideTunnel(t *testing.T) {
 	l, srv := setup(t, 1, vpne2e.ServerOptions{})
 	c := l.Clients[0]
 	netns.Run(t, c, "ip", "route", "add", vpne2e.LANHost4.String()+"/32", "via", vpne2e.ServerAddr.String())
-	got := netns.CountUDP(t, l.LAN, netip.AddrPortFrom(vpne2e.LANHost4, 9009))
+	// Datagrams of 4 to 1,400 bytes (odd and even lengths, so that
+	// finishing a checksum covers every tail), each saying what it must
+	// hold; the LAN host counts those that arrive intact. Its kernel drops
+	// one whose checksum is wrong (UDP InCsumErrors, checked below).
+	payload := func(seq uint32) []byte {
+		b := make([]byte, 4+int(seq*37%1397))
+		binary.BigEndian.PutUint32(b, seq)
+		for i := 4; i < len(b); i++ {
+			b[i] = byte(int(seq)*7 + i*13)
+		}
+		return b
+	}
+	var got, bad atomic.Int64
+	var lc *net.UDPConn
+	if err := l.LAN.Do(func() (err error) {
+		lc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(vpne2e.LANHost4, 9009)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			k, err := lc.Read(buf)
+			if err != nil {
+				return
+			}
+			if k >= 4 && bytes.Equal(buf[:k], payload(binary.BigEndian.Uint32(buf))) {
+				got.Add(1)
+			} else {
+				bad.Add(1)
+			}
+		}
+	}()
 	const n = 300
+	var seq uint32
 	send := func(want int64) {
 		t.Helper()
 		if err := c.Do(func() error {
@@ -499,7 +537,8 @@ func TestRoutedBesideTunnel(t *testing.T) {
 			}
 			defer s.Close()
 			for range n {
-				if _, err := s.Write([]byte("routed beside the tunnel")); err != nil {
+				seq++
+				if _, err := s.Write(payload(seq)); err != nil {
 					return err
 				}
 				time.Sleep(time.Millisecond)
@@ -513,26 +552,64 @@ func TestRoutedBesideTunnel(t *testing.T) {
 		}
 		// The first datagrams wait for the LAN host's address to resolve
 		// (the engine holds a few), so a handful may be lost.
-		if g := got.Load(); g < want-10 {
-			t.Fatalf("the LAN host received %d of %d datagrams", g, want)
+		if g := got.Load(); g < want-10 || bad.Load() != 0 {
+			t.Fatalf("the LAN host received %d of %d datagrams intact, %d damaged", g, want, bad.Load())
+		}
+		if e := udpCsumErrors(t, l.LAN); e != 0 {
+			t.Fatalf("the LAN host dropped %d datagrams with a bad checksum", e)
 		}
 	}
+	// The client keeps its veth's default offloads: its datagrams leave c0
+	// with the checksum unfinished (CHECKSUM_PARTIAL), which the fast path
+	// finishes itself.
 	send(n)
 	fc := fastCounters(t, srv, 0)
 	t.Logf("p0 fast path, client offloads on: %v", fc)
 	if vpne2e.FastPathForced() {
-		if fc["fast_punt_csum_partial"] < n-10 || fc["fast_forwarded"] != 0 {
-			t.Errorf("fast path forced on, client checksum offload on: punted %d unfinished of %d and forwarded %d, want all punted",
-				fc["fast_punt_csum_partial"], n, fc["fast_forwarded"])
+		if fc["fast_csum_finished"] < n/2 || fc["fast_csum_finished"] > fc["fast_forwarded"] || fc["fast_punt_csum_partial"] != 0 {
+			t.Errorf("fast path forced on, client checksum offload on: finished %d unfinished checksums of %d datagrams, forwarded %d, punted %d for them; want at least %d finished and forwarded, none punted",
+				fc["fast_csum_finished"], n, fc["fast_forwarded"], fc["fast_punt_csum_partial"], n/2)
 		}
+		// Offload off: finished checksums, forwarded as they are.
 		netns.Run(t, c, "ethtool", "-K", "c0", "tx", "off")
+		before := fc
 		send(2 * n)
 		fc = fastCounters(t, srv, 0)
 		t.Logf("p0 fast path, client checksum offload off: %v", fc)
-		if fc["fast_forwarded"] < n/2 {
-			t.Errorf("fast path forced on but it forwarded %d of %d datagrams with finished checksums", fc["fast_forwarded"], n)
+		if d := fc["fast_forwarded"] - before["fast_forwarded"]; d < n/2 {
+			t.Errorf("fast path forced on but it forwarded %d of %d datagrams with finished checksums", d, n)
+		}
+		if d := fc["fast_csum_finished"] - before["fast_csum_finished"]; d != 0 {
+			t.Errorf("the fast path finished %d checksums that the client had finished", d)
 		}
 	} else if fc["fast_forwarded"] != 0 {
 		t.Errorf("fast_path = auto sent %d frames out of a veth", fc["fast_forwarded"])
 	}
+}
+
+// udpCsumErrors is ns's UDP InCsumErrors (/proc/net/snmp).
+func udpCsumErrors(t *testing.T, ns *netns.NS) int64 {
+	t.Helper()
+	var head []string
+	for _, line := range strings.Split(netns.Run(t, ns, "cat", "/proc/net/snmp"), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		for i, h := range head {
+			if h == "InCsumErrors" && i < len(f) {
+				v, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatal("no UDP InCsumErrors in /proc/net/snmp")
+	return 0
 }
