@@ -178,14 +178,20 @@ func TestDaemonNetns(t *testing.T) {
 		}
 	}
 	// A keeps a veth's checksum offload: its datagrams leave a0 with the
-	// checksum unfinished, which the fast path leaves to the engine
-	// (fast_punt_csum_partial); the engine finishes them and B takes them.
+	// checksum unfinished, which the fast path finishes itself
+	// (fast_csum_finished, in metrics too), and B takes them.
 	sendUDP(300)
-	punted := waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
-		return s.Ports[0].Backend["fast_punt_csum_partial"] >= 100 && s.Engine["csum_partial"] >= 100
+	finished := waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
+		return s.Ports[0].Backend["fast_csum_finished"] >= 100
 	})
-	t.Logf("unfinished checksums: p0 %v, engine csum_partial %d", punted.Ports[0].Backend, punted.Engine["csum_partial"])
-	waitGot(290, "unfinished checksums, through the engine")
+	t.Logf("unfinished checksums: p0 %v, engine csum_partial %d", finished.Ports[0].Backend, finished.Engine["csum_partial"])
+	if p := finished.Ports[0].Backend["fast_punt_csum_partial"]; p != 0 {
+		t.Errorf("the fast path left %d unfinished checksums to the engine", p)
+	}
+	if m := scrape(t, app, "127.0.0.1:19469", `ovfwd_port_backend_total{counter="fast_csum_finished",port="p0"}`); m < 100 {
+		t.Errorf("metrics: fast_csum_finished on p0 is %d, want ≥ 100", m)
+	}
+	waitGot(290, "unfinished checksums, finished by the fast path")
 	// A NIC's received checksums are finished; so are A's from here on,
 	// and the rest is about the fast path's own forwarding.
 	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off")
