@@ -503,7 +503,9 @@ func finishCsum(l4, proto int16, sfx string) asm.Instructions {
 		asm.Mov.Reg(r4, r2),
 		asm.RSh.Imm(r4, 5),
 		// The way out is the fall-through, which the verifier walks first.
-		asm.JNE.Imm(r4, 0, lbl("step")).WithSymbol(lbl("loop")),
+		// JGE, not JNE: Linux 6.1's verifier learns r4 ≥ 1 from it (and
+		// the loop's bound from that), but nothing from r4 ≠ 0.
+		asm.JGE.Imm(r4, 1, lbl("step")).WithSymbol(lbl("loop")),
 		asm.Ja.Label(lbl("rest")),
 		asm.Mov.Reg(r3, r1).WithSymbol(lbl("step")),
 		asm.Add.Imm(r3, 32),
