@@ -31,10 +31,8 @@ func newFPNet(t *testing.T) *fpNet {
 	netns.Link(t, tp.a, "h10a0", tp.app, "h10a1")
 	netns.Link(t, tp.b, "h10b0", tp.app, "h10b1")
 	netns.Run(t, tp.a, "ip", "addr", "add", "198.18.8.1/24", "dev", "h10a0")
-	// With checksum offload host A's UDP leaves with CHECKSUM_PARTIAL,
-	// which the fast path leaves to the engine (TestFastPathMatchesEngine):
-	// this test is about the tables, so A finishes its checksums.
-	netns.Run(t, tp.a, "ethtool", "-K", "h10a0", "tx", "off")
+	// Host A keeps its offloads: its UDP leaves with CHECKSUM_PARTIAL,
+	// which the fast path finishes (TestFastPathFinishesPartialChecksums).
 	netns.Run(t, tp.a, "ip", "route", "add", "198.18.50.0/24", "via", "198.18.8.254")
 	netns.Run(t, tp.b, "ip", "addr", "add", "198.18.9.1/24", "dev", "h10b0")
 	netns.Run(t, tp.b, "ip", "route", "add", "default", "via", "198.18.9.254")
@@ -178,6 +176,10 @@ func TestFastPathFollowsTables(t *testing.T) {
 	sunk, _, _ := n.sink.Count()
 	if sunk < 50 {
 		t.Fatalf("host B counted %d datagrams", sunk)
+	}
+	// A's checksums leave unfinished: the fast path finished them.
+	if st, err := n.pa.FastStats(); err != nil || st[FastCsumFinished] < 50 || st[FastPuntPartial] != 0 {
+		t.Fatalf("csum_finished %d, punt_csum_partial %d (%v); want ≥ 50 and 0", st[FastCsumFinished], st[FastPuntPartial], err)
 	}
 
 	t0 := time.Now()
