@@ -90,9 +90,9 @@ func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
 	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
-	// One slice expression for the IP packet; only what the general path
-	// needs to work it out again lives across the fast path's call.
-	if w.nat.OutFast(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), w.natHint) {
+	// Only what the general path needs to work out again lives across
+	// the fast path's call.
+	if w.nat.OutFast(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), w.natHint) {
 		return true
 	}
 	return w.natOutSlow(p, int(a.port), how)

@@ -184,7 +184,7 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 			decHop(l3, v4)
 		}
 	} else if h := w.natHint; h != 0 && how&rOrigin == 0 && a.kind != adjUplink &&
-		w.nat.OutRouted(p.Buf[int(p.Off)+int(p.L3Off):int(p.Off)+int(p.Len)], l4Off(p), int(a.port), h) {
+		w.nat.OutRouted(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), h) {
 	} else if !w.natTranslateOut(p, a, how) {
 		return
 	} else if how&rOrigin == 0 {

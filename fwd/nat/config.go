@@ -113,9 +113,12 @@ type Compiled struct {
 	rules   []crule
 	out     []outside
 	srcs    []pfx4 // every rule's source prefixes: Prefetch's test
-	// lone[i]: rule i's egress port when no earlier rule has that port,
-	// else -1: then for a source rule i covers, match is i exactly when
-	// the port is lone[i] (no pointer to chase on the fast path).
+	// lone[i]: rule i's egress port when no earlier rule of that port
+	// has a source prefix that overlaps one of rule i's, else -1: for a
+	// source rule i covers, match is i exactly when the port is lone[i]
+	// (the fast path's test, without the rule scan). A rule without one
+	// (overlapping prefixes on one port, first match wins) is left to
+	// the general path.
 	lone [maxRules]int32
 }
 
@@ -188,7 +191,7 @@ func Compile(c Config) (*Compiled, error) {
 		}
 		k.lone[i] = int32(r.Port)
 		for j := range k.rules {
-			if k.rules[j].port == r.Port {
+			if k.rules[j].port == r.Port && overlap(k.rules[j].pfx, cr.pfx) {
 				k.lone[i] = -1
 			}
 		}
@@ -225,13 +228,16 @@ func (k *Compiled) match(src uint32, port int) int {
 	return -1
 }
 
-// matches reports whether match(src, port) is rule r, for a source r's
-// prefixes cover (a session's inside address and rule).
-func (k *Compiled) matches(r uint8, src uint32, port int) bool {
-	if p := k.lone[r]; p >= 0 {
-		return int(p) == port
+// overlap reports whether an address is in one of a and one of b.
+func overlap(a, b []pfx4) bool {
+	for _, p := range a {
+		for _, q := range b {
+			if m := p.mask & q.mask; p.addr&m == q.addr&m {
+				return true
+			}
+		}
 	}
-	return k.match(src, port) == int(r)
+	return false
 }
 
 // outsideIndex returns the index of outside address a, or -1.

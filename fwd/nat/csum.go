@@ -1,5 +1,7 @@
 package nat
 
+import "math/bits"
+
 // Incremental Internet checksum updates (RFC 1624).
 
 // fix16 updates the checksum stored at c for a 16-bit word changing from
@@ -50,11 +52,12 @@ func put32c(b []byte, v uint32, c []byte) {
 	fix32(c, old, v)
 }
 
-// fold16 folds a one's-complement sum to 16 bits (not complemented).
+// fold16 folds a one's-complement sum to 16 bits (not complemented):
+// adding s rotated by 16 sums its halves into the high half with the
+// low half's carry, the end-around carry (Linux's csum_fold); the same
+// as folding twice, for every s (TestFold16), in fewer instructions.
 func fold16(s uint32) uint16 {
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	return uint16(s)
+	return uint16((s + bits.RotateLeft32(s, 16)) >> 16)
 }
 
 // sum is the one's-complement sum of b as big-endian words, unfolded.

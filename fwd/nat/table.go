@@ -360,17 +360,6 @@ func (t *Table) timeout(s *session) uint32 {
 	return t.tmo[3]
 }
 
-// lonePort is the table's copy of k.lone[r], or -1.
-func (t *Table) lonePort(r uint8) int { return int(t.lone[r]) }
-
-// matches is Compiled.matches by the table's copy where it has one.
-func (t *Table) matches(r uint8, src uint32, port int) bool {
-	if lp := t.lonePort(r); lp >= 0 {
-		return lp == port
-	}
-	return t.k.matches(r, src, port)
-}
-
 func (t *Table) expired(s *session) bool {
 	age := t.now - s.last
 	return age > t.tmin && age > t.timeout(s)

@@ -13,56 +13,71 @@ func (t *Table) Out(pkt []byte, l4 int, port int) (Verdict, int) {
 // OutHint is Out with the packet's hint from Prefetch and Touch (0:
 // none), which spares the lookup when it names the session.
 func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
-	if t.OutFast(pkt, l4, port, hint) {
+	if l4 == ipv4MinHdrLen && t.outFast(pkt, 0, port, hint, 0) {
 		return Done, 0
 	}
 	return t.out(pkt, l4, port, hint)
 }
 
-// OutFast is OutHint's fast path alone, inlined into the caller (one call
-// less per packet): true when it translated pkt (Done); false: call
-// OutHint.
-func (t *Table) OutFast(pkt []byte, l4 int, port int, hint uint64) bool {
-	return hint&probeSess != 0 && uint32(hint) != 0 && t.outFast(pkt, l4, port, uint32(hint)-1, 0)
+// OutFast is OutHint's fast path alone, for the worker: buf[x:] is the
+// packet as Parse checked it (its IP header at x, the datagram within
+// buf as the header's total length says). true when it translated the
+// packet (Done); false: call OutHint.
+func (t *Table) OutFast(buf []byte, x int, port int, hint uint64) bool {
+	return t.outFast(buf, x, port, hint, 0)
 }
 
 // OutRouted is OutFast for a packet a router forwards: when it translates
-// pkt it also takes one off the TTL (above 1: the caller checked), in the
-// same IP checksum update as the address (RFC 1624 eqn. 3: the TTL's
-// term, ~m + m' with m' = m - 1 in the wire-order word TTL|protocol, is
-// 0xfffe). false: nothing changed, TTL included; call OutHint.
-func (t *Table) OutRouted(pkt []byte, l4 int, port int, hint uint64) bool {
-	return hint&probeSess != 0 && uint32(hint) != 0 && t.outFast(pkt, l4, port, uint32(hint)-1, 1)
+// the packet it also takes one off the TTL (above 1: the caller checked),
+// in the same IP checksum update as the address (RFC 1624 eqn. 3: the
+// TTL's term, ~m + m' with m' = m - 1 in the wire-order word
+// TTL|protocol, is 0xfffe). false: nothing changed, TTL included; call
+// OutHint.
+func (t *Table) OutRouted(buf []byte, x int, port int, hint uint64) bool {
+	return t.outFast(buf, x, port, hint, 1)
 }
 
-// outFast translates a TCP or UDP packet of the live session sid, the
-// common case, with what Prefetch checked taken as checked (IPv4, a NAT'd
-// source); false: out decides (another session, a fragment, expired,
-// another rule, a TCP header too short to translate).
+// fastView is what the fast path reads of a packet: an option-less IPv4
+// header and a transport header up to TCP's checksum (UDP's 8 bytes are
+// within it).
+const fastView = ipv4MinHdrLen + tcpCsumOff + 2
+
+// outFast translates a TCP or UDP packet of the live session its hint
+// names (Touch's id + 1: 0, or an id past the table, names none), the
+// common case, with what Prefetch checked taken as checked (a NAT'd
+// source); false: out decides (another session, a fragment, IP options,
+// expired, another rule, a datagram too short for its transport header).
 // A session in this table is for an inside address this worker owns: the
 // owner test is implied. Everything is in wire order (see wireKey): the
 // key is compared as the header holds it, both addresses in one word,
 // both ports in another, and the checksums are updated without swaps.
-func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32, ttl uint8) bool {
-	if t.k == nil || int(sid) >= len(t.sess) || l4 < ipv4MinHdrLen || l4+udpHdrLen > len(pkt) {
+//
+// It reads and writes buf[x:x+fastView], one bounds check: the bytes
+// past the transport header it uses may be past the datagram (a short
+// UDP one) and are then neither read nor written. That the transport
+// header is within the datagram is the header's total length's word
+// (which Parse checked against the frame, as out's callers check l4);
+// that it starts at byte 20, the header length's.
+func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) bool {
+	sid := uint32(hint) - 1 // none: 2^32-1, past any table
+	if hint&probeSess == 0 || int(sid) >= len(t.sess) || x < 0 || x > len(buf)-fastView {
 		return false
 	}
 	s := &t.sess[sid]
-	h := (*[ipv4MinHdrLen]byte)(pkt)
-	// Capped slices: their start needs no masking for an empty result.
-	ul := (*[udpHdrLen]byte)(pkt[l4 : l4+udpHdrLen : l4+udpHdrLen])
-	proto := h[9] // a free record's is 0: no TCP or UDP packet matches it
-	if le64(h[12:]) != s.addrs || le32(ul[:]) != s.ports || proto != s.proto || le16(h[6:])&fragBitsWire != 0 ||
-		proto != protoUDP && (proto != protoTCP || l4+tcpCsumOff+2 > len(pkt)) {
+	h := (*[fastView]byte)(buf[x : x+fastView])
+	proto, ports := h[9], le32(h[ipv4MinHdrLen:]) // a free record's protocol is 0: no TCP or UDP packet matches it
+	if le64(h[12:]) != s.addrs || ports != s.ports || proto != s.proto || h[0] != 0x45 ||
+		le16(h[6:])&fragBitsWire != 0 || be16(h[2:]) < fastLen[proto] {
 		return false
 	}
-	if age := t.now - s.last; age > t.tmin && age > t.timeout(s) {
+	age := t.now - s.last
+	if age > t.tmin && age > t.timeout(s) {
 		return false
 	}
-	if lp := t.lonePort(s.rule); lp != port && (lp >= 0 || !t.k.matches(s.rule, s.key().in, port)) {
+	if int(t.lone[s.rule]) != port { // -1 for a rule without a lone port: out matches it
 		return false
 	}
-	if s.last != t.now { // a clean line costs no write-back when evicted: most packets of a second find it current
+	if age != 0 { // a clean line costs no write-back when evicted: most packets of a second find it current
 		s.last = t.now
 	}
 	// The address's difference is the session's; the transport's
@@ -70,26 +85,37 @@ func (t *Table) outFast(pkt []byte, l4 int, port int, sid uint32, ttl uint8) boo
 	d := uint32(s.dOut)
 	putLE32(h[12:], s.out)
 	h[8] -= ttl
-	c := uint32(^le16(h[ipCsumOff:])) + d + uint32(ttl)*0xfffe // three 16-bit terms: two folds
-	c = c&0xffff + c>>16
-	putLE16(h[ipCsumOff:], ^uint16(c+c>>16))
-	d += diff16(uint16(s.ports), s.outPort)
+	putLE16(h[ipCsumOff:], ^fold16(uint32(^le16(h[ipCsumOff:]))+d+uint32(ttl)*0xfffe))
+	d += diff16(uint16(ports), s.outPort)
+	l := h[ipv4MinHdrLen:]
 	if proto == protoTCP {
-		tl := (*[tcpCsumOff + 2]byte)(pkt[l4 : l4+tcpCsumOff+2 : l4+tcpCsumOff+2]) // checked above
-		fixdWire(tl[tcpCsumOff:], d)
-		if st := s.state | tcpState(tl[13], stSynOut, stFinOut); st != s.state {
+		fixdWire(l[tcpCsumOff:], d)
+		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	} else if le16(ul[udpCsumOff:]) != 0 {
-		fixdWire(ul[udpCsumOff:], d)
-		if le16(ul[udpCsumOff:]) == 0 {
-			putLE16(ul[udpCsumOff:], 0xffff)
+	} else if u := le16(l[udpCsumOff:]); u != 0 {
+		u = ^fold16(uint32(^u) + d)
+		if u == 0 {
+			u = 0xffff
 		}
+		putLE16(l[udpCsumOff:], u)
 	}
-	putLE16(ul[:], s.outPort)
+	putLE16(l, s.outPort)
 	t.cnt[cOut]++
 	return true
 }
+
+// fastLen is the least total length of a datagram of each protocol the
+// fast path translates (its header and the transport header's bytes it
+// edits); more than any datagram has for the rest.
+var fastLen = func() (n [256]uint16) {
+	for i := range n {
+		n[i] = 0xffff
+	}
+	n[protoUDP] = ipv4MinHdrLen + udpHdrLen
+	n[protoTCP] = fastView
+	return n
+}()
 
 // out is Out's general path.
 func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
