@@ -64,12 +64,13 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		if w.nat.Active() {
 			// NAT's index line loads while the rest of the batch is
 			// parsed; in line, as a call of its own costs a frame and
-			// the header's re-derivation. Parsed: a TCP or UDP packet's
-			// ports are there.
+			// the header's re-derivation. Parsed: a TCP or UDP packet
+			// has a transport header of 8 bytes or more after its IP
+			// header, so nat.PrefetchLen bytes are there.
 			var h uint64
 			if p.Flags&(FlagTCP|FlagUDP) != 0 {
-				x := int(p.Off) + int(p.L4Off)
-				h = nat.PrefetchIPv4(w.nat, ip4Hdr(p), binary.LittleEndian.Uint32(p.Buf[x:x+4:x+4]))
+				x := int(p.Off) + int(p.L3Off)
+				h = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
 			}
 			f.natSlot[n&(MaxBatch-1)] = h
 		}

@@ -96,9 +96,12 @@ func TestPrefetchIPv4(t *testing.T) {
 	kinds := map[uint64]int{}
 	for _, tab := range []*Table{tb, NewTable(0, 1)} {
 		for i := range 100000 {
-			var h [ipv4MinHdrLen]byte
+			var h [PrefetchLen]byte
 			for j := range h {
 				h[j] = byte(rng.Uint32())
+			}
+			if i%16 != 15 { // option-less, as most are
+				h[0] = 0x45
 			}
 			src := rng.Uint32()
 			switch i % 4 {
@@ -111,10 +114,12 @@ func TestPrefetchIPv4(t *testing.T) {
 			}
 			h[12], h[13], h[14], h[15] = byte(src), byte(src>>8), byte(src>>16), byte(src>>24)
 			h[9] = [...]byte{protoTCP, protoUDP, 1, byte(rng.Uint32())}[i/4%4]
-			ports := rng.Uint32()
-			want := tab.PrefetchIP(&h, ports)
-			if got := PrefetchIPv4(tab, &h, ports); got != want {
-				t.Fatalf("header % x ports %#x: hint %#x, want %#x", h, ports, got, want)
+			want := tab.PrefetchIP(&h)
+			if got := PrefetchIPv4(tab, &h); got != want {
+				t.Fatalf("header % x: hint %#x, want %#x", h, got, want)
+			}
+			if h[0] != 0x45 && want != 0 {
+				t.Fatalf("header % x with options: hint %#x", h, want)
 			}
 			kinds[want&(probeSess|probeMap)]++
 		}

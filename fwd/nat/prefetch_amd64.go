@@ -18,11 +18,11 @@ func prefetchSlot(p *uint64)
 //go:noescape
 func touchSessions(idx []uint64, mask uint32, sess []session, hs []uint64) (maps int)
 
-// PrefetchIPv4 is t.PrefetchIP(h, ports) (its definition) with the common
+// PrefetchIPv4 is t.PrefetchIP(h) (its definition) with the common
 // packet's path, the first rule's sources, in one assembly call: the hash
 // and the index slot's prefetch without PrefetchIP's frame, the slot's
-// bounds check and prefetchSlot's call. Any other packet goes on to
-// prefetchRest.
+// bounds check and prefetchSlot's call. Any other packet with an
+// option-less header goes on to prefetchRest.
 //
 //go:noescape
-func PrefetchIPv4(t *Table, h *[ipv4MinHdrLen]byte, ports uint32) uint64
+func PrefetchIPv4(t *Table, h *[PrefetchLen]byte) uint64

@@ -59,13 +59,16 @@ notsess:
 	INCQ R12
 	JMP next
 
-// func PrefetchIPv4(t *Table, h *[ipv4MinHdrLen]byte, ports uint32) uint64
-// hashWire over h's addresses (bytes 12-19), ports and protocol (byte 9);
-// the slot is masked by sidx.mask, and len(sidx.s) is mask+1 or 0 (nil:
-// the prefetch's address is then meaningless, and harmless).
-TEXT ·PrefetchIPv4(SB), NOSPLIT, $0-32
+// func PrefetchIPv4(t *Table, h *[PrefetchLen]byte) uint64
+// hashWire over h's addresses (bytes 12-19), ports (20-23) and protocol
+// (byte 9), for an option-less header (byte 0 is 0x45); the slot is
+// masked by sidx.mask, and len(sidx.s) is mask+1 or 0 (nil: the
+// prefetch's address is then meaningless, and harmless).
+TEXT ·PrefetchIPv4(SB), NOSPLIT, $0-24
 	MOVQ t+0(FP), DI
 	MOVQ h+8(FP), SI
+	CMPB (SI), $0x45
+	JNE none
 	MOVQ 12(SI), AX // addrs, wire order
 	MOVL AX, BX
 	ANDL (Table_src0+pfx4_mask)(DI), BX
@@ -78,7 +81,7 @@ TEXT ·PrefetchIPv4(SB), NOSPLIT, $0-32
 	JNE miss
 hash:
 	BSWAPQ AX
-	MOVL ports+16(FP), DX
+	MOVL 20(SI), DX // the ports
 	BSWAPL DX
 	SHLQ $32, DX
 	ORQ CX, DX
@@ -95,7 +98,10 @@ hash:
 	MOVQ (Table_sidx+index_s)(DI), BX
 	PREFETCHT0 (BX)(DX*8)
 	BTSQ $62, AX // probeSess
-	MOVQ AX, ret+24(FP)
+	MOVQ AX, ret+16(FP)
+	RET
+none:
+	MOVQ $0, ret+16(FP)
 	RET
 miss: // the arguments are where prefetchRest's take them
 	JMP ·prefetchRest(SB)

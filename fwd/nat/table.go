@@ -959,30 +959,40 @@ const (
 // A record a few slots on is on the same cache line, or the next one,
 // which Touch then reads.
 func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
-	if t.k == nil || l4 < ipv4MinHdrLen || l4+4 > len(pkt) || pkt[0]>>4 != 4 {
+	if t.k == nil || l4 != ipv4MinHdrLen || len(pkt) < PrefetchLen {
 		return 0
 	}
-	return t.PrefetchIP((*[ipv4MinHdrLen]byte)(pkt), le32(pkt[l4:l4+4:l4+4])) // capped: no masking for an empty result
+	return t.PrefetchIP((*[PrefetchLen]byte)(pkt))
 }
 
-// PrefetchIP is Prefetch for a parsed IPv4 packet with a transport header:
-// h is its IP header, ports the transport header's first four bytes as
-// they are in the packet (wire order). The worker has both at hand.
-func (t *Table) PrefetchIP(h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
+// PrefetchLen is what PrefetchIP reads of a packet: an option-less IPv4
+// header and the first four bytes (the ports) of its transport header.
+const PrefetchLen = ipv4MinHdrLen + 4
+
+// PrefetchIP is Prefetch for a parsed IPv4 packet with a transport header
+// (a TCP or UDP one has at least PrefetchLen bytes from the IP header):
+// 0 unless the header is option-less (outFast translates only those, and
+// the ports are then at byte 20).
+func (t *Table) PrefetchIP(h *[PrefetchLen]byte) uint64 {
+	if h[0] != 0x45 {
+		return 0
+	}
 	proto := h[9]
 	addrs := le64(h[12:])
 	if uint32(addrs)&t.src0.mask == t.src0.addr && (proto == protoTCP || proto == protoUDP) { // the common packet: no loop
-		v := t.hashWire(addrs, ports, proto)
+		v := t.hashWire(addrs, le32(h[ipv4MinHdrLen:]), proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
-	return prefetchRest(t, h, ports)
+	return prefetchRest(t, h)
 }
 
-// prefetchRest is PrefetchIP past its first test (a function: PrefetchIPv4, in assembly, jumps to it).
-func prefetchRest(t *Table, h *[ipv4MinHdrLen]byte, ports uint32) uint64 {
+// prefetchRest is PrefetchIP past its first test, for an option-less
+// header (a function: PrefetchIPv4, in assembly, jumps to it).
+func prefetchRest(t *Table, h *[PrefetchLen]byte) uint64 {
 	proto := h[9]
 	addrs := le64(h[12:])
+	ports := le32(h[ipv4MinHdrLen:])
 	if t.k == nil || proto != protoTCP && proto != protoUDP {
 		return 0
 	}

@@ -756,7 +756,7 @@ func TestOutRoutedTTL(t *testing.T) {
 func TestPrefetchFirstSources(t *testing.T) {
 	hint := func(tb *Table, src netip.Addr) uint64 {
 		p := ipPacket(src, remote, protoUDP, udp(5000, 53, "x"))
-		return tb.PrefetchIP((*[ipv4MinHdrLen]byte)(p), le32(p[20:24]))
+		return tb.PrefetchIP((*[PrefetchLen]byte)(p))
 	}
 	lan := netip.MustParseAddr("10.9.0.5")
 	if h := hint(NewTable(0, 1), inA); h != 0 {
