@@ -60,10 +60,13 @@ func (w *Worker) routePending(t *tables) {
 	w.nat.Touch(f.natSlot[:n])
 	j4, j6 := 0, 0
 	for i, p := range f.pend[:n] {
+		// Every packet's own hint (0 for IPv6), left in place after it:
+		// a hint only spares a lookup, and the translation takes it only
+		// when the session it names has the packet's key (any packet
+		// forwarded later, a handoff's, may see it).
+		w.natHint = f.natSlot[i]
 		if p.Flags&FlagIPv4 != 0 {
-			w.natHint = f.natSlot[i]
 			w.forwardIP(t, p, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
-			w.natHint = 0
 			j4++
 		} else {
 			w.forwardIP(t, p, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])

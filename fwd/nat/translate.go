@@ -44,13 +44,16 @@ const fastView = ipv4MinHdrLen + tcpCsumOff + 2
 
 // outFast translates a TCP or UDP packet of the live session its hint
 // names (Touch's id + 1: 0, or an id past the table, names none), the
-// common case, with what Prefetch checked taken as checked (a NAT'd
-// source); false: out decides (another session, a fragment, IP options,
-// expired, another rule, a datagram too short for its transport header).
-// A session in this table is for an inside address this worker owns: the
-// owner test is implied. Everything is in wire order (see wireKey): the
-// key is compared as the header holds it, both addresses in one word,
-// both ports in another, and the checksums are updated without swaps.
+// common case; false: out decides (another session, a fragment, IP
+// options, expired, another rule, a datagram too short for its transport
+// header). Any hint is safe, stale or of another kind: the record it
+// names is this packet's session exactly when its key is the packet's (a
+// table holds one live session a key; a free record's protocol is 0),
+// and that the source is NAT'd and this worker owns it is implied by the
+// session being in this worker's table. Everything is in wire order (see
+// wireKey): the key is compared as the header holds it, both addresses in
+// one word, both ports in another, and the checksums are updated without
+// swaps.
 //
 // It reads and writes buf[x:x+fastView], one bounds check: the bytes
 // past the transport header it uses may be past the datagram (a short
@@ -60,7 +63,7 @@ const fastView = ipv4MinHdrLen + tcpCsumOff + 2
 // that it starts at byte 20, the header length's.
 func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) bool {
 	sid := uint32(hint) - 1 // none: 2^32-1, past any table
-	if hint&probeSess == 0 || int(sid) >= len(t.sess) || x < 0 || x > len(buf)-fastView {
+	if int(sid) >= len(t.sess) || x < 0 || x > len(buf)-fastView {
 		return false
 	}
 	s := &t.sess[sid]

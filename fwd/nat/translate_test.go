@@ -567,7 +567,15 @@ func TestOutFastPath(t *testing.T) {
 	refused("a first fragment (its later fragments need the record)", frag, 1, id)
 	refused("a hint for no session", p, 1, probeSess|probeDone)
 	refused("a hint past the table", p, 1, probeSess|probeDone|uint64(len(b.sess)+1))
-	refused("a mapping's hint", p, 1, probeMap|probeDone|id&0xffffffff)
+	other := []uint64{b.Prefetch(pkts[0], 20)}
+	b.Touch(other)
+	refused("another session's hint (a stale one)", p, 1, other[0])
+	gone := ipPacket(inA, remote, protoUDP, udp(5003, 53, "x"))
+	mustOut(t, b, append([]byte(nil), gone...))
+	hg := []uint64{b.Prefetch(gone, 20)}
+	b.Touch(hg)
+	b.freeSession(uint32(hg[0]) - 1)
+	refused("a freed session's hint", gone, 1, hg[0])
 	// The header's lengths: IP options move the transport header, and
 	// a total length short of the transport header (Parse would not have
 	// passed it: the view's bytes past it are not the packet's).
