@@ -1,6 +1,7 @@
 package fwd_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -462,4 +463,37 @@ func TestNATLeavesVPNDatagramsChecksums(t *testing.T) {
 	if n := r.e.Stats().CsumPartial; n != 0 {
 		t.Fatalf("csum_partial %d for a VPN datagram, want 0", n)
 	}
+}
+
+// TestNATShortDatagram: a datagram of an established flow too short for
+// its transport header never reaches NAT's fast path, which edits the
+// transport header's fields without checking the datagram's length
+// (nat.Table.OutFast): the parser drops it as malformed, and nothing is
+// translated or sent.
+func TestNATShortDatagram(t *testing.T) {
+	r := natRig(t, false)
+	syn := ipv4(aV4, bV4, 6, 64, true, tcpSYN(40000, 80, 1460, 0))
+	r.inject(0, eth(macR0, macA, 0x0800, syn))
+	r.inject(0, udpFrame(macA, macR0, aV4, bV4, 5000, 53, "query"))
+	r.poll()
+	if n := len(r.drain(1)); n != 2 {
+		t.Fatalf("%d frames out, want 2", n)
+	}
+	before, malformed := r.e.NATStats().Translated, r.drops(fwd.DropMalformed)
+	pad := bytes.Repeat([]byte{0xee}, 40) // the frame goes on past the datagram
+	for _, short := range [][]byte{
+		ipv4(aV4, bV4, 17, 64, true, udp(5000, 53, nil)[:6]),         // the UDP checksum cut off
+		ipv4(aV4, bV4, 6, 64, true, tcpSYN(40000, 80, 1460, 0)[:17]), // the TCP checksum cut in half
+	} {
+		r.inject(0, eth(macR0, macA, 0x0800, append(short, pad...)))
+		r.poll()
+		r.expectNone(1)
+	}
+	if n := r.e.NATStats().Translated - before; n != 0 {
+		t.Fatalf("%d short datagrams translated", n)
+	}
+	if n := r.drops(fwd.DropMalformed) - malformed; n != 2 {
+		t.Fatalf("%d dropped as malformed, want 2", n)
+	}
+	r.checkNoLeak()
 }

@@ -19,9 +19,10 @@ func (t *Table) OutHint(pkt []byte, l4 int, port int, hint uint64) (Verdict, int
 	return t.out(pkt, l4, port, hint)
 }
 
-// OutFast is OutHint's fast path alone, for the worker: buf[x:] is the
-// packet as Parse checked it (its IP header at x, the datagram within
-// buf as the header's total length says). true when it translated the
+// OutFast is OutHint's fast path alone, for the worker: buf[x:] is an
+// IPv4 datagram as Parse accepted it (the engine's parser: a TCP or UDP
+// datagram that is not a fragment has its whole transport header, a
+// shorter one is dropped as malformed). true when it translated the
 // packet (Done); false: call OutHint.
 func (t *Table) OutFast(buf []byte, x int, port int, hint uint64) bool {
 	return t.outFast(buf, x, port, hint, 0)
@@ -45,8 +46,7 @@ const fastView = ipv4MinHdrLen + tcpCsumOff + 2
 // outFast translates a TCP or UDP packet of the live session its hint
 // names (Touch's id + 1: 0, or an id past the table, names none), the
 // common case; false: out decides (another session, a fragment, IP
-// options, expired, another rule, a datagram too short for its transport
-// header). Any hint is safe, stale or of another kind: the record it
+// options, expired, another rule). Any hint is safe, stale or of another kind: the record it
 // names is this packet's session exactly when its key is the packet's (a
 // table holds one live session a key; a free record's protocol is 0),
 // and that the source is NAT'd and this worker owns it is implied by the
@@ -57,10 +57,11 @@ const fastView = ipv4MinHdrLen + tcpCsumOff + 2
 //
 // It reads and writes buf[x:x+fastView], one bounds check: the bytes
 // past the transport header it uses may be past the datagram (a short
-// UDP one) and are then neither read nor written. That the transport
-// header is within the datagram is the header's total length's word
-// (which Parse checked against the frame, as out's callers check l4);
-// that it starts at byte 20, the header length's.
+// UDP one) and are then neither read nor written. The header length says
+// the transport header starts at byte 20; that the fields it edits are
+// in the datagram is the caller's word (OutFast's: the worker's packets
+// are Parse's, TestNATShortDatagram; OutHint's pkt ends the datagram, and
+// the view is within it).
 func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) bool {
 	sid := uint32(hint) - 1 // none: 2^32-1, past any table
 	if int(sid) >= len(t.sess) || x < 0 || x > len(buf)-fastView {
@@ -70,7 +71,7 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) boo
 	h := (*[fastView]byte)(buf[x : x+fastView])
 	proto, ports := h[9], le32(h[ipv4MinHdrLen:]) // a free record's protocol is 0: no TCP or UDP packet matches it
 	if le64(h[12:]) != s.addrs || ports != s.ports || proto != s.proto || h[0] != 0x45 ||
-		le16(h[6:])&fragBitsWire != 0 || be16(h[2:]) < fastLen[proto] {
+		le16(h[6:])&fragBitsWire != 0 || proto != protoUDP && proto != protoTCP {
 		return false
 	}
 	age := t.now - s.last
@@ -107,18 +108,6 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) boo
 	t.cnt[cOut]++
 	return true
 }
-
-// fastLen is the least total length of a datagram of each protocol the
-// fast path translates (its header and the transport header's bytes it
-// edits); more than any datagram has for the rest.
-var fastLen = func() (n [256]uint16) {
-	for i := range n {
-		n[i] = 0xffff
-	}
-	n[protoUDP] = ipv4MinHdrLen + udpHdrLen
-	n[protoTCP] = fastView
-	return n
-}()
 
 // out is Out's general path.
 func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
