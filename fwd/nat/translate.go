@@ -62,7 +62,7 @@ const fastView = ipv4MinHdrLen + tcpCsumOff + 2
 // in the datagram is the caller's word (OutFast's: the worker's packets
 // are Parse's, TestNATShortDatagram; OutHint's pkt ends the datagram, and
 // the view is within it).
-func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) bool {
+func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint32) bool {
 	sid := uint32(hint) - 1 // none: 2^32-1, past any table
 	if int(sid) >= len(t.sess) || x < 0 || x > len(buf)-fastView {
 		return false
@@ -88,8 +88,8 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint8) boo
 	// pseudo-header also has the port's (RFC 1624 eqn. 3, one fold each).
 	d := uint32(s.dOut)
 	putLE32(h[12:], s.out)
-	h[8] -= ttl
-	putLE16(h[ipCsumOff:], ^fold16(uint32(^le16(h[ipCsumOff:]))+d+uint32(ttl)*0xfffe))
+	h[8] -= uint8(ttl)
+	putLE16(h[ipCsumOff:], ^fold16(uint32(^le16(h[ipCsumOff:]))+d+ttl*0xfffe))
 	d += diff16(uint16(ports), s.outPort)
 	l := h[ipv4MinHdrLen:]
 	if proto == protoTCP {
