@@ -59,16 +59,18 @@ notsess:
 	INCQ R12
 	JMP next
 
+// hashWire's multiplier, a memory operand for IMULQ (an immediate has
+// 32 bits).
+DATA hashMul<>+0(SB)/8, $0x9e3779b97f4a7c15
+GLOBL hashMul<>(SB), RODATA|NOPTR, $8
+
 // func PrefetchIPv4(t *Table, h *[PrefetchLen]byte) uint64
 // hashWire over h's addresses (bytes 12-19), ports (20-23) and protocol
-// (byte 9), for an option-less header (byte 0 is 0x45); the slot is
-// masked by sidx.mask, and len(sidx.s) is mask+1 or 0 (nil: the
-// prefetch's address is then meaningless, and harmless).
+// (byte 9); the slot is masked by sidx.mask, and len(sidx.s) is mask+1
+// or 0 (nil: the prefetch's address is then meaningless, and harmless).
 TEXT ·PrefetchIPv4(SB), NOSPLIT, $0-24
 	MOVQ t+0(FP), DI
 	MOVQ h+8(FP), SI
-	CMPB (SI), $0x45
-	JNE none
 	MOVQ 12(SI), AX // addrs, wire order
 	MOVL AX, BX
 	ANDL (Table_src0+pfx4_mask)(DI), BX
@@ -90,8 +92,7 @@ hash:
 	MOVQ AX, DX
 	SHRQ $29, DX
 	XORQ DX, AX
-	MOVQ $0x9e3779b97f4a7c15, DX
-	IMULQ DX, AX
+	IMULQ hashMul<>(SB), AX
 	SHRQ $32, AX // the hash
 	MOVL (Table_sidx+index_mask)(DI), DX
 	ANDL AX, DX
@@ -99,9 +100,6 @@ hash:
 	PREFETCHT0 (BX)(DX*8)
 	BTSQ $62, AX // probeSess
 	MOVQ AX, ret+16(FP)
-	RET
-none:
-	MOVQ $0, ret+16(FP)
 	RET
 miss: // the arguments are where prefetchRest's take them
 	JMP ·prefetchRest(SB)

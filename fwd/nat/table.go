@@ -970,13 +970,11 @@ func (t *Table) Prefetch(pkt []byte, l4 int) uint64 {
 const PrefetchLen = ipv4MinHdrLen + 4
 
 // PrefetchIP is Prefetch for a parsed IPv4 packet with a transport header
-// (a TCP or UDP one has at least PrefetchLen bytes from the IP header):
-// 0 unless the header is option-less (outFast translates only those, and
-// the ports are then at byte 20).
+// (a TCP or UDP one has at least PrefetchLen bytes from the IP header),
+// which it takes to be option-less, the ports at byte 20 (outFast
+// translates only those; a header with options gets a hint by its
+// options' bytes, a prefetch wasted and a hint that names no session).
 func (t *Table) PrefetchIP(h *[PrefetchLen]byte) uint64 {
-	if h[0] != 0x45 {
-		return 0
-	}
 	proto := h[9]
 	addrs := le64(h[12:])
 	if uint32(addrs)&t.src0.mask == t.src0.addr && (proto == protoTCP || proto == protoUDP) { // the common packet: no loop
@@ -987,8 +985,8 @@ func (t *Table) PrefetchIP(h *[PrefetchLen]byte) uint64 {
 	return prefetchRest(t, h)
 }
 
-// prefetchRest is PrefetchIP past its first test, for an option-less
-// header (a function: PrefetchIPv4, in assembly, jumps to it).
+// prefetchRest is PrefetchIP past its first test (a function:
+// PrefetchIPv4, in assembly, jumps to it).
 func prefetchRest(t *Table, h *[PrefetchLen]byte) uint64 {
 	proto := h[9]
 	addrs := le64(h[12:])
