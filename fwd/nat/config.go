@@ -273,12 +273,11 @@ func be64(b []byte) uint64 {
 }
 func be16(b []byte) uint16 { _ = b[1]; return uint16(b[0])<<8 | uint16(b[1]) }
 
-// Wire-order loads and stores (see wireKey): one instruction each.
-func le16(b []byte) uint16       { return binary.LittleEndian.Uint16(b) }
-func le32(b []byte) uint32       { return binary.LittleEndian.Uint32(b) }
-func le64(b []byte) uint64       { return binary.LittleEndian.Uint64(b) }
-func putLE16(b []byte, v uint16) { binary.LittleEndian.PutUint16(b, v) }
-func putLE32(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
+// le loads and stores in wire order (see wireKey): one instruction each,
+// called directly (a wrapper's extra inlining level costs the fast path
+// a marker NOP per call).
+var le = binary.LittleEndian
+
 func put32(b []byte, v uint32) {
 	_ = b[3]
 	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)

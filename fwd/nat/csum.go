@@ -33,11 +33,6 @@ func fixd(c []byte, d uint32) {
 	put16(c, ^fold16(uint32(^be16(c))+d))
 }
 
-// fixdWire is fixd for a checksum and difference in wire order (see wireKey).
-func fixdWire(c []byte, d uint32) {
-	putLE16(c, ^fold16(uint32(^le16(c))+d))
-}
-
 // put16c writes v at b and updates the checksum at c for it.
 func put16c(b []byte, v uint16, c []byte) {
 	old := be16(b)

@@ -976,9 +976,9 @@ const PrefetchLen = ipv4MinHdrLen + 4
 // options' bytes, a prefetch wasted and a hint that names no session).
 func (t *Table) PrefetchIP(h *[PrefetchLen]byte) uint64 {
 	proto := h[9]
-	addrs := le64(h[12:])
+	addrs := le.Uint64(h[12:])
 	if uint32(addrs)&t.src0.mask == t.src0.addr && (proto == protoTCP || proto == protoUDP) { // the common packet: no loop
-		v := t.hashWire(addrs, le32(h[ipv4MinHdrLen:]), proto)
+		v := t.hashWire(addrs, le.Uint32(h[ipv4MinHdrLen:]), proto)
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
@@ -989,8 +989,8 @@ func (t *Table) PrefetchIP(h *[PrefetchLen]byte) uint64 {
 // PrefetchIPv4, in assembly, jumps to it).
 func prefetchRest(t *Table, h *[PrefetchLen]byte) uint64 {
 	proto := h[9]
-	addrs := le64(h[12:])
-	ports := le32(h[ipv4MinHdrLen:])
+	addrs := le.Uint64(h[12:])
+	ports := le.Uint32(h[ipv4MinHdrLen:])
 	if t.k == nil || proto != protoTCP && proto != protoUDP {
 		return 0
 	}

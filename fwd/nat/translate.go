@@ -69,9 +69,9 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint32) bo
 	}
 	s := &t.sess[sid]
 	h := (*[fastView]byte)(buf[x : x+fastView])
-	proto, ports := h[9], le32(h[ipv4MinHdrLen:]) // a free record's protocol is 0: no TCP or UDP packet matches it
-	if le64(h[12:]) != s.addrs || ports != s.ports || proto != s.proto || h[0] != 0x45 ||
-		le16(h[6:])&fragBitsWire != 0 || proto != protoUDP && proto != protoTCP {
+	proto, ports := h[9], le.Uint32(h[ipv4MinHdrLen:]) // a free record's protocol is 0: no TCP or UDP packet matches it
+	if le.Uint64(h[12:]) != s.addrs || ports != s.ports || proto != s.proto || h[0] != 0x45 ||
+		le.Uint16(h[6:])&fragBitsWire != 0 || proto != protoUDP && proto != protoTCP {
 		return false
 	}
 	age := t.now - s.last
@@ -87,24 +87,24 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint32) bo
 	// The address's difference is the session's; the transport's
 	// pseudo-header also has the port's (RFC 1624 eqn. 3, one fold each).
 	d := uint32(s.dOut)
-	putLE32(h[12:], s.out)
+	le.PutUint32(h[12:], s.out)
 	h[8] -= uint8(ttl)
-	putLE16(h[ipCsumOff:], ^fold16(uint32(^le16(h[ipCsumOff:]))+d+ttl*0xfffe))
+	le.PutUint16(h[ipCsumOff:], ^fold16(uint32(^le.Uint16(h[ipCsumOff:]))+d+ttl*0xfffe))
 	d += diff16(uint16(ports), s.outPort)
 	l := h[ipv4MinHdrLen:]
 	if proto == protoTCP {
-		fixdWire(l[tcpCsumOff:], d)
+		le.PutUint16(l[tcpCsumOff:], ^fold16(uint32(^le.Uint16(l[tcpCsumOff:]))+d))
 		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
-	} else if u := le16(l[udpCsumOff:]); u != 0 {
+	} else if u := le.Uint16(l[udpCsumOff:]); u != 0 {
 		u = ^fold16(uint32(^u) + d)
 		if u == 0 {
 			u = 0xffff
 		}
-		putLE16(l[udpCsumOff:], u)
+		le.PutUint16(l[udpCsumOff:], u)
 	}
-	putLE16(l, s.outPort)
+	le.PutUint16(l, s.outPort)
 	t.cnt[cOut]++
 	return true
 }

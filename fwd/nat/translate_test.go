@@ -775,7 +775,7 @@ func TestPrefetchFirstSources(t *testing.T) {
 	tb.Publish()
 	for _, a := range []netip.Addr{inA, lan} {
 		p := ipPacket(a, remote, protoUDP, udp(5000, 53, "x"))
-		want := uint64(tb.hashWire(le64(p[12:20]), le32(p[20:24]), protoUDP)) | probeSess
+		want := uint64(tb.hashWire(le.Uint64(p[12:20]), le.Uint32(p[20:24]), protoUDP)) | probeSess
 		if h := hint(tb, a); h != want {
 			t.Fatalf("%v after reload: hint %#x, want %#x", a, h, want)
 		}
