@@ -326,7 +326,7 @@ func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
 		return n
 	}
 	end := min(n, q.dist)
-	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0)
+	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0, end-head)
 	q.Stats.PrefetchExact += uint64(end - head)
 	return end
 }

@@ -1,15 +1,18 @@
 #include "textflag.h"
 #include "go_asm.h"
 
-// Prefetch instructions never fault, so any address is safe here.
+// Prefetch instructions never fault, so any address is safe here. Strides
+// are 64-byte aligned, so a frame's shinfo line is
+// (buf + headroom + length + 63) &^ 63 = buf + ((headroom + length + 63) &^ 63).
+// Go's assembler has no PREFETCHW mnemonic: it is spelled as bytes,
+// 0F 0D /1 (ModRM reg field 001).
 
-// func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m int)
-// For each of n descriptors: PREFETCHT0 on the first data line (buf +
-// headroom) and on the second, unless it is the shinfo line (a frame of one
-// line) or oneLine[hdrType] says the headers end in the first; PREFETCHW on
-// the shinfo line, buf + (headroom + length + 63) &^ 63. Then, for the m
-// descriptors after those, PREFETCHW on the shinfo line alone.
-TEXT ·prefetchDescs(SB), NOSPLIT, $0-40
+// func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, s, m int)
+// PREFETCHT0 on the first data line (buf + headroom) of the n descriptors
+// from d, and on the second unless oneLine[hdrType] says the headers end in
+// the first; then PREFETCHW on the shinfo lines of the m descriptors from
+// d[s].
+TEXT ·prefetchDescs(SB), NOSPLIT, $0-48
 	MOVQ d+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ headroom+16(FP), DI
@@ -18,39 +21,30 @@ TEXT ·prefetchDescs(SB), NOSPLIT, $0-40
 	JLE shinfos
 loop:
 	MOVQ rxDesc_buf(SI), AX
-	MOVWQZX rxDesc_length(SI), BX
-	ADDQ DI, BX
-	ADDQ $63, BX
-	ANDQ $~63, BX
-	ADDQ AX, BX
-	ADDQ DI, AX
-	PREFETCHT0 (AX)
-	LEAQ 64(AX), DX
-	CMPQ DX, BX
-	JEQ shinfo
+	PREFETCHT0 (AX)(DI*1)
 	MOVBQZX rxDesc_hdrType(SI), R8
 	CMPB (R9)(R8*1), $0
-	JNE shinfo
-	PREFETCHT0 (DX)
-shinfo:
-	// PREFETCHW (BX): 0F 0D /1, ModRM 0x0B = mod 00, reg 001, rm 011 (RBX).
-	// Go's assembler has no mnemonic for it.
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	JNE next
+	PREFETCHT0 64(AX)(DI*1)
+next:
 	ADDQ $rxDesc__size, SI
 	DECQ CX
 	JNZ loop
 shinfos:
-	MOVQ m+32(FP), CX
+	MOVQ s+32(FP), SI
+	IMULQ $rxDesc__size, SI
+	ADDQ d+0(FP), SI
+	MOVQ m+40(FP), CX
 	TESTQ CX, CX
 	JLE done
 loop3:
 	MOVQ rxDesc_buf(SI), AX
 	MOVWQZX rxDesc_length(SI), BX
-	ADDQ DI, BX
-	ADDQ $63, BX
+	LEAQ 63(DI)(BX*1), BX
 	ANDQ $~63, BX
-	ADDQ AX, BX
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B // PREFETCHW (BX)
+	// PREFETCHW (AX)(BX*1): ModRM 0x0C (mod 00, reg 001, rm 100 = SIB),
+	// SIB 0x18 (scale 1, index 011 = RBX, base 000 = RAX).
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0C; BYTE $0x18
 	ADDQ $rxDesc__size, SI
 	DECQ CX
 	JNZ loop3
@@ -58,11 +52,22 @@ done:
 	RET
 
 // func prefetchLines(p uintptr, n int)
-// PREFETCHT0 on n consecutive 64-byte lines from p.
+// PREFETCHT0 on n consecutive 64-byte lines from p, four per iteration.
 TEXT ·prefetchLines(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), AX
 	MOVQ n+8(FP), CX
-	TESTQ CX, CX
+	SUBQ $4, CX
+	JLT tail
+loop4:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	PREFETCHT0 128(AX)
+	PREFETCHT0 192(AX)
+	ADDQ $256, AX
+	SUBQ $4, CX
+	JGE loop4
+tail:
+	ADDQ $4, CX
 	JLE done2
 loop2:
 	PREFETCHT0 (AX)
@@ -73,8 +78,10 @@ done2:
 	RET
 
 // func prefetchDescsL2(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)
-// As prefetchDescs without its m tail, into L2 (PREFETCHT1) for the header
-// lines and the shinfo line alike.
+// PREFETCHT1 on the lines prefetchDescs would prefetch for the n
+// descriptors from d: the header lines and the shinfo line. A frame of one
+// line with a header type oneLine does not know gets its shinfo line
+// prefetched twice (a second request for a line in flight costs nothing).
 TEXT ·prefetchDescsL2(SB), NOSPLIT, $0-32
 	MOVQ d+0(FP), SI
 	MOVQ n+8(FP), CX
@@ -82,26 +89,20 @@ TEXT ·prefetchDescsL2(SB), NOSPLIT, $0-32
 	MOVQ oneLine+24(FP), R9
 	TESTQ CX, CX
 	JLE done4
-loop4:
+loop5:
 	MOVQ rxDesc_buf(SI), AX
 	MOVWQZX rxDesc_length(SI), BX
-	ADDQ DI, BX
-	ADDQ $63, BX
+	PREFETCHT1 (AX)(DI*1)
+	LEAQ 63(DI)(BX*1), BX
 	ANDQ $~63, BX
-	ADDQ AX, BX
-	ADDQ DI, AX
-	PREFETCHT1 (AX)
-	LEAQ 64(AX), DX
-	CMPQ DX, BX
-	JEQ shinfo4
+	PREFETCHT1 (AX)(BX*1)
 	MOVBQZX rxDesc_hdrType(SI), R8
 	CMPB (R9)(R8*1), $0
-	JNE shinfo4
-	PREFETCHT1 (DX)
-shinfo4:
-	PREFETCHT1 (BX)
+	JNE next5
+	PREFETCHT1 64(AX)(DI*1)
+next5:
 	ADDQ $rxDesc__size, SI
 	DECQ CX
-	JNZ loop4
+	JNZ loop5
 done4:
 	RET

@@ -4,7 +4,7 @@ package dp
 
 // No prefetch assembly here: the calls are no-ops.
 
-func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, m int) {}
+func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, s, m int) {}
 
 func prefetchLines(p uintptr, n int) {}
 

@@ -154,7 +154,20 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	var bytes uint64
 	for g := 0; g < n; g += prefetchGroup {
 		if q.dist > 0 {
-			q.prefetchAhead(g, n, more)
+			// The stride-ahead prefetch, written out here: a call to a Go
+			// function holding it cost its frame and argument spills
+			// every group.
+			if j := g + q.dist; j < n {
+				end := min(j+prefetchGroup, n)
+				lo := end
+				if g == 0 {
+					lo = j
+				}
+				prefetchDescs(&q.desc[j], end-j, uintptr(q.headroom), &q.oneLine, lo-j, min(end+prefetchGroup, n)-lo)
+			}
+			if more && g+q.dist+prefetchGroup > n {
+				q.prefetchGuess(g, n)
+			}
 		}
 		end := min(g+prefetchGroup, n)
 		for i := g; i < end; {
@@ -172,6 +185,11 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 				i++
 			}
 		}
+	}
+	if q.dist > 0 && n > q.dist {
+		// What the stride-ahead prefetches of this burst asked for.
+		q.Stats.PrefetchExact += uint64(n - q.dist)
+		q.Stats.PrefetchShinfoEarly += uint64(max(n-q.dist-prefetchGroup, 0))
 	}
 	b.Pkts = b.Pkts[:k0+n]
 	q.Stats.Packets += uint64(n)
@@ -282,37 +300,13 @@ var hdrTab = func() (t [256]hdrEntry) {
 	return
 }()
 
-// prefetchAhead prefetches, in one call, the header lines and (for write)
-// the shinfo lines of packets i+N … i+N+prefetchGroup−1 and the shinfo
-// lines of the group after those; deliver calls it every prefetchGroup
-// packets. Inside the burst the targets' completions are already decoded, so their addresses are exact. Past the burst, and
-// only when more completions are queued, targets are guessed the way the
+// prefetchGuess aims the stride-ahead prefetch of group i at the packets
+// past the burst, which only queued completions will bring, the way the
 // kernel patch does: further strides of the same WQE, each as long as
-// packet i; a guess that leaves the WQE is skipped. Packets 0..N-1 of a
-// burst were prefetched when their CQEs were decoded (poll).
-func (q *RxQueue) prefetchAhead(i, n int, more bool) {
-	j := i + q.dist
-	end := j + prefetchGroup
-	if j < n {
-		k := min(end, n) - j
-		// The shinfo lines of the next group too, for write, a group
-		// earlier than their header lines: the store waits for the whole
-		// ownership request, the header load of a line already arriving
-		// does not.
-		m := 0
-		if end < n {
-			m = min(end+prefetchGroup, n) - end
-		}
-		prefetchDescs(&q.desc[j], k, uintptr(q.headroom), &q.oneLine, m)
-		q.Stats.PrefetchExact += uint64(k)
-		q.Stats.PrefetchShinfoEarly += uint64(m)
-		j += k
-	}
-	if j >= end || !more {
-		return
-	}
+// packet i; a guess that leaves the WQE is skipped.
+func (q *RxQueue) prefetchGuess(i, n int) {
 	last := &q.desc[n-1]
-	for ; j < end; j++ {
+	for j, end := max(i+q.dist, n), i+q.dist+prefetchGroup; j < end; j++ {
 		stride := uint32(last.stride) + uint32(j-(n-1))*uint32(q.desc[i].strides)
 		if stride >= q.pool.strides || last.strides == 0 {
 			q.Stats.PrefetchSkippedWQEnd++
@@ -321,7 +315,7 @@ func (q *RxQueue) prefetchAhead(i, n int, more bool) {
 		q.Stats.PrefetchGuess++
 		g := rxDesc{wqe: last.wqe, stride: uint16(stride), length: q.desc[i].length}
 		q.locate(&g)
-		prefetchDescs(&g, 1, uintptr(q.headroom), &q.oneLine, 0)
+		prefetchDescs(&g, 1, uintptr(q.headroom), &q.oneLine, 0, 1)
 	}
 }
 
