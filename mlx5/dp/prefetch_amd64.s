@@ -1,6 +1,43 @@
 #include "textflag.h"
 #include "go_asm.h"
 
+// HEAD(off, skip): PREFETCHT0 on the header line of the descriptor at
+// off(SI), and on the next line unless oneLine (R9) says the headers end
+// in the first. DI holds the headroom; clobbers AX, R8.
+#define HEAD(off, skip) \
+	MOVQ (off+rxDesc_buf)(SI), AX \
+	PREFETCHT0 (AX)(DI*1) \
+	MOVBQZX (off+rxDesc_hdrType)(SI), R8 \
+	CMPB (R9)(R8*1), $0 \
+	JNE skip \
+	PREFETCHT0 64(AX)(DI*1) \
+skip:
+
+// SHINFOW(off): PREFETCHW on the shinfo line of the descriptor at off(SI).
+// PREFETCHW (AX)(BX*1) is 0F 0D /1 with ModRM 0x0C (mod 00, reg 001,
+// rm 100 = SIB) and SIB 0x18 (scale 1, index RBX, base RAX). Clobbers AX, BX.
+#define SHINFOW(off) \
+	MOVQ (off+rxDesc_buf)(SI), AX \
+	MOVWQZX (off+rxDesc_length)(SI), BX \
+	LEAQ 63(DI)(BX*1), BX \
+	ANDQ $~63, BX \
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0C; BYTE $0x18
+
+// L2(off, skip): PREFETCHT1 on the header line(s) and the shinfo line of the
+// descriptor at off(SI). Clobbers AX, BX, R8.
+#define L2(off, skip) \
+	MOVQ (off+rxDesc_buf)(SI), AX \
+	MOVWQZX (off+rxDesc_length)(SI), BX \
+	PREFETCHT1 (AX)(DI*1) \
+	LEAQ 63(DI)(BX*1), BX \
+	ANDQ $~63, BX \
+	PREFETCHT1 (AX)(BX*1) \
+	MOVBQZX (off+rxDesc_hdrType)(SI), R8 \
+	CMPB (R9)(R8*1), $0 \
+	JNE skip \
+	PREFETCHT1 64(AX)(DI*1) \
+skip:
+
 // Prefetch instructions never fault, so any address is safe here. Strides
 // are 64-byte aligned, so a frame's shinfo line is
 // (buf + headroom + length + 63) &^ 63 = buf + ((headroom + length + 63) &^ 63).
@@ -17,17 +54,17 @@ TEXT ·prefetchDescs(SB), NOSPLIT, $0-48
 	MOVQ n+8(FP), CX
 	MOVQ headroom+16(FP), DI
 	MOVQ oneLine+24(FP), R9
-	TESTQ CX, CX
-	JLE shinfos
-loop:
-	MOVQ rxDesc_buf(SI), AX
-	PREFETCHT0 (AX)(DI*1)
-	MOVBQZX rxDesc_hdrType(SI), R8
-	CMPB (R9)(R8*1), $0
-	JNE next
-	PREFETCHT0 64(AX)(DI*1)
-next:
+	TESTQ $1, CX
+	JZ heads2
+	HEAD(0, h0)
 	ADDQ $rxDesc__size, SI
+heads2:
+	SHRQ $1, CX
+	JZ shinfos
+loop:
+	HEAD(0, h1)
+	HEAD(rxDesc__size, h2)
+	ADDQ $(2*rxDesc__size), SI
 	DECQ CX
 	JNZ loop
 shinfos:
@@ -35,17 +72,17 @@ shinfos:
 	IMULQ $rxDesc__size, SI
 	ADDQ d+0(FP), SI
 	MOVQ m+40(FP), CX
-	TESTQ CX, CX
-	JLE done
-loop3:
-	MOVQ rxDesc_buf(SI), AX
-	MOVWQZX rxDesc_length(SI), BX
-	LEAQ 63(DI)(BX*1), BX
-	ANDQ $~63, BX
-	// PREFETCHW (AX)(BX*1): ModRM 0x0C (mod 00, reg 001, rm 100 = SIB),
-	// SIB 0x18 (scale 1, index 011 = RBX, base 000 = RAX).
-	BYTE $0x0F; BYTE $0x0D; BYTE $0x0C; BYTE $0x18
+	TESTQ $1, CX
+	JZ shinfos2
+	SHINFOW(0)
 	ADDQ $rxDesc__size, SI
+shinfos2:
+	SHRQ $1, CX
+	JZ done
+loop3:
+	SHINFOW(0)
+	SHINFOW(rxDesc__size)
+	ADDQ $(2*rxDesc__size), SI
 	DECQ CX
 	JNZ loop3
 done:
@@ -87,21 +124,17 @@ TEXT ·prefetchDescsL2(SB), NOSPLIT, $0-32
 	MOVQ n+8(FP), CX
 	MOVQ headroom+16(FP), DI
 	MOVQ oneLine+24(FP), R9
-	TESTQ CX, CX
-	JLE done4
-loop5:
-	MOVQ rxDesc_buf(SI), AX
-	MOVWQZX rxDesc_length(SI), BX
-	PREFETCHT1 (AX)(DI*1)
-	LEAQ 63(DI)(BX*1), BX
-	ANDQ $~63, BX
-	PREFETCHT1 (AX)(BX*1)
-	MOVBQZX rxDesc_hdrType(SI), R8
-	CMPB (R9)(R8*1), $0
-	JNE next5
-	PREFETCHT1 64(AX)(DI*1)
-next5:
+	TESTQ $1, CX
+	JZ l2pairs
+	L2(0, l0)
 	ADDQ $rxDesc__size, SI
+l2pairs:
+	SHRQ $1, CX
+	JZ done4
+loop5:
+	L2(0, l1)
+	L2(rxDesc__size, l2)
+	ADDQ $(2*rxDesc__size), SI
 	DECQ CX
 	JNZ loop5
 done4:
