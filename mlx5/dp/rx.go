@@ -154,9 +154,15 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	var bytes uint64
 	for g := 0; g < n; g += prefetchGroup {
 		if q.dist > 0 {
-			// The stride-ahead prefetch, written out here: a call to a Go
-			// function holding it cost its frame and argument spills
-			// every group.
+			// Stride-ahead, one assembly call: the header lines of
+			// packets g+N … g+N+7 (decoded: exact addresses) and, for
+			// write, the shinfo lines of the group after those, a group
+			// earlier than their headers (the store waits for the whole
+			// ownership request, a header load of a line already
+			// arriving does not). The first group also asks for its own
+			// shinfo lines; later ones' were asked for by the call
+			// before. Written out here: a Go function holding it cost
+			// its frame and argument spills every group.
 			if j := g + q.dist; j < n {
 				end := min(j+prefetchGroup, n)
 				lo := end
