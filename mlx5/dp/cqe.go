@@ -3,6 +3,7 @@ package dp
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // rxDesc is one decoded receive completion: the fields of a CQE (or of a
@@ -202,12 +203,16 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		lim = n + int(left) // the owner parity flips at the lap end
 	}
 	want := uint8(CQERespSend<<CQEOpcodeShift) | uint8(cc>>c.logSize)&CQEOwnerMask
-	ring, mask := c.ptr, c.mask
+	// Up to the lap end the slots are consecutive: one pointer steps
+	// through them, no mask per CQE.
+	first := cqeAt(c.ptr, cc&c.mask)
 	recs, pages := p.recs, p.pagePtr
 	// Shift counts masked to 31 (they are at most 16): an unmasked count
 	// costs a compare and a mask per shift (Go defines shifts past the width).
-	nWQE, strides, logStrides, logStride, maxFrame := p.nWQE, p.strides, p.logStrides, p.logStride, q.maxFrame
-	out = out[:lim]
+	nWQE, strides, logStrides, logStride := p.nWQE, p.strides, p.logStrides, p.logStride
+	// 14 ≤ l ≤ maxFrame as one unsigned compare.
+	span := q.maxFrame - 14
+	todo := out[n:lim]
 	// The record of the WQE being filled stays in registers (consumed,
 	// refs) while consecutive completions name it, and is written back
 	// when the WQE changes and at the end: a store and reload per CQE
@@ -215,23 +220,24 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 	cur := uint32(0)
 	r := &recs[0]
 	consumed, refs := r.consumed, r.refs
-	for ; n < len(out); n++ {
-		cqe := cqeAt(ring, cc&mask)
+	k := 0
+	for ; k < len(todo); k++ {
+		cqe := cqeNext(first, k)
 		w := loadOwnerWord(cqe)
 		if uint8(w>>24) != want {
 			break
 		}
 		bc := binary.BigEndian.Uint32(cqe[CQEOffByteCnt:])
 		wqe := uint32(binary.BigEndian.Uint16(cqe[CQEOffWQEID:]))
-		stride := uint32(uint16(w)<<8 | uint16(w)>>8)
+		stride := uint32(bits.ReverseBytes16(uint16(w)))
 		cs := (bc >> MPWRQConsumedShift) & MPWRQConsumedMask
 		l := bc & MPWRQByteCntMask
-		if bc&MPWRQFillerFlag != 0 || wqe >= nWQE || cs == 0 || stride+cs > strides || l > maxFrame || l < 14 {
+		if bc&MPWRQFillerFlag != 0 || wqe >= nWQE || cs == 0 || stride+cs > strides || l-14 > span {
 			break
 		}
 		if wqe != cur {
 			r.consumed, r.refs = consumed, refs
-			r, cur = &recs[wqe], wqe
+			r, cur = recAt(recs, wqe), wqe // wqe < nWQE = len(recs)
 			consumed, refs = r.consumed, r.refs
 		}
 		if consumed+cs > strides {
@@ -239,17 +245,20 @@ func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 		}
 		consumed += cs
 		refs++ // held by the packet until it is freed or sent
-		cc++
-		hv := binary.LittleEndian.Uint32(cqe[CQEOffHdsIPExt:])
+		// hds_ip_ext, l4_l3_hdr_type, vlan_info (be16), byte-swapped and
+		// rotated: l4_l3_hdr_type in the low byte, hds_ip_ext in the
+		// next (rxDesc's unused byte), vlan above.
+		hv := bits.RotateLeft32(binary.BigEndian.Uint32(cqe[CQEOffHdsIPExt:]), 16)
 		// Two 8-byte stores for the six scalar fields (putDesc): field
 		// by field they were seven stores and as many spilled registers.
-		putDesc(&out[n], pages.at((wqe<<(logStrides&31)|stride)<<(logStride&31)),
+		// The stride lies inside the window (wqe < nWQE, stride < strides).
+		putDesc(&todo[k], pages.atUnchecked((wqe<<(logStrides&31)|stride)<<(logStride&31)),
 			uint64(binary.BigEndian.Uint32(cqe[CQEOffRSSHashResult:]))|uint64(wqe)<<32|uint64(stride)<<48,
-			uint64(cs)|uint64(l)<<16|uint64(uint8(hv>>8))<<32|uint64(uint16(hv>>16)<<8|uint16(hv>>24))<<48)
+			uint64(cs)|uint64(l)<<16|uint64(hv)<<32)
 	}
 	r.consumed, r.refs = consumed, refs
-	c.cc = cc
-	return n
+	c.cc = cc + uint32(k)
+	return n + k
 }
 
 // pollCompressed handles a compressed slot at the consumer index (a

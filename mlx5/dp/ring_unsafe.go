@@ -27,6 +27,18 @@ func cqeAt(ring unsafePointer, i uint32) *[CQESize]byte {
 	return (*[CQESize]byte)(unsafe.Add(ring.p, uintptr(i)*CQESize))
 }
 
+// cqeNext is the CQE k slots after first (first's slot + k ≤ mask: the
+// caller stops at the ring end).
+func cqeNext(first *[CQESize]byte, k int) *[CQESize]byte {
+	return (*[CQESize]byte)(unsafe.Add(unsafe.Pointer(first), uintptr(k)*CQESize))
+}
+
+// recAt is &recs[w] for w < len(recs) (the caller checked w < nWQE =
+// len(recs)), without a second bounds check.
+func recAt(recs []wqeRec, w uint32) *wqeRec {
+	return (*wqeRec)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(recs)), uintptr(w)*unsafe.Sizeof(wqeRec{})))
+}
+
 // dsAt is the 16-byte segment at byte offset o of an SQ ring.
 func dsAt(ring unsafePointer, o uint32) *[DSSize]byte {
 	return (*[DSSize]byte)(unsafe.Add(ring.p, o))
@@ -59,6 +71,14 @@ func (pp pagePtrs) stride(o uint32, size uint32) []byte { return pp.at(o).stride
 // at is the address of byte o of the window.
 func (pp pagePtrs) at(o uint32) unsafePointer {
 	return unsafePointer{unsafe.Add(pp[o/PageSize].p, o%PageSize)}
+}
+
+// atUnchecked is at for an o the caller proved inside the window (a
+// stride of a checked WQE and stride index: o < rxBufs << logStride, and
+// newPool checked the window's pages hold that many bytes).
+func (pp pagePtrs) atUnchecked(o uint32) unsafePointer {
+	pg := *(*unsafePointer)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(pp)), uintptr(o/PageSize)*unsafe.Sizeof(unsafePointer{})))
+	return unsafePointer{unsafe.Add(pg.p, o%PageSize)}
 }
 
 // etherType is the big-endian 16-bit word at byte 12 of the frame at
