@@ -50,6 +50,11 @@ type Pool struct {
 	// the group can send, free and complete it. Alone, group is {p}.
 	group  []*Pool
 	member uint64 // this pool's member number << handleMemberShift
+	// iovas[m] is group[m].iova (the members share the stride size);
+	// packIdx masks a handle's stride index in a fifo entry (all 32 bits
+	// when alone, as pack does).
+	iovas   []uint64
+	packIdx uint32
 
 	Reposted uint64 // WQEs given back to the device
 }
@@ -106,7 +111,7 @@ func newPool(id uint16, rq *RQMem, headroom int) (*Pool, error) {
 		nWQE: 1 << rq.LogWQEs, ring: rq.Ring, dbr: rq.DBRec, lkey: rq.LKey,
 		headroom: headroom,
 	}
-	p.group = []*Pool{p}
+	p.group, p.iovas, p.packIdx = []*Pool{p}, []uint64{p.iova}, ^uint32(0)
 	if headroom+64+ShinfoSize > int(p.strideSize) {
 		return nil, fmt.Errorf("dp: stride %d too small for headroom %d", p.strideSize, headroom)
 	}

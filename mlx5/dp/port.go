@@ -76,11 +76,12 @@ func SharePorts(pool uint16, ports ...*Port) error {
 		}
 	}
 	for q := 0; q < n; q++ {
-		group := make([]*Pool, len(ports))
+		group, iovas := make([]*Pool, len(ports)), make([]uint64, len(ports))
 		for i, p := range ports {
 			pl := p.queues[q].RX.pool
 			pl.group, pl.member, pl.id = group, uint64(i)<<handleMemberShift, pool
-			group[i] = pl
+			pl.iovas, pl.packIdx = iovas, packIndexMask
+			group[i], iovas[i] = pl, pl.iova
 		}
 	}
 	for _, p := range ports {

@@ -44,6 +44,16 @@ func dsAt(ring unsafePointer, o uint32) *[DSSize]byte {
 	return (*[DSSize]byte)(unsafe.Add(ring.p, o))
 }
 
+// dsNext is the segment k segments after d, inside the same WQE session.
+func dsNext(d *[DSSize]byte, k int) *[DSSize]byte {
+	return (*[DSSize]byte)(unsafe.Add(unsafe.Pointer(d), uintptr(k)*DSSize))
+}
+
+// fifoSet stores fifo[i] for an i already masked with len(fifo)−1.
+func fifoSet(fifo []uint32, i uint32, e uint32) {
+	*(*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(fifo)), uintptr(i)*4)) = e
+}
+
 // unsafePointer is a pointer to ring or buffer memory held by the
 // per-packet structures (the TX ring, a decoded packet's stride).
 type unsafePointer struct{ p unsafe.Pointer }

@@ -256,45 +256,35 @@ func (q *TxQueue) txMPW(pkts []fwd.Packet) (sent int, bytes uint64) {
 func (q *TxQueue) mpwRun(pkts []fwd.Packet) (int, uint64) {
 	pool := q.pool
 	id, maxFrame := pool.id, q.maxFrame
-	member, iova, logStride := pool.member>>handleMemberShift, pool.iova, pool.logStride&63
-	group := pool.group
-	single := len(group) == 1
+	// The group's members share the stride size (SharePorts): a member
+	// differs by its window's IOVA alone, one table load per packet.
+	iovas, logStride, idxMask := pool.iovas, pool.logStride&63, pool.packIdx
 	lkeyBE := uint64(bits.ReverseBytes32(q.lkey)) << 32
-	ring, fifo, fifoMask := q.ringPtr, q.fifo, q.fifoMask
-	ft, ds, end, base := q.ft, q.sessDS, q.sessMax, q.sessPI*SendWQEBBSize
+	fifo, fifoMask, ft := q.fifo, q.fifoMask, q.ft
+	// Inside the ring: a session never crosses its fragment edge, and
+	// the loop stops at the session's end.
+	pkts = pkts[:min(len(pkts), int(q.sessMax-q.sessDS))]
+	d0 := dsAt(q.ringPtr, q.sessPI*SendWQEBBSize+q.sessDS*DSSize)
 	var bytes uint64
 	i := 0
-	for ; i < len(pkts) && ds < end; i++ {
+	for ; i < len(pkts); i++ {
 		p := &pkts[i]
 		h := p.Handle
-		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame {
-			break
+		m := h >> handleMemberShift
+		if p.Pool != id || p.Len < 14 || uint32(p.Off)+uint32(p.Len) > maxFrame || m >= uint64(len(iovas)) {
+			break // admit and Pool.IOVA decide
 		}
-		a := iova // this pool's buffer (Pool.IOVA's common case)
-		shift := logStride
-		if m := h >> handleMemberShift; m != member {
-			if m >= uint64(len(group)) {
-				break // names no pool: admit and Pool.IOVA decide
-			}
-			a, shift = group[m].iova, group[m].logStride&63
-		}
-		// Inside the ring: a session never crosses its fragment edge.
-		d := dsAt(ring, base+ds*DSSize)
+		d := dsNext(d0, i)
 		// byte_count and lkey, both big-endian, as one little-endian word
 		// (written as a big-endian 64-bit value the compiler splits it
 		// into four partial stores, knowing the top bytes are zero).
 		binary.LittleEndian.PutUint64(d[DataOffByteCount:], uint64(bits.ReverseBytes16(p.Len))<<16|lkeyBE)
-		binary.BigEndian.PutUint64(d[DataOffAddr:], a+uint64(uint32(h))<<shift+uint64(p.Off))
-		e := uint32(h)
-		if !single {
-			e = pool.pack(h)
-		}
-		fifo[ft&fifoMask] = e
-		ft++
-		ds++
+		binary.BigEndian.PutUint64(d[DataOffAddr:], iovas[m]+uint64(uint32(h))<<logStride+uint64(p.Off))
+		// Pool.pack: m is 0 when the pool is alone.
+		fifoSet(fifo, (ft+uint32(i))&fifoMask, uint32(h)&idxMask|uint32(m)<<(32-packMemberBits))
 		bytes += uint64(p.Len)
 	}
-	q.ft, q.sessDS = ft, ds
+	q.ft, q.sessDS = ft+uint32(i), q.sessDS+uint32(i)
 	return i, bytes
 }
 
