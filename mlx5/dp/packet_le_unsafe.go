@@ -42,6 +42,15 @@ func putPacket(pk *fwd.Packet, buf []byte, handle, w0 uint64, flags fwd.Flags, v
 	w[2] = 0
 }
 
+// putPacketWords is putPacket with the second word built by the caller
+// (outPort|flags|vlan|l3Off|l4Off).
+func putPacketWords(pk *fwd.Packet, buf []byte, handle, w0, w1 uint64) {
+	pk.Buf = buf
+	pk.Handle = handle
+	w := (*[3]uint64)(unsafe.Pointer(&pk.Off))
+	w[0], w[1], w[2] = w0, w1, 0
+}
+
 // writeShinfo stores the three words of the shinfo record at offset off of
 // the stride at p (off + ShinfoSize ≤ stride: ring_unsafe.go) as three
 // 8-byte stores: through binary.LittleEndian the compiler splits a word

@@ -17,6 +17,12 @@ func putPacket(pk *fwd.Packet, buf []byte, handle, w0 uint64, flags fwd.Flags, v
 	pk.Verdict, pk.Reason, pk.Peer = 0, 0, 0
 }
 
+// putPacketWords is putPacket with the second word built by the caller
+// (outPort|flags|vlan|l3Off|l4Off).
+func putPacketWords(pk *fwd.Packet, buf []byte, handle, w0, w1 uint64) {
+	putPacket(pk, buf, handle, w0, fwd.Flags(w1>>16), uint16(w1>>32), uint8(w1>>48), uint8(w1>>56))
+}
+
 // writeShinfo stores the three little-endian words of the shinfo record at
 // offset off of the stride at p.
 func writeShinfo(p unsafePointer, off uint32, w0, w1, w2 uint64) {

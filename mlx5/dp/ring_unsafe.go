@@ -61,6 +61,10 @@ type unsafePointer struct{ p unsafe.Pointer }
 // stride is the size bytes at p (a stride start) as a slice.
 func (p unsafePointer) stride(size uint32) []byte { return unsafe.Slice((*byte)(p.p), size) }
 
+// strideView is stride without unsafe.Slice's overflow check: a stride
+// (size ≤ PageSize) never spans two pages.
+func (p unsafePointer) strideView(size uint32) []byte { return (*[PageSize]byte)(p.p)[:size:size] }
+
 func ptrOf(b []byte) unsafePointer { return unsafePointer{unsafe.Pointer(unsafe.SliceData(b))} }
 
 // pagePtrs are the host pages of a buffer window, by IOVA order.

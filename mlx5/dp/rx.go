@@ -218,8 +218,8 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 	// counts masked to 31 (they are at most 16): unmasked, each shift costs
 	// a compare and a mask (Go defines shifts past the width).
 	logStrides, strideSize, data := p.logStrides&31, p.strideSize, q.headroom
-	// pool|inPort as the top half of the slot's first word: one register.
-	member, poolPort := p.member, uint64(p.id)<<32|uint64(q.inPort)<<48
+	// pool|inPort|offset, the slot's first word but for the length.
+	member, word0 := p.member, uint64(p.id)<<32|uint64(q.inPort)<<48|uint64(data)
 	pkts = pkts[:len(descs)]
 	for i := range descs {
 		desc := &descs[i]
@@ -239,8 +239,7 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 		// length|data, flags|vlan(0)|handle, hash|dataref (one owner).
 		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
 			uint64(h.flags)|uint64(handle)<<32, uint64(uint32(w1))|1<<32)
-		putPacket(&pkts[i], at.stride(strideSize), member|uint64(handle), uint64(data)|uint64(length)<<16|poolPort,
-			h.flags, 0, h.l3Off, h.l4Off)
+		putPacketWords(&pkts[i], at.strideView(strideSize), member|uint64(handle), word0|uint64(length)<<16, h.pkt)
 		bytes += uint64(length)
 	}
 	return len(descs), bytes
@@ -289,6 +288,7 @@ func reinsertTag(at unsafePointer, data, length uint32, vlan uint16) (uint32, ui
 // hdrEntry is HeaderInfo's answer for an untagged frame, which depends on
 // the CQE's l4_l3_hdr_type byte alone.
 type hdrEntry struct {
+	pkt          uint64 // flags, l3Off, l4Off at their places in the packet's second word (putPacketWords)
 	flags        fwd.Flags
 	l3Off, l4Off uint8
 	hdrLen       uint16
@@ -302,6 +302,7 @@ var hdrTab = func() (t [256]hdrEntry) {
 	for i := range t {
 		e := &t[i]
 		e.flags, e.l3Off, e.l4Off, e.hdrLen, _ = HeaderInfo(uint8(i), frame[:])
+		e.pkt = uint64(e.flags)<<16 | uint64(e.l3Off)<<48 | uint64(e.l4Off)<<56
 	}
 	return
 }()
