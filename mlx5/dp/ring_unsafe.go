@@ -54,6 +54,11 @@ func fifoSet(fifo []uint32, i uint32, e uint32) {
 	*(*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(fifo)), uintptr(i)*4)) = e
 }
 
+// fifoGet loads fifo[i] for an i already masked with len(fifo)−1.
+func fifoGet(fifo []uint32, i uint32) uint32 {
+	return *(*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(fifo)), uintptr(i)*4))
+}
+
 // unsafePointer is a pointer to ring or buffer memory held by the
 // per-packet structures (the TX ring, a decoded packet's stride).
 type unsafePointer struct{ p unsafe.Pointer }

@@ -489,22 +489,25 @@ func (q *TxQueue) complete(counter uint32) {
 	for {
 		inf := q.info[cc&q.mask]
 		last := cc&WQEIndexMask == counter
-		for end := fh + uint32(inf.pkts); fh != end; fh++ {
-			e := fifo[fh&fifoMask]
-			switch {
-			case !single:
-				pool.release(pool.unpack(e))
-			case e < rxBufs:
-				// A stride of this pool (member 0 when alone): the
-				// per-packet case, release's fast path by hand.
-				if w := e >> logStrides; w != cur {
-					pool.recs[cur].refs -= run
-					run, cur = 0, w
-				}
-				run++
-			default:
-				pool.releaseOther(uint64(e))
+		end := fh + uint32(inf.pkts)
+		if !single {
+			for ; fh != end; fh++ {
+				pool.release(pool.unpack(fifoGet(fifo, fh&fifoMask)))
 			}
+		}
+		for ; fh != end; fh++ {
+			e := fifoGet(fifo, fh&fifoMask)
+			if e >= rxBufs {
+				pool.releaseOther(uint64(e))
+				continue
+			}
+			// A stride of this pool (alone: member 0): the per-packet
+			// case, release's fast path by hand.
+			if w := e >> logStrides; w != cur {
+				pool.recs[cur].refs -= run
+				run, cur = 0, w
+			}
+			run++
 		}
 		cc += uint32(inf.wqebbs)
 		if last || inf.wqebbs == 0 {
