@@ -74,7 +74,9 @@ const (
 )
 
 // putDesc stores a decoded completion: buf, then w1 = hash | wqe<<32 |
-// stride<<48 and w2 = strides | length<<16 | hdrType<<32 | vlan<<48.
+// stride<<48 and w2 = strides | length<<16 | hdrType<<32 | vlan<<48; the
+// padding byte at 21 (bits 40..47) may hold anything (pollPlain leaves
+// hds_ip_ext there) and is never read.
 func putDesc(d *rxDesc, buf unsafePointer, w1, w2 uint64) {
 	d.buf = buf
 	w := (*[2]uint64)(unsafe.Pointer(&d.hash))

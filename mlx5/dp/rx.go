@@ -239,7 +239,7 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 		// length|data, flags|vlan(0)|handle, hash|dataref (one owner).
 		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
 			uint64(h.flags)|uint64(handle)<<32, uint64(uint32(w1))|1<<32)
-		putPacketWords(&pkts[i], at.strideView(strideSize), member|uint64(handle), word0|uint64(length)<<16, h.pkt)
+		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), word0|uint64(length)<<16, h.pkt)
 		bytes += uint64(length)
 	}
 	return len(descs), bytes
