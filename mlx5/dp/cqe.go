@@ -194,7 +194,9 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 // legal length in strides its WQE still has. It stops, consuming nothing
 // more, at the first CQE that is anything else, and at the end of the lap;
 // the general loop (decodeOne, pollCompressed) handles that one. Its few
-// live values stay in registers: the general loop's do not.
+// live values stay in registers: the general loop's do not. It stays one
+// loop: split into decoding and WQE accounting it ran 6 fewer instructions
+// per packet but was 2.5 ns slower on flushed 512 B (scattered/512/D4).
 func (q *RxQueue) pollPlain(out []rxDesc, n, lim int) int {
 	c := &q.cq
 	p := q.pool

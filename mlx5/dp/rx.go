@@ -122,7 +122,9 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 // values stay in registers (Go saves no register across a call: a call
 // inside the loop made it spill them and reload them on every packet).
 // A packet deliverRun leaves (a tag to re-insert or a tagged frame) takes
-// deliverSlow.
+// deliverSlow. The group prefetch stays written out in it: as a function it
+// cost 8.3 instructions per packet, inline 4.8 (callgrind, BenchmarkForward
+// warm/scattered/64/D4).
 func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 	k0 := len(b.Pkts)
 	pkts := b.Pkts[k0 : k0+n] // n ≤ b.Room()
@@ -182,7 +184,8 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 // places (packet slot, shinfo), each written with 8-byte stores: a context
 // in memory is stored and reloaded per field, and a composite literal is
 // built on the stack and copied with wide loads the narrow stores cannot
-// forward to.
+// forward to. It stays whole and calls nothing: call-free delivery and TX
+// runs took 440 → 409 instructions per packet (callgrind, warm/scattered/64/D0).
 func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 	p := q.pool
 	var bytes uint64
