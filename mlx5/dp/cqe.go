@@ -135,8 +135,8 @@ func (q *RxQueue) poll(out []rxDesc) (n int, more bool) {
 	// The head of the burst (packets 0..N-1, which deliver's stride-ahead
 	// prefetch never reaches) is prefetched into L1 as it is decoded, a
 	// group at a time, a whole poll ahead of its delivery; the rest into L2
-	// as it is decoded (prefetchHead), so every packet's
-	// DRAM misses start during the poll, not N packets before its turn.
+	// as it is decoded (prefetchHead), so every packet's DRAM misses start
+	// during the poll, not N packets before its turn.
 	head := 0
 	pf := q.dist > 0
 	for n < len(out) {
