@@ -33,6 +33,8 @@ test: deps build vet
 	OVFWD_REQUIRE_PRIV=1 OVFWD_TEST_FAST_PATH=xdp OVFWD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m \
 		-run 'TestRoutedBesideTunnel|TestOneClient' ./appliance/testbed/vpne2e/
 	$(GO) test -race -count=1 -timeout 15m $(RACE)
+	@# The mlx5 receive path's measurement variants (mlx5/dp/lab.go).
+	$(GO) test -count=1 -tags mlx5lab ./mlx5/dp/ ./mlx5/model/dpsim/
 
 # Only the QEMU guests (VFIO on a real kernel; the .deb under systemd).
 # `make test` runs them too. Kernel and images are cached in

@@ -398,16 +398,18 @@ func TestPrefetchTailGuess(t *testing.T) {
 }
 
 // forwardOneBurst receives burst random frames through a model port with
-// prefetch distance dist (far prefetch as given), sends them back out,
+// prefetch distance dist (and the Lab variants given), sends them back out,
 // checks every frame left unchanged and returns the RX counters.
-func forwardOneBurst(t *testing.T, dist, burst int, far bool, seed uint64) dp.RxStats {
+func forwardOneBurst(t *testing.T, dist, burst int, lab dp.Lab, seed uint64) dp.RxStats {
 	t.Helper()
 	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: dist}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer port.Close()
-	port.Queue(0).RX.SetFarPrefetch(far)
+	if err := port.Queue(0).RX.SetLab(lab); err != nil {
+		t.Fatal(err)
+	}
 	var got [][]byte
 	dev.TX[0].Sink = func(f []byte) { got = append(got, bytes.Clone(f)) }
 	r := rand.New(rand.NewPCG(seed, uint64(dist)))
@@ -443,29 +445,24 @@ func TestPrefetchShinfoEarly(t *testing.T) {
 		{4, 10, 0}, // the group after N … N+7 lies past the burst
 		{0, 64, 0},
 	} {
-		if st := forwardOneBurst(t, c.dist, c.burst, true, 7); st.PrefetchShinfoEarly != uint64(c.want) {
+		if st := forwardOneBurst(t, c.dist, c.burst, dp.Lab{}, 7); st.PrefetchShinfoEarly != uint64(c.want) {
 			t.Errorf("%+v: %d shinfo lines prefetched early, want %d", c, st.PrefetchShinfoEarly, c.want)
 		}
 	}
 }
 
 // TestPrefetchL2: with prefetch on, every packet of a burst past the first
-// N is prefetched into L2 as its CQE is decoded (none with prefetch off or
-// SetFarPrefetch(false)), and delivery stays exact.
+// N is prefetched into L2 as its CQE is decoded (none with prefetch off),
+// and delivery stays exact.
 func TestPrefetchL2(t *testing.T) {
-	for _, c := range []struct {
-		dist, burst int
-		far         bool
-		want        int
-	}{
-		{4, 64, true, 64 - 4},
-		{8, 64, true, 64 - 8},
-		{4, 21, true, 21 - 4}, // a partial last group
-		{4, 3, true, 0},       // the whole burst is the head
-		{4, 64, false, 0},
-		{0, 64, true, 0},
+	for _, c := range []struct{ dist, burst, want int }{
+		{4, 64, 64 - 4},
+		{8, 64, 64 - 8},
+		{4, 21, 21 - 4}, // a partial last group
+		{4, 3, 0},       // the whole burst is the head
+		{0, 64, 0},
 	} {
-		if st := forwardOneBurst(t, c.dist, c.burst, c.far, 9); st.PrefetchL2 != uint64(c.want) {
+		if st := forwardOneBurst(t, c.dist, c.burst, dp.Lab{}, 9); st.PrefetchL2 != uint64(c.want) {
 			t.Errorf("%+v: %d packets prefetched into L2, want %d", c, st.PrefetchL2, c.want)
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build mlx5lab
+
 package dp
 
 import (
@@ -12,6 +14,7 @@ import (
 // (pollPlain) and the general one (decodeOne) give the same packets,
 // counters, consumer index and WQE accounting for any ring contents; the
 // inline loop must stop, consuming nothing, at every CQE it does not handle.
+// The general-only path is a Lab variant: go test -tags mlx5lab.
 func FuzzPlainEqualsGeneral(f *testing.F) {
 	f.Add(uint64(1), uint8(0))
 	f.Add(uint64(2), uint8(3))
@@ -50,9 +53,11 @@ func FuzzPlainEqualsGeneral(f *testing.F) {
 				break // the rest stays invalid: the poll stops there
 			}
 		}
-		run := func(noPlain bool) ([]fwd.Packet, RxStats, uint32, []wqeRec) {
+		run := func(general bool) ([]fwd.Packet, RxStats, uint32, []wqeRec) {
 			q, qring := fuzzQueue(t, false, false, 0)
-			q.noPlain = noPlain
+			if err := q.SetLab(Lab{GeneralDecoder: general}); err != nil {
+				t.Fatal(err)
+			}
 			copy(qring, ring)
 			var pkts []fwd.Packet
 			b := fwd.NewBatch(1 + int(seed%64))

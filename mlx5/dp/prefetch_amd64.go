@@ -13,7 +13,7 @@ package dp
 //go:noescape
 func prefetchDescs(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8, s, m int)
 
-// prefetchLines issues PREFETCHT0 on n consecutive lines from p (the CQE
+// prefetchLines runs PREFETCHT0 on n consecutive lines from p (the CQE
 // lines of a burst).
 //
 //go:noescape
@@ -21,7 +21,7 @@ func prefetchLines(p uintptr, n int)
 
 const havePrefetch = true
 
-// prefetchDescsL2 issues PREFETCHT1 on the header lines and the shinfo line
+// prefetchDescsL2 runs PREFETCHT1 on the header lines and the shinfo line
 // of the n descriptors from d.
 //
 //go:noescape

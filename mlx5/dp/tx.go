@@ -36,13 +36,13 @@ type TxStats struct {
 	SendWQEs       uint64
 	NOPs           uint64
 	Doorbells      uint64
-	CQEs           uint64
+	CQEs           uint64 // completions that released WQEs (error CQEs included)
 	ErrCQEs        uint64
 	LastSyndrome   uint8
 	DropFull       uint64 // no room even after reaping completions
 	DropForeign    uint64 // buffer of another pool: a caller bug, never sent
 	DropBadLen     uint64
-	BadCQEs        uint64
+	BadCQEs        uint64 // completions ignored: unknown opcode, or naming no outstanding WQE
 }
 
 type txInfo struct {
@@ -461,12 +461,12 @@ func (q *TxQueue) Reap() {
 			q.Stats.BadCQEs++
 			continue
 		}
-		q.Stats.CQEs++
 		counter := uint32(uint16(w)<<8 | uint16(w)>>8) // wqe_counter, big-endian in the word
 		if (counter-q.cc)&WQEIndexMask >= (q.pc-q.cc)&WQEIndexMask {
 			q.Stats.BadCQEs++ // names a WQE not outstanding
 			continue
 		}
+		q.Stats.CQEs++
 		q.complete(counter)
 	}
 	if c.cc != start {

@@ -44,13 +44,11 @@ type variant struct {
 	layout   Layout
 	size     int
 	dist     int
-	fresh    bool
 	pad      bool
 	compress bool
 	enhanced bool
-	warm     bool // no flush: the DDIO-like control
-	noCQEPF  bool // with D > 0: no CQE-line prefetch at the start of a poll
-	noFar    bool // with D > 0: no L2 prefetch of the packets past the first D at decode
+	warm     bool   // no flush: the DDIO-like control
+	lab      dp.Lab // receive-path variants, only in a build with -tags mlx5lab
 }
 
 // rig is a model port and its driver port running RX → MAC swap → TX.
@@ -92,12 +90,9 @@ func newRig(v variant, burst, work int) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	port.Queue(0).RX.SetFreshContext(v.fresh)
-	if v.noCQEPF {
-		port.Queue(0).RX.SetCQEPrefetch(false)
-	}
-	if v.noFar {
-		port.Queue(0).RX.SetFarPrefetch(false)
+	if err := port.Queue(0).RX.SetLab(v.lab); err != nil {
+		port.Close()
+		return nil, err
 	}
 	r := &rig{v: v, port: port, dev: dev, b: fwd.NewBatch(fwd.MaxBatch), work: work,
 		drvBurst: make([]float64, 0, 1<<16), totBurst: make([]float64, 0, 1<<16), txBurst: make([]float64, 0, 1<<16)}
@@ -294,7 +289,7 @@ func buildRigs(vs []variant, o BenchOptions) ([]*rig, error) {
 func pct(base, x float64) string { return fmt.Sprintf("%+.0f%%", (base/x-1)*100) }
 
 // Bench prints the data-path tables: prefetch off vs on (both layouts),
-// per-RQ context vs fresh context, NOP padding vs edge reuse, CQE compression
+// per-RQ context vs fresh context (lab build only), NOP padding vs edge reuse, CQE compression
 // off vs on — each group measured side by side in alternated runs on the
 // model with flushed (no-DDIO) DMA. "total" includes the model's cost
 // (writing and flushing packets and CQEs, reading TX WQEs); "driver" is
@@ -337,26 +332,30 @@ func Bench(w io.Writer, o BenchOptions) error {
 	}
 	tw.Flush()
 
-	// 2. Per-RQ context vs a fresh context per CQE.
-	fmt.Fprintln(w, "\n## Packet context: one per RQ reused vs zeroed per CQE (scattered layout)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tD\treuse driver ns\tfresh driver ns\tfresh cost\treuse total ns\tfresh total ns\t")
-	for _, size := range o.Sizes {
-		for _, d := range []int{0, 4} {
-			rigs, err := buildRigs([]variant{{layout: Scattered, size: size, dist: d}, {layout: Scattered, size: size, dist: d, fresh: true}}, o)
-			if err != nil {
-				return err
+	// 2. Per-RQ context vs a fresh context per CQE: the fresh variant
+	// exists only in a lab build (dp.Lab).
+	if dp.LabBuild {
+		fmt.Fprintln(w, "\n## Packet context: one per RQ reused vs zeroed per CQE (scattered layout)")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "size\tD\treuse driver ns\tfresh driver ns\tfresh cost\treuse total ns\tfresh total ns\t")
+		for _, size := range o.Sizes {
+			for _, d := range []int{0, 4} {
+				rigs, err := buildRigs([]variant{{layout: Scattered, size: size, dist: d},
+					{layout: Scattered, size: size, dist: d, lab: dp.Lab{FreshContext: true}}}, o)
+				if err != nil {
+					return err
+				}
+				res, err := measure(rigs, o)
+				closeRigs(rigs)
+				if err != nil {
+					return err
+				}
+				a, b := summarize(res[0]), summarize(res[1])
+				fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t\n", size, d, a.drvNs, b.drvNs, pct(b.drvNs, a.drvNs), a.ns, b.ns)
 			}
-			res, err := measure(rigs, o)
-			closeRigs(rigs)
-			if err != nil {
-				return err
-			}
-			a, b := summarize(res[0]), summarize(res[1])
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t\n", size, d, a.drvNs, b.drvNs, pct(b.drvNs, a.drvNs), a.ns, b.ns)
 		}
+		tw.Flush()
 	}
-	tw.Flush()
 
 	// 3. TX: NOP padding vs fragment-edge reuse.
 	fmt.Fprintln(w, "\n## TX eMPWQE: NOP padding to the fragment edge vs a smaller MPWQE in the remaining room (contiguous, D=4)")

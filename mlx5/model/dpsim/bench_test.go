@@ -9,10 +9,13 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/mlx5/dp"
 )
 
 // BenchmarkForward: one op = one packet through RX → MAC swap → TX on the
 // model with flushed DMA. ns/op includes the model; driver-ns/pkt excludes it.
+// The nofar, nocqe and fresh variants need a lab build (-tags mlx5lab).
 func BenchmarkForward(b *testing.B) {
 	for _, v := range []struct {
 		name string
@@ -23,7 +26,7 @@ func BenchmarkForward(b *testing.B) {
 		{"warm/scattered/64/D0", variant{layout: Scattered, size: 64, warm: true}},
 		{"warm/scattered/64/D4", variant{layout: Scattered, size: 64, warm: true, dist: 4}},
 		{"warm/scattered/64/D8", variant{layout: Scattered, size: 64, warm: true, dist: 8}},
-		{"warm/scattered/64/D4/nofar", variant{layout: Scattered, size: 64, warm: true, dist: 4, noFar: true}},
+		{"warm/scattered/64/D4/nofar", variant{layout: Scattered, size: 64, warm: true, dist: 4, lab: dp.Lab{NoFarPrefetch: true}}},
 		{"contiguous/64/D0", variant{size: 64}},
 		{"contiguous/64/D4", variant{size: 64, dist: 4}},
 		{"scattered/64/D0", variant{layout: Scattered, size: 64}},
@@ -31,8 +34,8 @@ func BenchmarkForward(b *testing.B) {
 		{"scattered/64/D8", variant{layout: Scattered, size: 64, dist: 8}},
 		{"scattered/64/D16", variant{layout: Scattered, size: 64, dist: 16}},
 		{"scattered/64/D64", variant{layout: Scattered, size: 64, dist: 64}},
-		{"scattered/64/D4/nocqe", variant{layout: Scattered, size: 64, dist: 4, noCQEPF: true}},
-		{"scattered/64/D4/nofar", variant{layout: Scattered, size: 64, dist: 4, noFar: true}},
+		{"scattered/64/D4/nocqe", variant{layout: Scattered, size: 64, dist: 4, lab: dp.Lab{NoCQEPrefetch: true}}},
+		{"scattered/64/D4/nofar", variant{layout: Scattered, size: 64, dist: 4, lab: dp.Lab{NoFarPrefetch: true}}},
 		// 128 and 256 B: the shinfo line leaves the header line's 128-byte
 		// pair (at 64 B it is the header line's neighbour).
 		{"scattered/128/D4", variant{layout: Scattered, size: 128, dist: 4}},
@@ -42,14 +45,17 @@ func BenchmarkForward(b *testing.B) {
 		{"scattered/512/D8", variant{layout: Scattered, size: 512, dist: 8}},
 		{"scattered/512/D16", variant{layout: Scattered, size: 512, dist: 16}},
 		{"scattered/512/D64", variant{layout: Scattered, size: 512, dist: 64}},
-		{"scattered/512/D4/nocqe", variant{layout: Scattered, size: 512, dist: 4, noCQEPF: true}},
-		{"scattered/512/D4/nofar", variant{layout: Scattered, size: 512, dist: 4, noFar: true}},
-		{"scattered/512/D4/fresh", variant{layout: Scattered, size: 512, dist: 4, fresh: true}},
+		{"scattered/512/D4/nocqe", variant{layout: Scattered, size: 512, dist: 4, lab: dp.Lab{NoCQEPrefetch: true}}},
+		{"scattered/512/D4/nofar", variant{layout: Scattered, size: 512, dist: 4, lab: dp.Lab{NoFarPrefetch: true}}},
+		{"scattered/512/D4/fresh", variant{layout: Scattered, size: 512, dist: 4, lab: dp.Lab{FreshContext: true}}},
 		{"contiguous/512/D4/pad", variant{size: 512, dist: 4, pad: true}},
 		{"scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true}},
 		{"scattered/64/D4/ecomp", variant{layout: Scattered, size: 64, dist: 4, compress: true, enhanced: true}},
 		{"warm/scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true, warm: true}},
 	} {
+		if v.v.lab != (dp.Lab{}) && !dp.LabBuild {
+			continue // a receive-path variant: go test -tags mlx5lab
+		}
 		b.Run(v.name, func(b *testing.B) {
 			r, err := newRig(v.v, 64, 0)
 			if err != nil {

@@ -1,0 +1,33 @@
+//go:build mlx5lab
+
+package dp
+
+// LabBuild says whether the Lab variants are compiled in.
+const LabBuild = true
+
+// rxLab holds a queue's variant switches and the context the
+// fresh-context variant zeroes.
+type rxLab struct {
+	Lab
+	ctx [120]byte
+}
+
+// freshContext zeroes the context when the fresh-context variant is on, as
+// a per-CQE struct would be, and says whether it is.
+func (l *rxLab) freshContext() bool {
+	if !l.FreshContext {
+		return false
+	}
+	l.ctx = [120]byte{}
+	return true
+}
+
+func (l *rxLab) farL2() bool { return !l.NoFarPrefetch }
+func (l *rxLab) plain() bool { return !l.GeneralDecoder }
+
+// SetLab selects the variants for q (the zero Lab is the product's path).
+func (q *RxQueue) SetLab(l Lab) error {
+	q.lab.Lab = l
+	q.cq.pfCQE = q.dist > 0 && !l.NoCQEPrefetch
+	return nil
+}
