@@ -28,10 +28,10 @@ type FwdOptions struct {
 	Duration   time.Duration // measured time per run [3s], after Warmup [500ms]
 	Warmup     time.Duration
 	MaxPackets uint64 // generator budget per run [40M]
-	// Gen is the generator, the same for both sides: "afxdp" (AF_XDP
-	// copy-mode TX of prebuilt frames, genxdp_unsafe.go) or "afpacket"
-	// (sendmmsg, gen_unsafe.go). Empty: afxdp if its socket opens on the
-	// generator's veth here, else afpacket.
+	// Gen is the generator, the same for both sides: "xdp" (XDP live
+	// frames, genlive.go), "afxdp" (AF_XDP copy-mode TX of prebuilt
+	// frames, genxdp_unsafe.go) or "afpacket" (sendmmsg, gen_unsafe.go).
+	// Empty: the first of these that opens here (pickGen).
 	Gen        string
 	GenThreads int // generator threads, all pinned to GenCPU [afpacket 2; afxdp 1, one per TX queue, and veth has one]
 	GenCPU     int // [0]
@@ -159,9 +159,13 @@ type FwdResult struct {
 	LinuxLimit string
 	OvfwdWork  float64 // median Run.WorkNs
 	LinuxWork  float64
-	BarePPS    float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
-	BareNs     float64
-	BareLimit  string
+	// Gen is the generator that ran; GenFallback, when the default one
+	// could not, which it fell back to and why (also in the report).
+	Gen         string
+	GenFallback string
+	BarePPS     float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
+	BareNs      float64
+	BareLimit   string
 }
 
 // Fwd builds the topology, alternates Linux and ovfwd forwarding of 64-byte
@@ -206,16 +210,19 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		t.frames = flowFrames(t.sinkMAC, t.genMAC, o.Flows)
 		what = "bridged by"
 	}
-	genWhy, err := pickGen(t, &o)
+	genDesc, genFallback, err := pickGen(t, &o)
 	if err != nil {
 		return nil, err
+	}
+	if genFallback != "" {
+		fmt.Fprintf(w, "generator: %s\n", genFallback)
 	}
 	if o.GenOnly {
 		what = "into an XDP_DROP counter on the ingress veth of"
 	}
 
 	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s (%d flows: 16 source addresses x %d source ports) %s the appliance namespace; generator: %s; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
-		genIP+"-16", sinkIP, o.Flows, (o.Flows+15)/16, what, genWhy, o.FwdCPU)
+		genIP+"-16", sinkIP, o.Flows, (o.Flows+15)/16, what, genDesc, o.FwdCPU)
 	if o.Bridge {
 		fmt.Fprintf(w, "bridge: ovfwd bridge mode vs a Linux bridge of the same veths (%s); both learn the sink's MAC from a broadcast it sends before each run\n", bridgeNetfilterOff(t))
 	}
@@ -258,7 +265,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		defer undo()
 		fmt.Fprintf(w, "bpf_stats on: prog ns = the ingress XDP program's own run time per run (every program run pays two clock reads more)\n")
 	}
-	res := &FwdResult{}
+	res := &FwdResult{Gen: o.Gen, GenFallback: genFallback}
 	sides := []string{"linux", "ovfwd"}
 	if o.Bare {
 		if o.Bridge || o.NAT || o.GenOnly {
