@@ -25,10 +25,15 @@ type queue struct {
 	tx        descRing
 	free      *frameStack // frames owned by us and not lent out; shared with the UMEM's other sockets
 	zeroCopy  bool
-	linkDown  bool   // the last TX kick said the device is down
-	txBudget  uint32 // frames one copy-mode sendto sends (setTxBudget)
-	pool      uint16
-	inPort    uint16
+	// kickAlways: TX needs a sendto after every batch (copy mode, or no
+	// need_wakeup), not only when the kernel flags the TX ring.
+	kickAlways bool
+	zcErr      error  // why the driver refused zero-copy (bound in copy mode)
+	wakeErr    error  // why the kernel refused need_wakeup (bound without it)
+	linkDown   bool   // the last TX kick said the device is down
+	txBudget   uint32 // frames one copy-mode sendto sends (setTxBudget)
+	pool       uint16
+	inPort     uint16
 
 	shared  *sharedUMEM // nil: the UMEM is this socket's alone
 	shareOf *Share
@@ -161,7 +166,7 @@ func (qu *queue) transmit(b *fwd.Batch) int {
 		qu.st.txPackets.Add(uint64(sent))
 		qu.st.txBytes.Add(bytes)
 	}
-	if !qu.zeroCopy || qu.tx.needWakeup() {
+	if qu.kickAlways || qu.tx.needWakeup() {
 		qu.kick()
 	}
 	return int(sent)

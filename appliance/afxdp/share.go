@@ -42,6 +42,9 @@ type sharedUMEM struct {
 	free  *frameStack
 	zc    bool
 	users int
+	// kickAlways: the owner bound without need_wakeup, which the sockets
+	// that join inherit (xp_assign_dev_shared).
+	kickAlways bool
 }
 
 // frameStack is the frames of one UMEM that no ring and no packet holds.
@@ -73,7 +76,7 @@ func (sh *Share) open(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindM
 	if err != nil {
 		return nil, m, err
 	}
-	u := &sharedUMEM{q: q, owner: qu.sock, fd: qu.fd, umem: qu.umem, free: qu.free, zc: qu.zeroCopy, users: 1}
+	u := &sharedUMEM{q: q, owner: qu.sock, fd: qu.fd, umem: qu.umem, free: qu.free, zc: qu.zeroCopy, users: 1, kickAlways: qu.wakeErr != nil}
 	qu.shared, qu.shareOf = u, sh
 	sh.umems[q] = u
 	return qu, m, nil

@@ -94,6 +94,10 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 		if pt.xdp == nil {
 			continue
 		}
+		if err := pt.xdp.FastRefused(); err != nil {
+			d.log.Warn("xdp fast path", "port", pt.cfg.Name, "on", false, "why", "the kernel refused the program with it; steering without", "err", err)
+			continue
+		}
 		on, why := true, "copy mode"
 		if a.FastPath == config.FastPathXDP {
 			why = "fast_path = xdp"
