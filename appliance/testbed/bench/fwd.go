@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,9 +162,13 @@ type FwdResult struct {
 	// could not, which it fell back to and why (also in the report).
 	Gen         string
 	GenFallback string
-	BarePPS     float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
-	BareNs      float64
-	BareLimit   string
+	// IngressFallback says, when the appliance's ingress NAPI could not be
+	// made a thread on FwdCPU, why and where it ran instead; appliance-CPU
+	// costs are then left out as not comparable.
+	IngressFallback string
+	BarePPS         float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
+	BareNs          float64
+	BareLimit       string
 }
 
 // Fwd builds the topology, alternates Linux and ovfwd forwarding of 64-byte
@@ -304,6 +307,13 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt (work %4.0f)%s  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
 				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, r.WorkNs, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
 		}
+	}
+	if t.napiErr != nil {
+		// The sides whose ingress runs in bnA1's NAPI ran it elsewhere
+		// than the sides with RPS: their CPU costs do not compare.
+		res.IngressFallback = fmt.Sprintf("threaded NAPI refused (%v): the sides whose ingress runs in bnA1's NAPI ran it as softirq on the CPU that raised it, the generator's", t.napiErr)
+		fmt.Fprintf(w, "ingress: %s\n", res.IngressFallback)
+		o.IngressOnGenCPU = true
 	}
 	if o.GenOnly {
 		pps, _ := summarize(res.Runs, "gen", o)
@@ -674,7 +684,7 @@ func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
 			undoGRO()
 			return nil, nil, err
 		}
-		return []string{strconv.Itoa(pid)}, func() { unthread(); undoGRO() }, nil
+		return napiThreads(pid), func() { unthread(); undoGRO() }, nil
 	case o.IngressOnGenCPU:
 		return nil, func() {}, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -138,7 +137,7 @@ func runGenOnly(ctx context.Context, t *topology, o FwdOptions) (Run, error) {
 			return Run{}, err
 		}
 		defer unthread()
-		threads = append(threads, strconv.Itoa(pid))
+		threads = napiThreads(pid)
 	}
 	return measure(ctx, t, c, o, "gen", threads, nil, nil)
 }
