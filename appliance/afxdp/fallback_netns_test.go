@@ -53,6 +53,19 @@ func refuseFastProgram(t *testing.T, fp *FastPath) {
 	t.Cleanup(func() { loadProgram = orig })
 }
 
+// refuseUMEMOver fails UMEM registrations larger than limit as a
+// locked-memory limit does.
+func refuseUMEMOver(t *testing.T, limit int) {
+	orig := umemRegister
+	umemRegister = func(fd int, mem []byte, size uint32) error {
+		if len(mem) > limit {
+			return unix.ENOBUFS
+		}
+		return orig(fd, mem, size)
+	}
+	t.Cleanup(func() { umemRegister = orig })
+}
+
 func refuseTxBudget(t *testing.T) {
 	orig := txBudgetSockopt
 	txBudgetSockopt = func(fd, level, opt, v int) error {
@@ -102,7 +115,7 @@ func TestFallbacks(t *testing.T) {
 		queues int
 		refuse func(*testing.T)
 		o      Options
-		says   string // in every queue's mode
+		says   string // in every queue's mode (with a Share: of the port that made the UMEM, or joined it with shared-umem-refused)
 		logs   string // in the log
 		check  func(*testing.T, *Port, *Port)
 	}{
@@ -139,6 +152,21 @@ func TestFallbacks(t *testing.T) {
 			"using its own UMEM (pool 2): forwarded frames are copied", func(t *testing.T, pa, pb *Port) {
 				if pa.Info().Pool != 7 || pb.Info().Pool != 2 {
 					t.Errorf("pools %d, %d: want the Share's 7 for the first port, its own 2 for the second", pa.Info().Pool, pb.Info().Pool)
+				}
+			}},
+		{"memlock", 2, func(t *testing.T) { refuseUMEMOver(t, 2<<20) }, Options{},
+			"UMEM 1024 frames, rings 512 (XDP_UMEM_REG of 4096 frames: no buffer space available: the locked-memory limit",
+			"UMEM 1024 frames, rings 512 (XDP_UMEM_REG of 4096 frames", nil},
+		{"memlock-shared", 2, func(t *testing.T) { refuseUMEMOver(t, 2<<20) }, Options{Share: NewShare(7, 2)},
+			"UMEM 1024 frames, rings 256 (XDP_UMEM_REG of 8192 frames: no buffer space available: the locked-memory limit",
+			"UMEM 1024 frames, rings 256 (XDP_UMEM_REG of 8192 frames", func(t *testing.T, pa, pb *Port) {
+				if pa.Info().Pool != 7 || pb.Info().Pool != 7 {
+					t.Errorf("pools %d, %d: want the Share's 7 for both", pa.Info().Pool, pb.Info().Pool)
+				}
+				for _, q := range pb.queues {
+					if q.fill.mask+1 != 256 {
+						t.Errorf("the joining port's fill ring has %d slots, want the smaller UMEM's 256", q.fill.mask+1)
+					}
 				}
 			}},
 		{"fast-path-program-refused", 2, nil /* needs the FastPath: below */, Options{},
@@ -197,10 +225,13 @@ func TestFallbacks(t *testing.T) {
 				t.Log(m)
 			}
 			if c.says != "" {
-				// The shared UMEM is refused to the second port only.
 				ports := []*Port{pa, pb}
-				if c.o.Share != nil {
+				switch {
+				case c.o.Share == nil:
+				case c.name == "shared-umem-refused":
 					ports = ports[1:]
+				default:
+					ports = ports[:1]
 				}
 				for _, p := range ports {
 					for _, m := range p.Modes() {

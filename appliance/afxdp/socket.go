@@ -21,10 +21,29 @@ type ringConfig struct {
 
 var defaultRings = ringConfig{Frames: 4096, FrameSize: 2048, FillSize: 2048, CompSize: 2048, RxSize: 2048, TxSize: 2048}
 
+// minRing bounds how far halved shrinks the rings: a worker's batch must
+// still fit.
+const minRing = 128
+
+// halved is rc with half the frames and half of each ring, or false when
+// a ring would go below minRing.
+func (rc ringConfig) halved() (ringConfig, bool) {
+	if min(rc.FillSize, rc.CompSize, rc.RxSize, rc.TxSize)/2 < minRing {
+		return rc, false
+	}
+	rc.Frames /= 2
+	rc.FillSize /= 2
+	rc.CompSize /= 2
+	rc.RxSize /= 2
+	rc.TxSize /= 2
+	return rc, true
+}
+
 // bindMode is what a queue's socket got.
 type bindMode struct {
 	ZeroCopy bool
-	Why      string // why not zero-copy, when copy
+	Rings    ringConfig // the rings and UMEM it got (smaller under a locked-memory limit)
+	Why      string     // why not zero-copy, when copy; why smaller
 }
 
 // bindRetry bounds the EBUSY retry of the restart hazard: rebinding a queue
@@ -48,22 +67,40 @@ const baseSocketFlags = unix.XDP_USE_NEED_WAKEUP
 // refused shared-UMEM bind.
 var bindXSK = unix.Bind
 
+// umemRegister is registerUMEM; tests replace it to inject the kernel's
+// refusal under a locked-memory limit.
+var umemRegister = registerUMEM
+
 // openSocket makes queue q's socket: zero-copy if the driver has it, else
-// copy (or copy only, without wantZC).
+// copy (or copy only, without wantZC). XDP_UMEM_REG pins the UMEM and,
+// without CAP_IPC_LOCK, charges it to RLIMIT_MEMLOCK, refusing what is
+// over the limit with ENOBUFS (net/xdp/xdp_umem.c xdp_umem_account_pages);
+// the UMEM and the rings are then halved until they fit or a ring would go
+// below minRing.
 func openSocket(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindMode, error) {
-	var m bindMode
+	m := bindMode{Rings: rc}
 	mode := uint16(unix.XDP_ZEROCOPY)
 	if !wantZC {
 		mode = unix.XDP_COPY
 		m.Why = "zero-copy not requested"
 	}
-	qu, err := openSocketFlags(ifindex, q, rc, mode)
+	qu, err := openSocketFlags(ifindex, q, m.Rings, mode)
+	for errors.Is(err, unix.ENOBUFS) {
+		var ok bool
+		if m.Rings, ok = m.Rings.halved(); !ok {
+			break
+		}
+		if qu, err = openSocketFlags(ifindex, q, m.Rings, mode); err == nil {
+			m.Why = joinWhy(m.Why, fmt.Sprintf("UMEM %d frames, rings %d (XDP_UMEM_REG of %d frames: %v: the locked-memory limit; raise LimitMEMLOCK or grant CAP_IPC_LOCK)",
+				m.Rings.Frames, m.Rings.FillSize, rc.Frames, unix.ENOBUFS))
+		}
+	}
 	if err != nil {
 		return nil, m, err
 	}
 	m.ZeroCopy = qu.zeroCopy
 	if qu.zcErr != nil {
-		m.Why = fmt.Sprintf("zero-copy refused by the driver: %v", qu.zcErr)
+		m.Why = joinWhy(fmt.Sprintf("zero-copy refused by the driver: %v", qu.zcErr), m.Why)
 	}
 	if qu.wakeErr != nil {
 		m.Why = joinWhy(m.Why, fmt.Sprintf("need_wakeup refused: %v; TX kicked after every batch", qu.wakeErr))
@@ -202,7 +239,7 @@ func newXSK(rc ringConfig, u *sharedUMEM) (*queue, error) {
 		}
 		qu.sock = &umemSocket{fd: fd, umem: mem}
 		qu.umem = mem
-		if err = registerUMEM(fd, mem, rc.FrameSize); err != nil {
+		if err = umemRegister(fd, mem, rc.FrameSize); err != nil {
 			qu.discard()
 			return nil, fmt.Errorf("XDP_UMEM_REG: %w", err)
 		}
