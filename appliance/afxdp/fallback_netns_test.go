@@ -178,13 +178,14 @@ func TestFallbacks(t *testing.T) {
 					}
 				}
 			}},
-		{"tx-budget-refused", 2, refuseTxBudget, Options{}, "", "", func(t *testing.T, pa, pb *Port) {
-			for _, m := range append(pa.Modes(), pb.Modes()...) {
-				if m.TxBudget != defaultTxBudget || !strings.Contains(m.String(), fmt.Sprintf("tx budget %d", defaultTxBudget)) {
-					t.Errorf("%v: want tx budget %d", m, defaultTxBudget)
+		{"tx-budget-refused", 2, refuseTxBudget, Options{}, "tx budget 32: XDP_MAX_TX_SKB_BUDGET: protocol not available",
+			"tx budget 32: XDP_MAX_TX_SKB_BUDGET: protocol not available", func(t *testing.T, pa, pb *Port) {
+				for _, m := range append(pa.Modes(), pb.Modes()...) {
+					if m.TxBudget != defaultTxBudget || !strings.Contains(m.String(), fmt.Sprintf("tx budget %d", defaultTxBudget)) {
+						t.Errorf("%v: want tx budget %d", m, defaultTxBudget)
+					}
 				}
-			}
-		}},
+			}},
 		// A device whose driver has no channel count: its one queue.
 		{"ethtool-channels-refused", 1, refuseChannels, Options{}, "1 queue: ethtool channels: operation not supported",
 			"ethtool channels: operation not supported; using 1 queue", func(t *testing.T, pa, pb *Port) {

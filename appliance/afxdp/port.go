@@ -153,7 +153,11 @@ func open(ifname string, o Options) (p *Port, err error) {
 		if err = p.steer.Register(q, qu.fd); err != nil {
 			return p, fmt.Errorf("afxdp: %s queue %d: register socket: %w", ifname, q, err)
 		}
-		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: att.Mode, TxBudget: int(qu.txBudget), Why: joinWhy(bm.Why, portWhy)}
+		why := joinWhy(bm.Why, portWhy)
+		if qu.txBudgetErr != nil {
+			why = joinWhy(why, fmt.Sprintf("tx budget %d: XDP_MAX_TX_SKB_BUDGET: %v", qu.txBudget, qu.txBudgetErr))
+		}
+		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: att.Mode, TxBudget: int(qu.txBudget), Why: why}
 		p.modes = append(p.modes, m)
 		logf("afxdp: %s %s", ifname, m)
 	}

@@ -28,8 +28,6 @@ type queue struct {
 	// kickAlways: TX needs a sendto after every batch (copy mode, or no
 	// need_wakeup), not only when the kernel flags the TX ring.
 	kickAlways bool
-	zcErr      error  // why the driver refused zero-copy (bound in copy mode)
-	wakeErr    error  // why the kernel refused need_wakeup (bound without it)
 	linkDown   bool   // the last TX kick said the device is down
 	txBudget   uint32 // frames one copy-mode sendto sends (setTxBudget)
 	pool       uint16
@@ -37,6 +35,11 @@ type queue struct {
 
 	shared  *sharedUMEM // nil: the UMEM is this socket's alone
 	shareOf *Share
+
+	// Why a feature asked for at open was refused (for Port.Modes).
+	zcErr       error // zero-copy, by the driver: bound in copy mode
+	wakeErr     error // need_wakeup, by the kernel: bound without it
+	txBudgetErr error // XDP_MAX_TX_SKB_BUDGET: the default budget
 
 	st queueCounters
 }

@@ -197,7 +197,7 @@ func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry ti
 	qu.refill(rc.FillSize)
 	qu.zeroCopy = xdpZeroCopy(qu.fd)
 	qu.kickAlways = kicksEveryBatch(qu.zeroCopy, qu.wakeErr)
-	qu.txBudget = setTxBudget(qu.fd, rc.TxSize)
+	qu.txBudget, qu.txBudgetErr = setTxBudget(qu.fd, rc.TxSize)
 	return qu, nil
 }
 
@@ -279,13 +279,13 @@ func (qu *queue) discard() {
 // default 32 (TX_BATCH_SIZE) to the whole TX ring (XDP_MAX_TX_SKB_BUDGET,
 // Linux 6.17+), so one kick per Tx call drains a full batch instead of
 // one kick per 32 frames, each answered EAGAIN but the last. It returns
-// the budget in effect; older kernels keep 32 (ENOPROTOOPT) and the kick
-// loop copes either way.
-func setTxBudget(fd int, ring uint32) uint32 {
+// the budget in effect and, when the kernel refused, why; older kernels
+// keep 32 (ENOPROTOOPT) and the kick loop copes either way.
+func setTxBudget(fd int, ring uint32) (uint32, error) {
 	if err := txBudgetSockopt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(ring)); err != nil {
-		return defaultTxBudget
+		return defaultTxBudget, err
 	}
-	return ring
+	return ring, nil
 }
 
 // txBudgetSockopt is setsockopt(2); tests replace it to inject a kernel
