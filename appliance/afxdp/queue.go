@@ -176,11 +176,10 @@ func (qu *queue) transmit(b *fwd.Batch) int {
 }
 
 // kick pushes the TX ring to the device and reports whether it is down.
-// sendto fails with more than EAGAIN/EBUSY/EINTR (asavie/xdp v0.3.3's
-// Socket.Transmit, xdp.go, panicked on the rest, so a link going down
-// killed the process). Here ENETDOWN/ENXIO mark the queue down (its
-// next batches are dropped and counted as link_down until a kick
-// succeeds), ENOBUFS and anything else are counted, and nothing panics.
+// sendto fails with more than EAGAIN/EBUSY/EINTR: a device going down
+// answers ENETDOWN or ENXIO, which mark the queue down (its next batches
+// are dropped and counted as link_down until a kick succeeds); ENOBUFS and
+// anything else are counted. A link going down must not stop the process.
 func (qu *queue) kick() (down bool) {
 	calls, down := qu.kickLoop()
 	qu.st.txKicks.Add(uint64(calls))
