@@ -308,10 +308,10 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, r.WorkNs, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
 		}
 	}
-	if t.napiErr != nil {
+	if t.ingressErr != nil {
 		// The sides whose ingress runs in bnA1's NAPI ran it elsewhere
 		// than the sides with RPS: their CPU costs do not compare.
-		res.IngressFallback = fmt.Sprintf("threaded NAPI refused (%v): the sides whose ingress runs in bnA1's NAPI ran it as softirq on the CPU that raised it, the generator's", t.napiErr)
+		res.IngressFallback = fmt.Sprintf("%v: the sides whose ingress it would have moved ran it as softirq on the CPU that raised it, the generator's", t.ingressErr)
 		fmt.Fprintf(w, "ingress: %s\n", res.IngressFallback)
 		o.IngressOnGenCPU = true
 	}
@@ -725,12 +725,23 @@ func linuxNAPI(t *topology, o FwdOptions) (func(), error) {
 	return func() { c.Close() }, nil
 }
 
-// steerRPS moves bnA1's receive softirq to the appliance CPU.
+// steerRPS moves bnA1's receive softirq to the appliance CPU. A kernel
+// without RPS (CONFIG_RPS off: no rps_cpus in sysfs, net/core/net-sysfs.c)
+// leaves it where veth raises it, and t.ingressErr says why.
 func steerRPS(t *topology, o FwdOptions) error {
-	return nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<o.FwdCPU))
+	if err := setRPS(t.app, "bnA1", 1<<o.FwdCPU); err != nil {
+		t.ingressRefused("RPS", err)
+	}
+	return nil
 }
 
-func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
+func unsteerRPS(t *topology) { _ = setRPS(t.app, "bnA1", 0) }
+
+// setRPS writes ifname's RPS CPU mask in ns; tests replace it to inject a
+// kernel without RPS.
+var setRPS = func(ns *netns.NS, ifname string, mask int) error {
+	return nsWrite(ns, "/sys/class/net/"+ifname+"/queues/rx-0/rps_cpus", fmt.Sprintf("%x", mask))
+}
 
 // ksoftirqd names the softirq thread of cpu for threadTimes (none if it
 // is not found).

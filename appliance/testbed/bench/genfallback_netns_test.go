@@ -92,35 +92,58 @@ func TestFwdGenFallback(t *testing.T) {
 	}
 }
 
-// A kernel that refuses threaded NAPI on the appliance's ingress veth: the
-// routed run still forwards on every side, the ingress stays in softirq,
-// and the result and the report say so and leave the CPU costs out.
-func TestFwdThreadedNAPIRefused(t *testing.T) {
+// A kernel that refuses to move the appliance's ingress work to its CPU
+// (threaded NAPI for the native-XDP side, RPS for Linux's): the routed run
+// still forwards on every side, the ingress stays in softirq on the
+// generator's CPU, and the result and the report say so and leave the CPU
+// costs out.
+func TestFwdIngressMoveRefused(t *testing.T) {
 	netns.RequireRoot(t)
-	orig := setThreaded
-	setThreaded = func(ns *netns.NS, ifname string, on bool) error {
-		if on {
-			return unix.EOPNOTSUPP
-		}
-		return orig(ns, ifname, on)
-	}
-	t.Cleanup(func() { setThreaded = orig })
-	var out bytes.Buffer
-	res, err := Fwd(context.Background(), &out, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 300 * time.Millisecond, MaxPackets: 5_000_000})
-	t.Log("\n" + out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const why = "threaded NAPI refused (operation not supported)"
-	if !strings.Contains(res.IngressFallback, why) || !strings.Contains(out.String(), "ingress: "+why) {
-		t.Errorf("ingress fallback %q; the result and the report must say %q", res.IngressFallback, why)
-	}
-	if !strings.Contains(out.String(), "appliance-CPU cost: not comparable") || res.CostRatio != 0 {
-		t.Errorf("CPU costs reported (ratio %v) although the ingress ran on the generator's CPU", res.CostRatio)
-	}
-	for _, r := range res.Runs {
-		if r.Sent == 0 || r.Forwarded == 0 {
-			t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
-		}
+	for _, c := range []struct {
+		name   string
+		refuse func(*testing.T)
+		why    string
+	}{
+		{"threaded-napi", func(t *testing.T) {
+			orig := setThreaded
+			setThreaded = func(ns *netns.NS, ifname string, on bool) error {
+				if on {
+					return unix.EOPNOTSUPP
+				}
+				return orig(ns, ifname, on)
+			}
+			t.Cleanup(func() { setThreaded = orig })
+		}, "threaded NAPI refused (operation not supported)"},
+		{"rps", func(t *testing.T) {
+			orig := setRPS
+			setRPS = func(ns *netns.NS, ifname string, mask int) error {
+				if mask != 0 {
+					return unix.ENOENT
+				}
+				return orig(ns, ifname, mask)
+			}
+			t.Cleanup(func() { setRPS = orig })
+		}, "RPS refused (no such file or directory)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.refuse(t)
+			var out bytes.Buffer
+			res, err := Fwd(context.Background(), &out, FwdOptions{Gen: genAFXDP, Rounds: 1, Duration: time.Second, Warmup: 300 * time.Millisecond, MaxPackets: 5_000_000})
+			t.Log("\n" + out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res.IngressFallback, c.why) || !strings.Contains(out.String(), "ingress: "+c.why) {
+				t.Errorf("ingress fallback %q; the result and the report must say %q", res.IngressFallback, c.why)
+			}
+			if !strings.Contains(out.String(), "appliance-CPU cost: not comparable") || res.CostRatio != 0 {
+				t.Errorf("CPU costs reported (ratio %v) although the ingress ran on the generator's CPU", res.CostRatio)
+			}
+			for _, r := range res.Runs {
+				if r.Sent == 0 || r.Forwarded == 0 {
+					t.Errorf("%s: sent %d forwarded %d", r.Side, r.Sent, r.Forwarded)
+				}
+			}
+		})
 	}
 }

@@ -19,9 +19,10 @@ type topology struct {
 	genMAC, appA   net.HardwareAddr
 	sinkMAC        net.HardwareAddr
 	frames         [][]byte // the 60-byte UDP frames the generator sends, one per flow
-	// napiErr is why bnA1's NAPI could not be made a thread: its ingress
-	// then ran as softirq where veth raised it, on the generator's CPU.
-	napiErr error
+	// ingressErr is why bnA1's receive work could not be moved to the
+	// appliance CPU (threaded NAPI or RPS refused): it then ran as softirq
+	// where veth raised it, on the generator's CPU.
+	ingressErr error
 }
 
 const (
@@ -160,13 +161,11 @@ func nsWrite(ns *netns.NS, path, value string) error {
 // and what turns it back into softirq.
 // A kernel that refuses it (before Linux 5.12 there is no threaded file;
 // net/core/net-sysfs.c modify_napi_threaded answers EOPNOTSUPP for a device
-// without NAPI) leaves the ingress in softirq: PID 0, t.napiErr says why,
-// and Fwd reports the costs as not comparable.
+// without NAPI) leaves the ingress in softirq: PID 0, t.ingressErr says
+// why, and Fwd reports the costs as not comparable.
 func threadIngressNAPI(t *topology, cpu int) (int, func(), error) {
 	if err := setThreaded(t.app, "bnA1", true); err != nil {
-		if t.napiErr == nil {
-			t.napiErr = err
-		}
+		t.ingressRefused("threaded NAPI", err)
 		return 0, func() {}, nil
 	}
 	undo := func() { _ = setThreaded(t.app, "bnA1", false) }
@@ -186,6 +185,13 @@ var setThreaded = func(ns *netns.NS, ifname string, on bool) error {
 		v = "1"
 	}
 	return nsWrite(ns, "/sys/class/net/"+ifname+"/threaded", v)
+}
+
+// ingressRefused records the first refusal to move bnA1's receive work.
+func (t *topology) ingressRefused(what string, err error) {
+	if t.ingressErr == nil {
+		t.ingressErr = fmt.Errorf("%s refused (%w)", what, err)
+	}
 }
 
 // napiThreads is the thread list of a threaded-NAPI PID (none for 0).
