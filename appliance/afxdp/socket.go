@@ -152,7 +152,9 @@ func (s *umemSocket) close() {
 // openXSK makes one AF_XDP socket bound to queue q of ifindex: with its own
 // UMEM of rc.Frames frames (u == nil, bind flags baseSocketFlags|mode) or
 // on u's (XDP_SHARED_UMEM). An EBUSY bind is retried for up to retry. A
-// refused zero-copy bind is repeated in copy mode, and one refused for
+// refused zero-copy bind is repeated in copy mode (EBUSY too, once retry
+// is spent: a queue that serves a memory provider refuses zero-copy so,
+// net/xdp/xsk_buff_pool.c xp_assign_dev), and one refused for
 // XDP_USE_NEED_WAKEUP (EINVAL: unknown flag before Linux 5.4, net/xdp/xsk.c
 // xsk_bind) without it, on the same socket: a failed bind leaves it
 // unbound with its UMEM and rings (xsk_bind frees only the buffer pool it
@@ -175,7 +177,7 @@ func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry ti
 		what = "bind to the shared UMEM"
 	}
 	err = bindRetrying(qu.fd, sa, retry)
-	if err != nil && sa.Flags&unix.XDP_ZEROCOPY != 0 && !errors.Is(err, unix.EBUSY) {
+	if err != nil && sa.Flags&unix.XDP_ZEROCOPY != 0 {
 		qu.zcErr = err
 		sa.Flags = sa.Flags&^unix.XDP_ZEROCOPY | unix.XDP_COPY
 		err = bindRetrying(qu.fd, sa, retry)
