@@ -60,7 +60,7 @@
 //
 // XDP_MAX_TX_SKB_BUDGET (Linux 6.17+) is raised to the TX ring size so one
 // sendto drains a whole Tx batch in copy mode instead of 32 frames per call
-// (TestTxBudgetOneKickPerBatch). Ports opened with one Share bind queue q
+// (TestTxBudgetKicksPerBatch). Ports opened with one Share bind queue q
 // to one UMEM (XDP_SHARED_UMEM, share.go), so the engine forwards between
 // them without copying (TestSharedUMEMForwardsWithoutCopy); the TX kick
 // (copy mode: an skb allocated and filled per frame, veth_xmit, the
