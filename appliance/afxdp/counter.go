@@ -114,8 +114,8 @@ func dropCounterProgram() asm.Instructions {
 
 // Attach attaches the counter to ifindex (native first unless want says).
 func (c *DropCounter) Attach(ifindex int, want AttachMode) (AttachMode, error) {
-	m, _, err := attachXDP(&c.link, &c.mode, c.prog, ifindex, want)
-	return m, err
+	a, err := attachXDP(&c.link, &c.mode, c.prog, ifindex, want)
+	return a.Mode, err
 }
 
 // Count returns the packets and bytes counted so far, summed over CPUs.

@@ -14,24 +14,19 @@
 //
 // The XDP programs (steering, and the benchmarks' drop counter) are built
 // with cilium/ebpf's asm package, their maps are cilium/ebpf maps, and they
-// are attached with link.AttachXDP, a bpf_link (prog.go, counter.go).
+// are attached with link.AttachXDP, a bpf_link, which the kernel detaches
+// in whatever mode it was attached when it is closed or the process dies
+// (prog.go attachXDP, counter.go).
 //
 // Sockets, UMEMs and rings are made on golang.org/x/sys (socket.go
 // openXSK, ring_unsafe.go), in the one order every kernel accepts: socket,
-// UMEM area and XDP_UMEM_REG, ring sizes, mmap of the four rings, bind.
-// asavie/xdp v0.3.3, which made them before, binds inside NewSocket and keeps
-// its ring mappings unexported, so its rings had to be mapped a second time
-// after bind, which Linux 6.1 refuses (net/xdp/xsk.c xsk_mmap: -EBUSY once
-// bound); the rest of it did not fit either: Transmit panics on ENETDOWN,
-// Complete throws away the addresses it reclaims, Fill/Receive/GetDescs
-// keep per-frame bookkeeping of one socket's UMEM (GetDescs hands out frames
-// the engine still holds), Stats panics without an RX ring, Close leaks the
-// ring mappings (a closed socket stayed bound), Program.Attach/Detach hang
-// in generic mode, and there is no shared-UMEM bind. What replaces each:
+// UMEM area and XDP_UMEM_REG, ring sizes, mmap of the four rings, bind
+// (Linux 6.1 refuses a ring mapping once the socket is bound:
+// net/xdp/xsk.c xsk_mmap).
 //
-//   - the TX ring is kicked with a raw sendto whose errors are counted
-//     (queue.kick); the rings use atomics (asavie's fences were commented
-//     out, correct on amd64 only).
+//   - the TX ring is kicked with a raw sendto whose errors are counted;
+//     ENETDOWN marks the queue down until a kick succeeds (queue.kick).
+//     Producer and consumer words are read and written with atomics.
 //   - frames are owned through a free stack (queue.free, one per UMEM),
 //     O(1) per frame; ports of a Share bind to one UMEM per queue index
 //     (XDP_SHARED_UMEM, share.go, joinSocket).
@@ -42,11 +37,17 @@
 //   - bind meets EBUSY for ~2 s after a previous owner of the queue went
 //     away (the kernel frees its buffer pool from deferred work): bind is
 //     retried with bounded backoff (openXSK, TestBindRetryAfterRestart).
-//   - bind flags: XDP_USE_NEED_WAKEUP and no mode flag, so the kernel tries
-//     zero-copy and falls back to copy by itself; Options.NoZeroCopy adds
-//     XDP_COPY.
-//   - the XDP programs are attached with a cilium/ebpf bpf_link, which
-//     detaches on Close (attachXDP).
+//   - bind asks for zero-copy explicitly and, refused, binds the same
+//     socket in copy mode, so the driver's reason reaches status;
+//     Options.NoZeroCopy asks for copy only. Every optional feature a port
+//     asks for falls back when refused and its queue mode says so
+//     (docs/fallbacks.md, TestFallbacks).
+//
+// github.com/asavie/xdp is not used: v0.3.3 binds inside NewSocket and keeps
+// its ring mappings unexported, so the rings had to be mapped a second time
+// after bind, which Linux 6.1 refuses; its Transmit panics on ENETDOWN, its
+// Stats panics without an RX ring, Close leaks the ring mappings, detaching
+// a generic-mode program hangs, and it has no shared-UMEM bind.
 //
 // Also hand-written on x/sys: the ethtool channel count (ethtool_unsafe.go)
 // and the netlink neighbour mirror (neigh.go), outside both libraries'
@@ -59,7 +60,7 @@
 //
 // XDP_MAX_TX_SKB_BUDGET (Linux 6.17+) is raised to the TX ring size so one
 // sendto drains a whole Tx batch in copy mode instead of 32 frames per call
-// // (TestTxBudgetOneKickPerBatch). Ports opened with one Share bind queue q
+// (TestTxBudgetKicksPerBatch). Ports opened with one Share bind queue q
 // to one UMEM (XDP_SHARED_UMEM, share.go), so the engine forwards between
 // them without copying (TestSharedUMEMForwardsWithoutCopy); the TX kick
 // (copy mode: an skb allocated and filled per frame, veth_xmit, the

@@ -20,6 +20,11 @@ type ifreqData struct {
 	_    [16]byte // the union is 24 bytes
 }
 
+// channelCount is deviceQueues; tests replace it to inject a driver
+// without ETHTOOL_GCHANNELS (EOPNOTSUPP: no get_channels in its
+// ethtool_ops, net/ethtool/ioctl.c ethtool_get_channels).
+var channelCount = deviceQueues
+
 // deviceQueues returns the number of RX queues of ifname (ETHTOOL_GCHANNELS:
 // combined channels, else RX channels), in the calling thread's namespace.
 // Invariant for the unsafe use: req.data points to ch, a local kept alive

@@ -12,9 +12,9 @@ import (
 )
 
 // A ring mapping left after its socket's fd is closed keeps the socket
-// alive and bound (asavie/xdp's Close left all four, and so did its failed
-// NewSocket). After a bind that fails with EBUSY and after Close, no ring
-// mapping of a closed socket may remain, and the queue binds again at once.
+// alive and bound, holding the queue. After a bind that fails with EBUSY
+// and after Close, no ring mapping of a closed socket may remain, and the
+// queue binds again at once.
 func TestNoOrphanRingMappings(t *testing.T) {
 	tp := newTopo(t, 1)
 	ifindex, holder := holdQueue(t, tp)

@@ -68,8 +68,13 @@ func Open(ifname string, o Options) (*Port, error) {
 		if o.Logf != nil {
 			o.Logf("afxdp: %s: %v; using its own UMEM (pool %d): forwarded frames are copied", ifname, err, o.Pool)
 		}
+		joinErr := err
 		o.Share = nil
-		return open(ifname, o)
+		if p, err = open(ifname, o); err == nil {
+			for i := range p.modes {
+				p.modes[i].Why = joinWhy(p.modes[i].Why, fmt.Sprintf("own UMEM, pool %d: %v", o.Pool, joinErr))
+			}
+		}
 	}
 	return p, err
 }
@@ -84,10 +89,12 @@ func open(ifname string, o Options) (p *Port, err error) {
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	n := o.Queues
+	portWhy := ""
 	if n == 0 {
-		if n, err = deviceQueues(ifname); err != nil {
+		if n, err = channelCount(ifname); err != nil {
 			logf("afxdp: %s: ethtool channels: %v; using 1 queue", ifname, err)
-			n = 1
+			portWhy = fmt.Sprintf("1 queue: ethtool channels: %v", err)
+			n, err = 1, nil
 		}
 	}
 	rc := defaultRings
@@ -116,13 +123,15 @@ func open(ifname string, o Options) (p *Port, err error) {
 	if err = p.RefreshLocal(); err != nil {
 		return
 	}
-	mode, nativeErr, err := p.steer.Attach(ifi.Index, o.Attach)
+	att, err := p.steer.Attach(ifi.Index, o.Attach)
 	if err != nil {
 		return
 	}
-	attachWhy := ""
-	if nativeErr != nil {
-		attachWhy = fmt.Sprintf("native XDP: %v", nativeErr)
+	if att.NativeErr != nil {
+		portWhy = joinWhy(portWhy, fmt.Sprintf("native XDP: %v", att.NativeErr))
+	}
+	if e := p.steer.FastRefused(); e != nil {
+		portWhy = joinWhy(portWhy, fmt.Sprintf("no XDP fast path: %v", e))
 	}
 	if o.Share != nil {
 		p.info.Pool = o.Share.pool
@@ -144,11 +153,11 @@ func open(ifname string, o Options) (p *Port, err error) {
 		if err = p.steer.Register(q, qu.fd); err != nil {
 			return p, fmt.Errorf("afxdp: %s queue %d: register socket: %w", ifname, q, err)
 		}
-		why := bm.Why
-		if attachWhy != "" {
-			why = joinWhy(why, attachWhy)
+		why := joinWhy(bm.Why, portWhy)
+		if qu.txBudgetErr != nil {
+			why = joinWhy(why, fmt.Sprintf("tx budget %d: XDP_MAX_TX_SKB_BUDGET: %v", qu.txBudget, qu.txBudgetErr))
 		}
-		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: mode, TxBudget: int(qu.txBudget), Why: why}
+		m := QueueMode{Queue: q, ZeroCopy: qu.zeroCopy, Attach: att.Mode, TxBudget: int(qu.txBudget), Why: why}
 		p.modes = append(p.modes, m)
 		logf("afxdp: %s %s", ifname, m)
 	}
@@ -156,8 +165,8 @@ func open(ifname string, o Options) (p *Port, err error) {
 }
 
 func joinWhy(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }
@@ -190,6 +199,11 @@ func (p *Port) SetNAT(lo, hi uint16) error { return p.steer.SetNAT(lo, hi) }
 
 // Modes reports, per queue, zero-copy or copy and native or generic XDP.
 func (p *Port) Modes() []QueueMode { return append([]QueueMode(nil), p.modes...) }
+
+// FastRefused is why the port's steering program has no fast path although
+// Options.FastPath asked for one (the kernel refused that program; the
+// port steers without it); nil otherwise.
+func (p *Port) FastRefused() error { return p.steer.FastRefused() }
 
 // ProgramID is the kernel id of the steering program (for checks that it
 // is gone after Close: ProgramExists).

@@ -82,6 +82,7 @@ type Steering struct {
 	local   map[netip.Addr]bool
 	closed  bool
 	fast    *fastPort // nil: no fast path in the program
+	fastErr error     // why the program has no fast path although one was asked for
 }
 
 const maxLocalAddrs = 256
@@ -118,7 +119,18 @@ func newSteering(queues int, vpnPort uint16, fp *FastPath) (*Steering, error) {
 	if s.natFrag, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapNATFrag, Type: ebpf.LRUHash, KeySize: 12, ValueSize: 4, MaxEntries: natFragEntries}); err != nil {
 		return nil, s.fail(fmt.Errorf("afxdp: create map %s: %w", mapNATFrag, err))
 	}
-	if s.prog, err = s.load("ovfwd_steer", false); err != nil {
+	s.prog, err = s.load("ovfwd_steer", false)
+	if err != nil && s.fast != nil {
+		// The fast path needs more of the verifier than steering alone
+		// (bounded loops, bpf_redirect_map into a DEVMAP_HASH, packet
+		// rewrites), and an older kernel's verifier refuses what a later
+		// one accepts: steer without it, and say why (FastRefused).
+		s.fastErr = err
+		s.fast.close()
+		s.fast = nil
+		s.prog, err = s.load("ovfwd_steer", false)
+	}
+	if err != nil {
 		return nil, s.fail(err)
 	}
 	return s, nil
@@ -139,8 +151,11 @@ func (s *Steering) load(name string, verdictOnly bool) (*ebpf.Program, error) {
 			return nil, fmt.Errorf("afxdp: program %s: map %s: %w", name, sym, err)
 		}
 	}
-	return loadXDP(name, insns)
+	return loadProgram(name, insns)
 }
+
+// loadProgram is loadXDP; tests replace it to inject a verifier's refusal.
+var loadProgram = loadXDP
 
 // loadXDP loads an XDP program; on a verifier error the message carries
 // the verifier log (cilium/ebpf's VerifierError).
@@ -166,37 +181,56 @@ func (s *Steering) fail(err error) error {
 	return err
 }
 
-// Attach attaches the program to ifindex: native first, then generic. It
-// returns the mode it got and, when native failed, why.
-func (s *Steering) Attach(ifindex int, want AttachMode) (AttachMode, error, error) {
+// Attached is how an XDP program got attached.
+type Attached struct {
+	Mode      AttachMode
+	NativeErr error // why native mode was refused, when generic was taken instead
+}
+
+// Attach attaches the program to ifindex: native first, then generic
+// (unless want names one).
+func (s *Steering) Attach(ifindex int, want AttachMode) (Attached, error) {
 	return attachXDP(&s.link, &s.mode, s.prog, ifindex, want)
 }
 
-// attachXDP attaches prog with cilium/ebpf's link.AttachXDP, a bpf_link,
-// which detaches the program in whatever mode it was attached when it is
-// closed, and cannot be left behind by a crash either: the kernel drops the
-// link with the process's last fd. (A netlink detach with flags 0 targets
-// native mode only: asavie/xdp v0.3.3's Program.Detach, program.go
-// removeProgram, waited forever on a generic-mode program that way.)
-func attachXDP(l *link.Link, got *AttachMode, prog *ebpf.Program, ifindex int, want AttachMode) (mode AttachMode, nativeErr, err error) {
+// linkXDP is link.AttachXDP; tests replace it to inject a driver's refusal
+// of native mode.
+var linkXDP = link.AttachXDP
+
+// attachXDP attaches prog with a bpf_link, which detaches the program in
+// whatever mode it was attached when it is closed, and cannot be left
+// behind by a crash either: the kernel drops the link with the process's
+// last fd. A netlink detach would have to name the mode: one with flags 0
+// targets native mode only and never finds a generic-mode program.
+// Native mode is refused by a driver without ndo_bpf (net/core/dev.c
+// dev_xdp_attach: "Underlying driver does not support XDP in native
+// mode", EOPNOTSUPP) or one that rejects the program or MTU; generic mode
+// runs after the skb is built and works on every device.
+func attachXDP(l *link.Link, got *AttachMode, prog *ebpf.Program, ifindex int, want AttachMode) (Attached, error) {
+	var a Attached
 	if want == 0 || want == ModeNative {
-		lk, e := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeNative.flags()})
+		lk, e := linkXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeNative.flags()})
 		if e == nil {
 			*l, *got = lk, ModeNative
-			return ModeNative, nil, nil
+			return Attached{Mode: ModeNative}, nil
 		}
-		nativeErr = e
+		a.NativeErr = e
 		if want == ModeNative {
-			return 0, nativeErr, fmt.Errorf("afxdp: attach native XDP to ifindex %d: %w", ifindex, e)
+			return a, fmt.Errorf("afxdp: attach native XDP to ifindex %d: %w", ifindex, e)
 		}
 	}
-	lk, e := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeGeneric.flags()})
+	lk, e := linkXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: ModeGeneric.flags()})
 	if e != nil {
-		return 0, nativeErr, fmt.Errorf("afxdp: attach generic XDP to ifindex %d: %w (native: %v)", ifindex, e, nativeErr)
+		return a, fmt.Errorf("afxdp: attach generic XDP to ifindex %d: %w (native: %v)", ifindex, e, a.NativeErr)
 	}
 	*l, *got = lk, ModeGeneric
-	return ModeGeneric, nativeErr, nil
+	a.Mode = ModeGeneric
+	return a, nil
 }
+
+// FastRefused is why the program has no fast path although it was built
+// with one (the kernel refused that program); nil otherwise.
+func (s *Steering) FastRefused() error { return s.fastErr }
 
 // SetFast turns the fast path on or off for this port (ingress MAC mac;
 // puntSYN sends TCP SYNs to the engine, for MSS clamping). The program

@@ -25,13 +25,21 @@ type queue struct {
 	tx        descRing
 	free      *frameStack // frames owned by us and not lent out; shared with the UMEM's other sockets
 	zeroCopy  bool
-	linkDown  bool   // the last TX kick said the device is down
-	txBudget  uint32 // frames one copy-mode sendto sends (setTxBudget)
-	pool      uint16
-	inPort    uint16
+	// kickAlways: TX needs a sendto after every batch (copy mode, or no
+	// need_wakeup), not only when the kernel flags the TX ring.
+	kickAlways bool
+	linkDown   bool   // the last TX kick said the device is down
+	txBudget   uint32 // frames one copy-mode sendto sends (setTxBudget)
+	pool       uint16
+	inPort     uint16
 
 	shared  *sharedUMEM // nil: the UMEM is this socket's alone
 	shareOf *Share
+
+	// Why a feature asked for at open was refused (for Port.Modes).
+	zcErr       error // zero-copy, by the driver: bound in copy mode
+	wakeErr     error // need_wakeup, by the kernel: bound without it
+	txBudgetErr error // XDP_MAX_TX_SKB_BUDGET: the default budget
 
 	st queueCounters
 }
@@ -161,18 +169,17 @@ func (qu *queue) transmit(b *fwd.Batch) int {
 		qu.st.txPackets.Add(uint64(sent))
 		qu.st.txBytes.Add(bytes)
 	}
-	if !qu.zeroCopy || qu.tx.needWakeup() {
+	if qu.kickAlways || qu.tx.needWakeup() {
 		qu.kick()
 	}
 	return int(sent)
 }
 
 // kick pushes the TX ring to the device and reports whether it is down.
-// sendto fails with more than EAGAIN/EBUSY/EINTR (asavie/xdp v0.3.3's
-// Socket.Transmit, xdp.go, panicked on the rest, so a link going down
-// killed the process). Here ENETDOWN/ENXIO mark the queue down (its
-// next batches are dropped and counted as link_down until a kick
-// succeeds), ENOBUFS and anything else are counted, and nothing panics.
+// sendto fails with more than EAGAIN/EBUSY/EINTR: a device going down
+// answers ENETDOWN or ENXIO, which mark the queue down (its next batches
+// are dropped and counted as link_down until a kick succeeds); ENOBUFS and
+// anything else are counted. A link going down must not stop the process.
 func (qu *queue) kick() (down bool) {
 	calls, down := qu.kickLoop()
 	qu.st.txKicks.Add(uint64(calls))

@@ -131,8 +131,8 @@ func mmapOffsets(fd int) (unix.XDPMmapOffsets, error) {
 	return off, nil
 }
 
-// xdpStatistics reads XDP_STATISTICS (asavie/xdp's Socket.Stats panicked
-// on a socket without an RX ring; the kernel's counters need no ring).
+// xdpStatistics reads XDP_STATISTICS, the kernel's drop counters of the
+// socket, which need no RX ring.
 func xdpStatistics(fd int) (unix.XDPStatistics, error) {
 	var st unix.XDPStatistics
 	n := uint32(unsafe.Sizeof(st))
@@ -144,7 +144,7 @@ func xdpStatistics(fd int) (unix.XDPStatistics, error) {
 	return st, nil
 }
 
-// xdpOptions reports whether the bound socket runs in zero-copy mode.
+// xdpZeroCopy reports whether the bound socket runs in zero-copy mode.
 func xdpZeroCopy(fd int) bool {
 	v, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
 	return err == nil && v&unix.XDP_OPTIONS_ZEROCOPY != 0
@@ -152,8 +152,7 @@ func xdpZeroCopy(fd int) bool {
 
 // kick asks the kernel to process the TX ring: sendto(fd, NULL, 0,
 // MSG_DONTWAIT), no allocation and no error boxing. The caller decides
-// what each errno means (queue.kick): asavie/xdp's Transmit panicked on
-// ENETDOWN.
+// what each errno means (queue.kick).
 //
 // RawSyscall, not Syscall: with MSG_DONTWAIT an AF_XDP sendto never
 // sleeps (net/xdp/xsk.c xsk_sendmsg returns EAGAIN/EBUSY instead), but in

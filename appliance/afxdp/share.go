@@ -42,6 +42,13 @@ type sharedUMEM struct {
 	free  *frameStack
 	zc    bool
 	users int
+	// kickAlways: the owner bound without need_wakeup, which the sockets
+	// that join inherit (xp_assign_dev_shared).
+	kickAlways bool
+	// rings are the owner's ring sizes, which the sockets that join take
+	// too: a UMEM made smaller for a locked-memory limit has fewer frames
+	// for their fill rings.
+	rings ringConfig
 }
 
 // frameStack is the frames of one UMEM that no ring and no packet holds.
@@ -56,7 +63,7 @@ func (sh *Share) open(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindM
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if u := sh.umems[q]; u != nil {
-		qu, err := joinSocket(ifindex, q, rc, u)
+		qu, err := joinSocket(ifindex, q, u.rings, u)
 		if err != nil {
 			return nil, bindMode{}, fmt.Errorf("%w: %w", errJoin, err)
 		}
@@ -73,7 +80,7 @@ func (sh *Share) open(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindM
 	if err != nil {
 		return nil, m, err
 	}
-	u := &sharedUMEM{q: q, owner: qu.sock, fd: qu.fd, umem: qu.umem, free: qu.free, zc: qu.zeroCopy, users: 1}
+	u := &sharedUMEM{q: q, owner: qu.sock, fd: qu.fd, umem: qu.umem, free: qu.free, zc: qu.zeroCopy, users: 1, kickAlways: qu.wakeErr != nil, rings: m.Rings}
 	qu.shared, qu.shareOf = u, sh
 	sh.umems[q] = u
 	return qu, m, nil

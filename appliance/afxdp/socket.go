@@ -21,10 +21,29 @@ type ringConfig struct {
 
 var defaultRings = ringConfig{Frames: 4096, FrameSize: 2048, FillSize: 2048, CompSize: 2048, RxSize: 2048, TxSize: 2048}
 
+// minRing bounds how far halved shrinks the rings: a worker's batch must
+// still fit.
+const minRing = 128
+
+// halved is rc with half the frames and half of each ring, or false when
+// a ring would go below minRing.
+func (rc ringConfig) halved() (ringConfig, bool) {
+	if min(rc.FillSize, rc.CompSize, rc.RxSize, rc.TxSize)/2 < minRing {
+		return rc, false
+	}
+	rc.Frames /= 2
+	rc.FillSize /= 2
+	rc.CompSize /= 2
+	rc.RxSize /= 2
+	rc.TxSize /= 2
+	return rc, true
+}
+
 // bindMode is what a queue's socket got.
 type bindMode struct {
 	ZeroCopy bool
-	Why      string // why not zero-copy, when copy
+	Rings    ringConfig // the rings and UMEM it got (smaller under a locked-memory limit)
+	Why      string     // why not zero-copy, when copy; why smaller
 }
 
 // bindRetry bounds the EBUSY retry of the restart hazard: rebinding a queue
@@ -35,28 +54,56 @@ type bindMode struct {
 // for up to bindRetry.
 var bindRetry = 6 * time.Second
 
-// The bind flags of a socket that registers its own UMEM: XDP_USE_NEED_WAKEUP
-// and neither XDP_COPY nor XDP_ZEROCOPY, so the kernel tries zero-copy and
-// falls back to copy by itself (net/xdp/xsk_buff_pool.c xp_assign_dev);
-// Options.NoZeroCopy adds XDP_COPY.
+// The bind flags of a socket that registers its own UMEM: XDP_USE_NEED_WAKEUP,
+// and XDP_ZEROCOPY or XDP_COPY. Zero-copy is asked for explicitly, not left
+// to the kernel (no mode flag: it falls back to copy by itself, in
+// net/xdp/xsk_buff_pool.c xp_assign_dev), so that the driver's refusal
+// reaches the log and status: openXSK then binds the same socket again in
+// copy mode. Options.NoZeroCopy asks for copy mode only.
 const baseSocketFlags = unix.XDP_USE_NEED_WAKEUP
 
+// bindXSK is bind(2) on an AF_XDP socket; tests replace it to inject a
+// driver's refusal of zero-copy, an old kernel's of need_wakeup, or a
+// refused shared-UMEM bind.
+var bindXSK = unix.Bind
+
+// umemRegister is registerUMEM; tests replace it to inject the kernel's
+// refusal under a locked-memory limit.
+var umemRegister = registerUMEM
+
 // openSocket makes queue q's socket: zero-copy if the driver has it, else
-// copy (or copy only, without wantZC).
+// copy (or copy only, without wantZC). XDP_UMEM_REG pins the UMEM and,
+// without CAP_IPC_LOCK, charges it to RLIMIT_MEMLOCK, refusing what is
+// over the limit with ENOBUFS (net/xdp/xdp_umem.c xdp_umem_account_pages);
+// the UMEM and the rings are then halved until they fit or a ring would go
+// below minRing.
 func openSocket(ifindex, q int, rc ringConfig, wantZC bool) (*queue, bindMode, error) {
-	var m bindMode
-	var mode uint16
+	m := bindMode{Rings: rc}
+	mode := uint16(unix.XDP_ZEROCOPY)
 	if !wantZC {
 		mode = unix.XDP_COPY
 		m.Why = "zero-copy not requested"
 	}
-	qu, err := openSocketFlags(ifindex, q, rc, mode)
+	qu, err := openSocketFlags(ifindex, q, m.Rings, mode)
+	for errors.Is(err, unix.ENOBUFS) {
+		var ok bool
+		if m.Rings, ok = m.Rings.halved(); !ok {
+			break
+		}
+		if qu, err = openSocketFlags(ifindex, q, m.Rings, mode); err == nil {
+			m.Why = joinWhy(m.Why, fmt.Sprintf("UMEM %d frames, rings %d (XDP_UMEM_REG of %d frames: %v: the locked-memory limit; raise LimitMEMLOCK or grant CAP_IPC_LOCK)",
+				m.Rings.Frames, m.Rings.FillSize, rc.Frames, unix.ENOBUFS))
+		}
+	}
 	if err != nil {
 		return nil, m, err
 	}
 	m.ZeroCopy = qu.zeroCopy
-	if wantZC && !m.ZeroCopy {
-		m.Why = "zero-copy bind: the driver has no zero-copy for this queue, kernel fell back to copy"
+	if qu.zcErr != nil {
+		m.Why = joinWhy(fmt.Sprintf("zero-copy refused by the driver: %v", qu.zcErr), m.Why)
+	}
+	if qu.wakeErr != nil {
+		m.Why = joinWhy(m.Why, fmt.Sprintf("need_wakeup refused: %v; TX kicked after every batch", qu.wakeErr))
 	}
 	return qu, m, nil
 }
@@ -84,6 +131,7 @@ func joinSocket(ifindex, q int, rc ringConfig, u *sharedUMEM) (*queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	qu.kickAlways = qu.kickAlways || u.kickAlways
 	qu.shared = u
 	u.users++
 	return qu, nil
@@ -103,15 +151,20 @@ func (s *umemSocket) close() {
 
 // openXSK makes one AF_XDP socket bound to queue q of ifindex: with its own
 // UMEM of rc.Frames frames (u == nil, bind flags baseSocketFlags|mode) or
-// on u's (XDP_SHARED_UMEM). An EBUSY bind is retried for up to retry.
+// on u's (XDP_SHARED_UMEM). An EBUSY bind is retried for up to retry. A
+// refused zero-copy bind is repeated in copy mode (EBUSY too, once retry
+// is spent: a queue that serves a memory provider refuses zero-copy so,
+// net/xdp/xsk_buff_pool.c xp_assign_dev), and one refused for
+// XDP_USE_NEED_WAKEUP (EINVAL: unknown flag before Linux 5.4, net/xdp/xsk.c
+// xsk_bind) without it, on the same socket: a failed bind leaves it
+// unbound with its UMEM and rings (xsk_bind frees only the buffer pool it
+// made, and the state stays XSK_READY).
 //
-// The socket is made here on x/sys, not with asavie/xdp's NewSocket, in the
-// one order every kernel accepts: socket, UMEM area and XDP_UMEM_REG, ring
-// sizes, mmap of all four rings, then bind. NewSocket binds before it
-// returns and keeps its ring mappings unexported (and leaks them on Close),
-// so the rings had to be mapped a second time after bind, which Linux 6.1
-// refuses (net/xdp/xsk.c xsk_mmap: -EBUSY unless the socket is still
-// XSK_READY; later kernels also accept XSK_BOUND).
+// The socket is made in the one order every kernel accepts: socket, UMEM
+// area and XDP_UMEM_REG, ring sizes, mmap of all four rings, then bind.
+// Linux 6.1 refuses a ring mapping after bind (net/xdp/xsk.c xsk_mmap:
+// -EBUSY unless the socket is still XSK_READY; later kernels also accept
+// XSK_BOUND).
 func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry time.Duration) (*queue, error) {
 	qu, err := newXSK(rc, u)
 	if err != nil {
@@ -123,15 +176,16 @@ func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry ti
 		sa.Flags, sa.SharedUmemFD = unix.XDP_SHARED_UMEM, uint32(u.fd)
 		what = "bind to the shared UMEM"
 	}
-	deadline := time.Now().Add(retry)
-	backoff := 50 * time.Millisecond
-	for {
-		err = unix.Bind(qu.fd, sa)
-		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 500*time.Millisecond)
+	err = bindRetrying(qu.fd, sa, retry)
+	if err != nil && sa.Flags&unix.XDP_ZEROCOPY != 0 {
+		qu.zcErr = err
+		sa.Flags = sa.Flags&^unix.XDP_ZEROCOPY | unix.XDP_COPY
+		err = bindRetrying(qu.fd, sa, retry)
+	}
+	if err != nil && sa.Flags&unix.XDP_USE_NEED_WAKEUP != 0 && errors.Is(err, unix.EINVAL) {
+		qu.wakeErr = err
+		sa.Flags &^= unix.XDP_USE_NEED_WAKEUP
+		err = bindRetrying(qu.fd, sa, retry)
 	}
 	if err != nil {
 		qu.discard()
@@ -144,8 +198,28 @@ func openXSK(ifindex, q int, rc ringConfig, u *sharedUMEM, mode uint16, retry ti
 	}
 	qu.refill(rc.FillSize)
 	qu.zeroCopy = xdpZeroCopy(qu.fd)
-	qu.txBudget = setTxBudget(qu.fd, rc.TxSize)
+	qu.kickAlways = kicksEveryBatch(qu.zeroCopy, qu.wakeErr)
+	qu.txBudget, qu.txBudgetErr = setTxBudget(qu.fd, rc.TxSize)
 	return qu, nil
+}
+
+// kicksEveryBatch says whether TX needs a sendto after every batch: copy-mode
+// TX runs only in sendto, and without need_wakeup (wakeErr) the kernel never
+// flags when a zero-copy driver needs one.
+func kicksEveryBatch(zeroCopy bool, wakeErr error) bool { return !zeroCopy || wakeErr != nil }
+
+// bindRetrying binds, retrying EBUSY with backoff for up to retry.
+func bindRetrying(fd int, sa *unix.SockaddrXDP, retry time.Duration) error {
+	deadline := time.Now().Add(retry)
+	backoff := 50 * time.Millisecond
+	for {
+		err := bindXSK(fd, sa)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }
 
 // newXSK is an unbound socket with its rings sized and mapped, and its UMEM
@@ -167,7 +241,7 @@ func newXSK(rc ringConfig, u *sharedUMEM) (*queue, error) {
 		}
 		qu.sock = &umemSocket{fd: fd, umem: mem}
 		qu.umem = mem
-		if err = registerUMEM(fd, mem, rc.FrameSize); err != nil {
+		if err = umemRegister(fd, mem, rc.FrameSize); err != nil {
 			qu.discard()
 			return nil, fmt.Errorf("XDP_UMEM_REG: %w", err)
 		}
@@ -207,14 +281,18 @@ func (qu *queue) discard() {
 // default 32 (TX_BATCH_SIZE) to the whole TX ring (XDP_MAX_TX_SKB_BUDGET,
 // Linux 6.17+), so one kick per Tx call drains a full batch instead of
 // one kick per 32 frames, each answered EAGAIN but the last. It returns
-// the budget in effect; older kernels keep 32 (ENOPROTOOPT) and the kick
-// loop copes either way.
-func setTxBudget(fd int, ring uint32) uint32 {
-	if err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(ring)); err != nil {
-		return defaultTxBudget
+// the budget in effect and, when the kernel refused, why; older kernels
+// keep 32 (ENOPROTOOPT) and the kick loop copes either way.
+func setTxBudget(fd int, ring uint32) (uint32, error) {
+	if err := txBudgetSockopt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(ring)); err != nil {
+		return defaultTxBudget, err
 	}
-	return ring
+	return ring, nil
 }
+
+// txBudgetSockopt is setsockopt(2); tests replace it to inject a kernel
+// without XDP_MAX_TX_SKB_BUDGET.
+var txBudgetSockopt = unix.SetsockoptInt
 
 func newFrameStack(frames, size uint32) *frameStack {
 	f := &frameStack{s: make([]uint64, 0, frames)}

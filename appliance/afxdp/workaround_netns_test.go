@@ -90,9 +90,9 @@ func macOf(t testing.TB, ns *netns.NS, ifname string) net.HardwareAddr {
 	return mac
 }
 
-// The link goes down under a transmitting port: TX must not panic (asavie's
-// Transmit would), must count the loss, and must send again once the link
-// is back — without reopening the port.
+// The link goes down under a transmitting port (sendto answers ENETDOWN):
+// TX must not panic, must count the loss, and must send again once the
+// link is back — without reopening the port.
 func TestTxLinkDownCountsAndRecovers(t *testing.T) {
 	tp := newTopo(t, 1)
 	p := openIn(t, tp.app, "h8a1", Options{Pool: 1})
@@ -127,7 +127,8 @@ func TestTxLinkDownCountsAndRecovers(t *testing.T) {
 }
 
 // Closing a port attached in generic (SKB) mode returns promptly and leaves
-// no XDP program behind (asavie's Detach hangs here); the same for native.
+// no XDP program behind (a netlink detach with flags 0 looks for a native
+// program only and never finds it); the same for native.
 func TestDetachLeavesNoProgram(t *testing.T) {
 	for _, mode := range []AttachMode{ModeGeneric, ModeNative} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -345,9 +346,8 @@ func TestCloseUnloadsProgram(t *testing.T) {
 	}
 }
 
-// Stats reads the kernel's XDP_STATISTICS itself (asavie's Stats panics on
-// a socket without an RX ring): a queue nobody drains overflows, and the
-// kernel's drop counters show it.
+// Stats reads the kernel's XDP_STATISTICS, which need no RX ring: a queue
+// nobody drains overflows, and the kernel's drop counters show it.
 func TestStatsReadsKernelCounters(t *testing.T) {
 	tp := newTopo(t, 1)
 	p := openIn(t, tp.app, "h8a1", Options{Pool: 1})

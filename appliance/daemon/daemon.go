@@ -137,7 +137,7 @@ func (d *daemon) start(cfg *config.Config) error {
 	// AF_XDP ports share one UMEM per queue index, so the engine forwards
 	// between them without a copy; its pool id is past every port's own.
 	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
-	fast, err := newFastPath(cfg.Appliance)
+	fast, err := newFastPath(cfg.Appliance, d.log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -46,12 +47,21 @@ const (
 	fastBridgeMinGap = 20 * time.Millisecond
 )
 
-// newFastPath makes the maps when the config may use them; nil otherwise.
-func newFastPath(a config.Appliance) (*afxdp.FastPath, error) {
+// newFastMaps is afxdp.NewFastPath; tests replace it to inject the
+// kernel's refusal of the maps.
+var newFastMaps = afxdp.NewFastPath
+
+// newFastPath makes the maps when the config may use them; nil otherwise,
+// and nil when the kernel refuses them: the workers forward everything.
+func newFastPath(a config.Appliance, log *slog.Logger) (*afxdp.FastPath, error) {
 	if (a.Mode != config.ModeRouter && a.Mode != config.ModeBridge) || a.FastPath == config.FastPathOff {
 		return nil, nil
 	}
-	return afxdp.NewFastPath()
+	fp, err := newFastMaps()
+	if err != nil {
+		log.Warn("xdp fast path", "on", false, "why", "the kernel refused its maps", "err", err)
+	}
+	return fp, nil
 }
 
 // startFastPath turns the fast path on per port and builds the syncer, once
@@ -92,6 +102,10 @@ func (d *daemon) startFastPath(fp *afxdp.FastPath, a config.Appliance) error {
 	}
 	for i, pt := range d.ports {
 		if pt.xdp == nil {
+			continue
+		}
+		if err := pt.xdp.FastRefused(); err != nil {
+			d.log.Warn("xdp fast path", "port", pt.cfg.Name, "on", false, "why", "the kernel refused the program with it; steering without", "err", err)
 			continue
 		}
 		on, why := true, "copy mode"

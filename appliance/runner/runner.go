@@ -144,7 +144,7 @@ func Start(e *fwd.Engine, ports []fwd.Port, o Options) (*Runner, error) {
 					return
 				}
 			}
-			r.niceErrs[q] = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice)
+			r.niceErrs[q] = setNice(nice)
 			r.tids[q] = unix.Gettid()
 			started <- nil
 			k.run(r.stop)
@@ -168,6 +168,11 @@ func (r *Runner) CPUs() []int { return r.cpus }
 
 // TIDs is each worker's thread id, by queue index (for CPU accounting).
 func (r *Runner) TIDs() []int { return r.tids }
+
+// setNice sets the calling thread's nice; tests replace it to inject the
+// kernel's refusal (EACCES without CAP_SYS_NICE and with an RLIMIT_NICE
+// that does not allow it, kernel/sys.c set_one_prio, can_nice).
+var setNice = func(nice int) error { return unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice) }
 
 // NiceErrors is, by queue index, why a worker could not take its nice
 // (nil when it did): without CAP_SYS_NICE or a RLIMIT_NICE that allows it,

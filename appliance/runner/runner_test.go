@@ -233,3 +233,30 @@ func TestControlLoop(t *testing.T) {
 		t.Fatal("no neighbour event within 5 s")
 	}
 }
+
+// A worker the kernel does not let lower its nice (no CAP_SYS_NICE, no
+// RLIMIT_NICE for it) still forwards, at the process's nice, and the
+// runner says why (the daemon logs it).
+func TestNiceRefused(t *testing.T) {
+	orig := setNice
+	setNice = func(int) error { return unix.EACCES }
+	t.Cleanup(func() { setNice = orig })
+	before, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, -1)
+	run, err := Start(r.e, r.ports, Options{})
+	if err != nil {
+		t.Fatalf("Start with the nice refused: %v", err)
+	}
+	defer run.Stop(0)
+	if errs := run.NiceErrors(); len(errs) != 1 || errs[0] != unix.EACCES {
+		t.Errorf("NiceErrors %v, want [EACCES]", errs)
+	}
+	if prio, err := unix.Getpriority(unix.PRIO_PROCESS, run.TIDs()[0]); err != nil || prio != before {
+		t.Errorf("worker priority %d (%v), want the process's %d", prio, err, before)
+	}
+	r.p0.Inject(0, frame(hostB))
+	waitFor(t, "forwarded", func() bool { _, tx := r.p1.Counts(0); return tx == 1 })
+}

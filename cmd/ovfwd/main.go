@@ -442,7 +442,7 @@ func benchCmd(args []string) error {
 		fs.BoolVar(&o.NAT, "nat", false, "translate the source: ovfwd NAT44 vs Linux nftables masquerade")
 		fs.BoolVar(&o.NoFastPath, "no-fast-path", false, "ovfwd without the XDP fast path (every frame through the worker)")
 		fs.BoolVar(&o.Bridge, "bridge", false, "bridge instead of route: ovfwd bridge mode vs a Linux bridge")
-		fs.StringVar(&o.Gen, "gen", "", "generator: afxdp (AF_XDP TX of prebuilt frames), afpacket (sendmmsg) or xdp (XDP live frames: the appliance receives xdp_frames, as from a NIC); default xdp where the kernel has live frames (5.18+), else afxdp, else afpacket")
+		fs.StringVar(&o.Gen, "gen", "", "generator: afxdp (AF_XDP TX of prebuilt frames), afpacket (sendmmsg) or xdp (XDP live frames: the appliance receives xdp_frames, as from a NIC); default xdp where the kernel runs live frames (5.18+; some refuse them even to root), else afxdp, else afpacket; the report names the generator and why it fell back")
 		fs.IntVar(&o.GenThreads, "gen-threads", 0, "generator threads on the generator's CPU (default: xdp 1, afxdp 1, afpacket 2)")
 		fs.IntVar(&o.Flows, "flows", 0, "distinct UDP flows the generator cycles through (default 256)")
 		fs.BoolVar(&o.GenOnly, "gen-only", false, "measure the generator alone, into an XDP_DROP counter on the appliance's ingress veth")

@@ -108,7 +108,7 @@ func runBare(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 			return Run{}, err
 		}
 		defer unthread()
-		threads = append(threads, fmt.Sprint(pid))
+		threads = napiThreads(pid)
 	}
 	ps := progStatter(prog)
 	r, err := measure(ctx, t, sink, o, "bare", threads, nil, ps)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,10 +27,10 @@ type FwdOptions struct {
 	Duration   time.Duration // measured time per run [3s], after Warmup [500ms]
 	Warmup     time.Duration
 	MaxPackets uint64 // generator budget per run [40M]
-	// Gen is the generator, the same for both sides: "afxdp" (AF_XDP
-	// copy-mode TX of prebuilt frames, genxdp_unsafe.go) or "afpacket"
-	// (sendmmsg, gen_unsafe.go). Empty: afxdp if its socket opens on the
-	// generator's veth here, else afpacket.
+	// Gen is the generator, the same for both sides: "xdp" (XDP live
+	// frames, genlive.go), "afxdp" (AF_XDP copy-mode TX of prebuilt
+	// frames, genxdp_unsafe.go) or "afpacket" (sendmmsg, gen_unsafe.go).
+	// Empty: the first of these that opens here (pickGen).
 	Gen        string
 	GenThreads int // generator threads, all pinned to GenCPU [afpacket 2; afxdp 1, one per TX queue, and veth has one]
 	GenCPU     int // [0]
@@ -159,9 +158,17 @@ type FwdResult struct {
 	LinuxLimit string
 	OvfwdWork  float64 // median Run.WorkNs
 	LinuxWork  float64
-	BarePPS    float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
-	BareNs     float64
-	BareLimit  string
+	// Gen is the generator that ran; GenFallback, when the default one
+	// could not, which it fell back to and why (also in the report).
+	Gen         string
+	GenFallback string
+	// IngressFallback says, when the appliance's ingress NAPI could not be
+	// made a thread on FwdCPU, why and where it ran instead; appliance-CPU
+	// costs are then left out as not comparable.
+	IngressFallback string
+	BarePPS         float64 // Bare: the bare redirect's median pps, CPU ns per packet and limit
+	BareNs          float64
+	BareLimit       string
 }
 
 // Fwd builds the topology, alternates Linux and ovfwd forwarding of 64-byte
@@ -206,16 +213,19 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		t.frames = flowFrames(t.sinkMAC, t.genMAC, o.Flows)
 		what = "bridged by"
 	}
-	genWhy, err := pickGen(t, &o)
+	genDesc, genFallback, err := pickGen(t, &o)
 	if err != nil {
 		return nil, err
+	}
+	if genFallback != "" {
+		fmt.Fprintf(w, "generator: %s\n", genFallback)
 	}
 	if o.GenOnly {
 		what = "into an XDP_DROP counter on the ingress veth of"
 	}
 
 	fmt.Fprintf(w, "bench fwd: 64-byte UDP %s -> %s (%d flows: 16 source addresses x %d source ports) %s the appliance namespace; generator: %s; appliance CPU %d; sink: XDP_DROP counter on the far veth\n",
-		genIP+"-16", sinkIP, o.Flows, (o.Flows+15)/16, what, genWhy, o.FwdCPU)
+		genIP+"-16", sinkIP, o.Flows, (o.Flows+15)/16, what, genDesc, o.FwdCPU)
 	if o.Bridge {
 		fmt.Fprintf(w, "bridge: ovfwd bridge mode vs a Linux bridge of the same veths (%s); both learn the sink's MAC from a broadcast it sends before each run\n", bridgeNetfilterOff(t))
 	}
@@ -258,7 +268,7 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 		defer undo()
 		fmt.Fprintf(w, "bpf_stats on: prog ns = the ingress XDP program's own run time per run (every program run pays two clock reads more)\n")
 	}
-	res := &FwdResult{}
+	res := &FwdResult{Gen: o.Gen, GenFallback: genFallback}
 	sides := []string{"linux", "ovfwd"}
 	if o.Bare {
 		if o.Bridge || o.NAT || o.GenOnly {
@@ -297,6 +307,13 @@ func Fwd(ctx context.Context, w io.Writer, o FwdOptions) (*FwdResult, error) {
 			fmt.Fprintf(w, "  round %d %-5s sent %8.0f pps (gen %4.0f ns/frame, %3.0f%% stalled)  forwarded %8.0f pps  %5.0f ns/pkt (work %4.0f)%s  cpu %s (before %3.0f%%) softirq%d %3.0f%%%s%s\n",
 				round+1, side, r.SentPPS(), r.GenNs, r.GenStalled, r.PPS(), r.CPUns, r.WorkNs, prog, fmtCPU(r.CPUBusy), r.Before, o.FwdCPU, r.Softirq, fmtWorkers(r.WorkerCPU, side != "ovfwd"), noteSuffix(r.Note))
 		}
+	}
+	if t.ingressErr != nil {
+		// The sides whose ingress runs in bnA1's NAPI ran it elsewhere
+		// than the sides with RPS: their CPU costs do not compare.
+		res.IngressFallback = fmt.Sprintf("%v: the sides whose ingress it would have moved ran it as softirq on the CPU that raised it, the generator's", t.ingressErr)
+		fmt.Fprintf(w, "ingress: %s\n", res.IngressFallback)
+		o.IngressOnGenCPU = true
 	}
 	if o.GenOnly {
 		pps, _ := summarize(res.Runs, "gen", o)
@@ -667,7 +684,7 @@ func linuxIngress(t *topology, o FwdOptions) ([]string, func(), error) {
 			undoGRO()
 			return nil, nil, err
 		}
-		return []string{strconv.Itoa(pid)}, func() { unthread(); undoGRO() }, nil
+		return napiThreads(pid), func() { unthread(); undoGRO() }, nil
 	case o.IngressOnGenCPU:
 		return nil, func() {}, nil
 	}
@@ -708,12 +725,23 @@ func linuxNAPI(t *topology, o FwdOptions) (func(), error) {
 	return func() { c.Close() }, nil
 }
 
-// steerRPS moves bnA1's receive softirq to the appliance CPU.
+// steerRPS moves bnA1's receive softirq to the appliance CPU. A kernel
+// without RPS (CONFIG_RPS off: no rps_cpus in sysfs, net/core/net-sysfs.c)
+// leaves it where veth raises it, and t.ingressErr says why.
 func steerRPS(t *topology, o FwdOptions) error {
-	return nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", fmt.Sprintf("%x", 1<<o.FwdCPU))
+	if err := setRPS(t.app, "bnA1", 1<<o.FwdCPU); err != nil {
+		t.ingressRefused("RPS", err)
+	}
+	return nil
 }
 
-func unsteerRPS(t *topology) { _ = nsWrite(t.app, "/sys/class/net/bnA1/queues/rx-0/rps_cpus", "0") }
+func unsteerRPS(t *topology) { _ = setRPS(t.app, "bnA1", 0) }
+
+// setRPS writes ifname's RPS CPU mask in ns; tests replace it to inject a
+// kernel without RPS.
+var setRPS = func(ns *netns.NS, ifname string, mask int) error {
+	return nsWrite(ns, "/sys/class/net/"+ifname+"/queues/rx-0/rps_cpus", fmt.Sprintf("%x", mask))
+}
 
 // ksoftirqd names the softirq thread of cpu for threadTimes (none if it
 // is not found).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -44,44 +43,34 @@ func newGen(t *topology, o FwdOptions, q int) (generator, error) {
 	return newGenThread(t.genIf, t.frames)
 }
 
-// pickGen settles o.Gen and o.GenThreads and says what the report prints.
+// pickGen settles o.Gen and o.GenThreads and says what the report prints:
+// the generator and, if the default one could not run, why it fell back.
 // Without a choice: XDP live frames where the kernel has them (Linux
 // 5.18+), because the appliance then receives frames as a NIC's driver
 // hands them to XDP; a socket generator's frames arrive as skbs that veth
 // copies into a page before XDP runs and whose TX completion runs on the
 // appliance's CPU, a cost every side pays that no NIC imposes
 // (veth_convert_skb_to_xdp_buff, xsk_destruct_skb in the kernel). Else
-// AF_XDP (one sendto per ring of descriptors), else AF_PACKET.
-func pickGen(t *topology, o *FwdOptions) (string, error) {
-	why := ""
+// AF_XDP (one sendto per ring of descriptors), else AF_PACKET. Each is
+// tried by opening it once in the generator's namespace.
+func pickGen(t *topology, o *FwdOptions) (desc, fallback string, err error) {
 	if o.Gen == "" {
 		o.Gen = genXDP
-		err := t.gen.Do(func() error {
-			g, err := newLiveGen(t.genIf, t.frames)
-			if err == nil {
-				g.close()
-			}
-			return err
-		})
-		if err != nil {
-			o.Gen, why = genAFXDP, fmt.Sprintf(" (XDP live frames did not load: %v)", err)
-			err = t.gen.Do(func() error {
-				g, err := newXDPGen(t.genIf, 0, t.frames)
-				if err == nil {
-					g.close()
-				}
-				return err
-			})
-			if err != nil {
-				o.Gen, why = genAFPacket, why+fmt.Sprintf(" (AF_XDP did not open: %v)", err)
+		if err := t.gen.Do(func() error { return tryGen(newLiveGen(t.genIf, t.frames)) }); err != nil {
+			o.Gen, fallback = genAFXDP, fmt.Sprintf("XDP live frames refused (%v)", err)
+			if err := t.gen.Do(func() error { return tryGen(newXDPGen(t.genIf, 0, t.frames)) }); err != nil {
+				o.Gen, fallback = genAFPacket, fallback+fmt.Sprintf("; AF_XDP refused (%v)", err)
 			}
 		}
+	}
+	if fallback != "" {
+		fallback = "default generator fell back to " + o.Gen + ": " + fallback
 	}
 	if o.Gen == genXDP {
 		if o.GenThreads == 0 {
 			o.GenThreads = 1
 		}
-		return fmt.Sprintf("%d XDP live-frames thread(s) (BPF_PROG_TEST_RUN redirecting out of bnA0: the appliance receives xdp_frames, no skb; Linux's bnA1 runs NAPI for them, GRO on) on CPU %d", o.GenThreads, o.GenCPU), nil
+		return fmt.Sprintf("%s: %d XDP live-frames thread(s) (BPF_PROG_TEST_RUN redirecting out of bnA0: the appliance receives xdp_frames, no skb; Linux's bnA1 runs NAPI for them, GRO on) on CPU %d", o.Gen, o.GenThreads, o.GenCPU), fallback, nil
 	}
 	if o.Gen == genAFXDP {
 		if o.GenThreads == 0 {
@@ -89,17 +78,25 @@ func pickGen(t *topology, o *FwdOptions) (string, error) {
 		}
 		out, err := t.gen.Run("ls", "/sys/class/net/bnA0/queues")
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if n := strings.Count(out, "tx-"); o.GenThreads > n {
-			return "", fmt.Errorf("bench: %d AF_XDP generator threads, one per TX queue, but bnA0 has %d", o.GenThreads, n)
+			return "", "", fmt.Errorf("bench: %d AF_XDP generator threads, one per TX queue, but bnA0 has %d", o.GenThreads, n)
 		}
-		return fmt.Sprintf("%d AF_XDP copy-mode TX thread(s), one per TX queue, of prebuilt frames, up to %d per sendto, on CPU %d%s", o.GenThreads, xdpGenBudget, o.GenCPU, why), nil
+		return fmt.Sprintf("%s: %d AF_XDP copy-mode TX thread(s), one per TX queue, of prebuilt frames, up to %d per sendto, on CPU %d", o.Gen, o.GenThreads, xdpGenBudget, o.GenCPU), fallback, nil
 	}
 	if o.GenThreads == 0 {
 		o.GenThreads = 2
 	}
-	return fmt.Sprintf("%d AF_PACKET sendmmsg threads (%d frames per call, qdisc bypass) on CPU %d%s", o.GenThreads, genBatch, o.GenCPU, why), nil
+	return fmt.Sprintf("%s: %d AF_PACKET sendmmsg threads (%d frames per call, qdisc bypass) on CPU %d", o.Gen, o.GenThreads, genBatch, o.GenCPU), fallback, nil
+}
+
+// tryGen closes a generator that opened and passes on why one did not.
+func tryGen[G generator](g G, err error) error {
+	if err == nil {
+		g.close()
+	}
+	return err
 }
 
 // runGenOnly measures the generator into an XDP_DROP counter on bnA1, the
@@ -140,7 +137,7 @@ func runGenOnly(ctx context.Context, t *topology, o FwdOptions) (Run, error) {
 			return Run{}, err
 		}
 		defer unthread()
-		threads = append(threads, strconv.Itoa(pid))
+		threads = napiThreads(pid)
 	}
 	return measure(ctx, t, c, o, "gen", threads, nil, nil)
 }

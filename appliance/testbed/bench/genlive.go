@@ -35,6 +35,10 @@ const genXDP = "xdp"
 // be long: 2^18 frames is ~0.1 s of the generator's CPU.
 const liveBatch = 1 << 18
 
+// liveFramesRun is BPF_PROG_TEST_RUN; tests replace it to inject the
+// kernel's refusal of live frames.
+var liveFramesRun = (*ebpf.Program).Run
+
 type liveGen struct {
 	prog   *ebpf.Program
 	frames *ebpf.Map // array: flow -> frame (64 bytes, 60 used)
@@ -48,6 +52,8 @@ func newLiveGen(ifindex int, frames [][]byte) (g *liveGen, err error) {
 	if len(frames) == 0 || len(frames[0]) != 60 {
 		return nil, errors.New("bench: xdp generator: want 60-byte frames")
 	}
+	// The deferred cleanup closes what was opened, so every error return
+	// below leaves g set: returning nil, err would hand close a nil g.
 	g = &liveGen{data: append([]byte(nil), frames[0]...)}
 	defer func() {
 		if err != nil {
@@ -56,17 +62,17 @@ func newLiveGen(ifindex int, frames [][]byte) (g *liveGen, err error) {
 		}
 	}()
 	if g.frames, err = ebpf.NewMap(&ebpf.MapSpec{Name: "bench_gen_frames", Type: ebpf.Array, KeySize: 4, ValueSize: 64, MaxEntries: uint32(len(frames))}); err != nil {
-		return nil, err
+		return g, err
 	}
 	for i, f := range frames {
 		v := make([]byte, 64)
 		copy(v, f)
 		if err = g.frames.Put(uint32(i), v); err != nil {
-			return nil, err
+			return g, err
 		}
 	}
 	if g.next, err = ebpf.NewMap(&ebpf.MapSpec{Name: "bench_gen_next", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
-		return nil, err
+		return g, err
 	}
 	r0, r1, r2, r3, r4, r6, r7, r8, r10 := asm.R0, asm.R1, asm.R2, asm.R3, asm.R4, asm.R6, asm.R7, asm.R8, asm.R10
 	insns := asm.Instructions{
@@ -110,11 +116,12 @@ func newLiveGen(ifindex int, frames [][]byte) (g *liveGen, err error) {
 		asm.Return(),
 	)
 	if g.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "bench_gen", Type: ebpf.XDP, License: "GPL", Instructions: insns}); err != nil {
-		return nil, fmt.Errorf("bench: xdp generator: %w", err)
+		return g, fmt.Errorf("bench: xdp generator: %w", err)
 	}
-	// One frame now: live-frames mode needs Linux 5.18.
-	if _, err = g.prog.Run(&ebpf.RunOptions{Data: g.data, Repeat: 1, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES}); err != nil {
-		return nil, fmt.Errorf("bench: xdp generator: live frames: %w", err)
+	// One frame now: live-frames mode needs Linux 5.18, and a kernel may
+	// refuse it even to root (EPERM from bpf_prog_test_run_xdp).
+	if _, err = liveFramesRun(g.prog, &ebpf.RunOptions{Data: g.data, Repeat: 1, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES}); err != nil {
+		return g, fmt.Errorf("bench: xdp generator: live frames: %w", err)
 	}
 	return g, nil
 }
@@ -126,7 +133,7 @@ func (g *liveGen) run(budget uint64, deadline time.Time, stop *atomic.Bool, c *g
 	var sent uint64
 	for sent < budget && !stop.Load() && time.Now().Before(deadline) {
 		n := uint32(min(liveBatch, budget-sent))
-		if _, err := g.prog.Run(&ebpf.RunOptions{Data: g.data, Repeat: n, BatchSize: 64, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES}); err != nil {
+		if _, err := liveFramesRun(g.prog, &ebpf.RunOptions{Data: g.data, Repeat: n, BatchSize: 64, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES}); err != nil {
 			var errno unix.Errno
 			if errors.As(err, &errno) {
 				return errno

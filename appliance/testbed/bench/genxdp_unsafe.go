@@ -53,10 +53,14 @@ const (
 	xdpGenBudget    = xdpGenTx
 )
 
+// xdpSocket opens an AF_XDP socket; tests replace it to inject a kernel
+// without AF_XDP (EAFNOSUPPORT: CONFIG_XDP_SOCKETS off).
+var xdpSocket = func() (int, error) { return unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) }
+
 // newXDPGen opens the socket on queue q of ifindex, in the calling thread's
 // namespace, with frames[i%len(frames)] written into UMEM frame i.
 func newXDPGen(ifindex, q int, frames [][]byte) (g *xdpGen, err error) {
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	fd, err := xdpSocket()
 	if err != nil {
 		return nil, fmt.Errorf("AF_XDP socket: %w", err)
 	}

@@ -141,7 +141,7 @@ func runOvfwd(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOp
 		}
 		defer unthread()
 		napiPID = pid
-		if o.Boost {
+		if o.Boost && pid != 0 {
 			_ = unix.Setpriority(unix.PRIO_PROCESS, pid, boostNice)
 		}
 	}
