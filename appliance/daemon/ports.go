@@ -61,20 +61,21 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 			log.Info("queue mode", "port", p.Name, "pci", p.PCI, "queue", q, "mode", m)
 		}
 		return pt, nil
-	case config.DriverMLX5Sim:
+	}
+	if b, ok := registeredMLX5(c.driver); ok {
 		pc := mlx5PortConfig(p, index, queues, bridge)
-		fp, closeFn, err := openSim(p, pc, log)
+		fp, closeFn, err := openRegistered(b, p, pc, log)
 		if err != nil {
-			return nil, fmt.Errorf("port %s: mlx5-sim: %w", p.Name, err)
+			return nil, fmt.Errorf("port %s: %s: %w", p.Name, c.driver, err)
 		}
 		pt.fp, pt.closeFn = fp, closeFn
-		pt.modes = mlx5Modes(pc, "mlx5-sim (device model, no cable)")
+		pt.modes = mlx5Modes(pc, b.mode)
 		for q, m := range pt.modes {
 			log.Info("queue mode", "port", p.Name, "queue", q, "mode", m)
 		}
 		return pt, nil
 	}
-	return nil, fmt.Errorf("port %s: unknown driver %q", p.Name, c.driver)
+	return nil, fmt.Errorf("port %s: driver %q is not built into this program", p.Name, c.driver)
 }
 
 // openAFXDP opens an AF_XDP port on the kernel interface p.IfName.

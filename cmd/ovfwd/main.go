@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/daemon"
+	"github.com/ovfwd/ovfwd/appliance/daemon/mlx5sim"
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/bench"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
@@ -182,6 +183,7 @@ func runCmd(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	daemon.Version = version.Version
+	daemon.RegisterMLX5Backend(config.DriverMLX5Sim, mlx5sim.Mode, mlx5sim.Open)
 	return daemon.Run(ctx, *path, nil)
 }
 
