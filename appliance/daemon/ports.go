@@ -244,3 +244,77 @@ func mlx5Modes(pc mlx5.FwdPortConfig, backend string) []string {
 	}
 	return out
 }
+
+// startPorts opens every [[port]] on the backend chosen for it and builds
+// the engine over them. It returns the XDP fast path the AF_XDP ports'
+// steering programs were built with (nil: none), for startFastPath.
+func (d *daemon) startPorts(cfg *config.Config) (*afxdp.FastPath, error) {
+	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
+	if err != nil {
+		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
+	}
+	var vpnPort uint16
+	if cfg.VPN.Enabled {
+		vpnPort = uint16(cfg.VPN.Port)
+	}
+	fports := make([]fwd.Port, 0, len(cfg.Ports))
+	// AF_XDP ports share one UMEM per queue index, so the engine forwards
+	// between them without a copy; its pool id is past every port's own.
+	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
+	fast, err := newFastPath(cfg.Appliance)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Ports {
+		pc := &cfg.Ports[i]
+		c := choose(pc, fns)
+		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, fast, d.log)
+		if err != nil {
+			if fast != nil {
+				fast.Close()
+			}
+			return nil, err
+		}
+		d.ports = append(d.ports, pt)
+		fports = append(fports, pt.fp)
+	}
+	if d.engine, err = fwd.New(engineConfig(cfg.Appliance, cfg.VPN.Enabled), fports); err != nil {
+		return nil, err
+	}
+	for _, pt := range d.ports {
+		if err := d.configurePort(cfg.Appliance.Mode, pt); err != nil {
+			return nil, err
+		}
+	}
+	return fast, nil
+}
+
+// configurePort gives the engine a port's addresses (router mode) or VLANs (bridge mode).
+func (d *daemon) configurePort(mode string, pt *port) error {
+	if mode == config.ModeBridge {
+		if len(pt.cfg.VLANs) == 0 {
+			return nil
+		}
+		v := fwd.PortVLAN{Untagged: 1}
+		for _, id := range pt.cfg.VLANs {
+			v.Tagged = append(v.Tagged, uint16(id))
+		}
+		return d.engine.SetPortVLAN(pt.index, v)
+	}
+	for _, a := range pt.cfg.Addresses {
+		if err := d.engine.AddAddress(pt.index, a); err != nil {
+			return fmt.Errorf("port %s: %w", pt.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *daemon) portIndex(name string) (int, bool) {
+	for i, pt := range d.ports {
+		if pt.cfg.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
