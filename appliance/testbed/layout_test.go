@@ -179,6 +179,23 @@ func TestProductLinks(t *testing.T) {
 	}
 }
 
+// TestTestingOnlyInTestPackages: outside _test.go files only the testbed's
+// test-helper packages (named …test, imported by tests alone) import the
+// testing package.
+func TestTestingOnlyInTestPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module+"/")
+		if slices.Contains(f[1:], "testing") && !(under(pkg, "appliance/testbed") && strings.HasSuffix(pkg, "test")) {
+			t.Errorf("%s imports testing outside its tests", pkg)
+		}
+	}
+}
+
 // TestProductLinksCatches shows the check is able to fail.
 func TestProductLinksCatches(t *testing.T) {
 	got := testMachinery([]string{"fmt", "testing", "testing/internal/testdeps", "mlx5", "mlx5/model/fullsim", "mlx5/modelnot"}, true)
