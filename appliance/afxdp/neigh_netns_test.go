@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // The mirror marks what it writes; Purge (a start after a crash) removes
 // exactly that — not an operator's pin, not an entry an operator rewrote
 // over a mirrored one, not another interface's.
 func TestNeighMirrorMarkAndPurge(t *testing.T) {
-	netns.RequireRoot(t)
-	ns, peer := netns.New(t, "nmp"), netns.New(t, "nmp")
-	netns.Link(t, ns, "m0", peer, "x0")
-	netns.Link(t, ns, "m1", peer, "x1")
+	nstest.RequireRoot(t)
+	ns, peer := nstest.New(t, "nmp"), nstest.New(t, "nmp")
+	nstest.Link(t, ns, "m0", peer, "x0")
+	nstest.Link(t, ns, "m1", peer, "x1")
 	for _, ifn := range []string{"m0", "m1"} {
-		netns.Run(t, ns, "ip", "link", "set", ifn, "up")
+		nstest.Run(t, ns, "ip", "link", "set", ifn, "up")
 	}
 	var mirror *NeighMirror
 	var if0, if1 int
@@ -50,23 +50,23 @@ func TestNeighMirrorMarkAndPurge(t *testing.T) {
 	if err := mirror.Set(if1, netip.MustParseAddr("198.18.9.5"), mac); err != nil {
 		t.Fatal(err)
 	}
-	out := netns.Run(t, ns, "ip", "neigh", "show", "dev", "m0")
+	out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m0")
 	if !strings.Contains(out, "extern_learn") || !strings.Contains(out, "proto 245") {
 		t.Fatalf("mirrored entries carry no mark:\n%s", out)
 	}
 	// The operator pins one address and rewrites a mirrored one.
-	netns.Run(t, ns, "ip", "neigh", "replace", "198.18.9.9", "lladdr", "02:00:00:00:00:09", "dev", "m0", "nud", "permanent")
-	netns.Run(t, ns, "ip", "neigh", "replace", "198.18.9.2", "lladdr", "02:00:00:00:00:02", "dev", "m0", "nud", "permanent")
+	nstest.Run(t, ns, "ip", "neigh", "replace", "198.18.9.9", "lladdr", "02:00:00:00:00:09", "dev", "m0", "nud", "permanent")
+	nstest.Run(t, ns, "ip", "neigh", "replace", "198.18.9.2", "lladdr", "02:00:00:00:00:02", "dev", "m0", "nud", "permanent")
 	n, err := mirror.Purge([]int{if0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = netns.Run(t, ns, "ip", "neigh", "show", "dev", "m0")
+	out = nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m0")
 	if n != 2 || strings.Contains(out, "198.18.9.1 ") || strings.Contains(out, "2001:db8:9::1 ") ||
 		!strings.Contains(out, "198.18.9.9 ") || !strings.Contains(out, "198.18.9.2 ") {
 		t.Fatalf("purged %d; left:\n%s", n, out)
 	}
-	if out := netns.Run(t, ns, "ip", "neigh", "show", "dev", "m1"); !strings.Contains(out, "198.18.9.5 ") {
+	if out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m1"); !strings.Contains(out, "198.18.9.5 ") {
 		t.Fatalf("purge reached another interface:\n%s", out)
 	}
 }
@@ -76,10 +76,10 @@ func TestNeighMirrorMarkAndPurge(t *testing.T) {
 // about 170 bytes each, a fifth of the daemon's garbage in the hostile-LAN
 // soak).
 func TestNeighMirrorNoGarbage(t *testing.T) {
-	netns.RequireRoot(t)
-	ns, peer := netns.New(t, "nmg"), netns.New(t, "nmg")
-	netns.Link(t, ns, "m0", peer, "x0")
-	netns.Run(t, ns, "ip", "link", "set", "m0", "up")
+	nstest.RequireRoot(t)
+	ns, peer := nstest.New(t, "nmg"), nstest.New(t, "nmg")
+	nstest.Link(t, ns, "m0", peer, "x0")
+	nstest.Run(t, ns, "ip", "link", "set", "m0", "up")
 	var mirror *NeighMirror
 	var ifindex int
 	if err := ns.Do(func() (err error) {
@@ -117,7 +117,7 @@ func TestNeighMirrorNoGarbage(t *testing.T) {
 	if err := mirror.Set(ifindex, v6, mac); err != nil {
 		t.Fatal(err)
 	}
-	if out := netns.Run(t, ns, "ip", "neigh", "show", "dev", "m0"); !strings.Contains(out, "2001:db8:9::1 lladdr 02:00:00:00:00:01 extern_learn PERMANENT proto 245") {
+	if out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m0"); !strings.Contains(out, "2001:db8:9::1 lladdr 02:00:00:00:00:01 extern_learn PERMANENT proto 245") {
 		t.Errorf("the mirror wrote:\n%s", out)
 	}
 }

@@ -161,3 +161,37 @@ func (n *neighbours) stats() neighStats {
 	defer n.mu.Unlock()
 	return neighStats{n.ok, n.fail, n.deferred, len(n.pinned), n.purged}
 }
+
+// startNeighbours starts the neighbour tables, with the kernel mirror
+// when an AF_XDP port needs one.
+func (d *daemon) startNeighbours() error {
+	var err error
+	for _, pt := range d.ports {
+		if pt.xdp != nil && d.mirror == nil {
+			if d.mirror, err = afxdp.NewNeighMirror(); err != nil {
+				return err
+			}
+		}
+	}
+	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
+	if d.mirror == nil {
+		return nil
+	}
+	// A run that was killed left its mirrored entries (permanent: they
+	// never age); they are recognised by the mirror's mark.
+	var ifs []int
+	for _, pt := range d.ports {
+		if pt.xdp != nil {
+			ifs = append(ifs, pt.ifindex)
+		}
+	}
+	n, err := d.mirror.Purge(ifs)
+	if err != nil {
+		return err
+	}
+	d.neigh.purged = n
+	if n > 0 {
+		d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
+	}
+	return nil
+}

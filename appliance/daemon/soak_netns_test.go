@@ -19,6 +19,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 	"golang.org/x/sys/unix"
 )
@@ -90,7 +91,7 @@ func soakPart(name string) bool {
 // added during the flood answered within 1 s, every transfer intact, RSS
 // within 20 % of its start, and a clean SIGTERM.
 func TestSoakHostileLAN(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	openvpn, err := exec.LookPath("openvpn")
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
@@ -103,7 +104,7 @@ func TestSoakHostileLAN(t *testing.T) {
 		soakFor = time.Duration(n) * time.Second
 	}
 	dir := unitDir(t)
-	bin := netns.BuildOvfwd(t)
+	bin := nstest.BuildOvfwd(t)
 	h := newHostileLAN(t, "sok")
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
@@ -294,7 +295,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
 	time.Sleep(time.Second) // the mirror's next passes
-	if out := netns.Run(t, h.app, "ip", "neigh", "show", "198.18.65.1", "dev", "p1"); !strings.Contains(out, h.bMAC.String()) {
+	if out := nstest.Run(t, h.app, "ip", "neigh", "show", "198.18.65.1", "dev", "p1"); !strings.Contains(out, h.bMAC.String()) {
 		t.Errorf("B's kernel entry moved: %q, B is %v", out, h.bMAC)
 	}
 	if lines > 400 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // binDir holds the ovfwd binary the tests built, removed by TestMain.
@@ -131,7 +132,7 @@ func checkGone(t *testing.T, s *seen) {
 // traffic pass over IPv4 and IPv6, the counters move, tun0 carries the
 // addresses the appliance assigned, and nothing is left behind.
 func TestRunShortLeavesNothing(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("openvpn"); err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
@@ -210,7 +211,7 @@ func TestRunShortLeavesNothing(t *testing.T) {
 // Keep leaves the appliance running and forwarding after Run returns;
 // Clean then removes it all.
 func TestKeepThenClean(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	s := hook(t)
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{Duration: time.Second, Keep: true, NoVPN: true, Out: &out, Binary: testBinary(t)})
@@ -316,7 +317,7 @@ func helperLab(t *testing.T) (*exec.Cmd, chan struct{}, *netns.SyncBuffer, *seen
 // A lab whose process was killed (SIGKILL: no cleanup ran) is removed by
 // the next run: its namespaces, its appliance and its work directory.
 func TestCrashedLabIsSwept(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	cmd, exited, _, s := helperLab(t)
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
@@ -341,7 +342,7 @@ func TestCrashedLabIsSwept(t *testing.T) {
 // Ctrl-C (SIGINT) ends a lab that runs without a duration: it prints its
 // summary, stops ovfwd and openvpn, and removes everything.
 func TestInterruptCleansUp(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	cmd, exited, out, s := helperLab(t)
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGINT)
 	select {

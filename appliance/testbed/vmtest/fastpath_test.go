@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // fastPathTests are the afxdp tests that load the XDP fast path and run
@@ -22,7 +22,7 @@ const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|FinishesPa
 // swap, nothing learnt from a JNE against 0), and the host runs a later
 // kernel.
 func TestFastPathGuest(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := QEMUVersion(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
-package netns
+package nstest
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 func TestVethPing(t *testing.T) {
@@ -18,7 +20,7 @@ func TestVethPing(t *testing.T) {
 
 func TestDeleteRemoves(t *testing.T) {
 	RequireRoot(t)
-	ns, err := Create("del")
+	ns, err := netns.Create("del")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,16 @@
-package netns
+// Package nstest is the namespace helpers (package netns) for tests: each
+// fails its test on error and cleans up when the test ends. It is apart from
+// netns so that nothing but tests links the testing package.
+package nstest
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 // RequireRoot skips t when not root, unless OVFWD_REQUIRE_PRIV=1 (set by
@@ -27,10 +29,10 @@ func RequireRoot(t testing.TB) {
 
 // New creates a namespace for the test and deletes it when the test ends,
 // whether it passed or failed.
-func New(t testing.TB, tag string) *NS {
+func New(t testing.TB, tag string) *netns.NS {
 	t.Helper()
 	RequireRoot(t)
-	ns, err := Create(tag)
+	ns, err := netns.Create(tag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func New(t testing.TB, tag string) *NS {
 }
 
 // Run runs a command in ns and fails the test on error.
-func Run(t testing.TB, ns *NS, args ...string) string {
+func Run(t testing.TB, ns *netns.NS, args ...string) string {
 	t.Helper()
 	out, err := ns.Run(args...)
 	if err != nil {
@@ -49,16 +51,16 @@ func Run(t testing.TB, ns *NS, args ...string) string {
 }
 
 // Link creates a veth pair between a and b or fails the test.
-func Link(t testing.TB, a *NS, ifA string, b *NS, ifB string) {
+func Link(t testing.TB, a *netns.NS, ifA string, b *netns.NS, ifB string) {
 	t.Helper()
-	if err := Veth(a, ifA, b, ifB); err != nil {
+	if err := netns.Veth(a, ifA, b, ifB); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // CountUDP counts the UDP datagrams to addr that arrive in ns from now
 // until the test ends.
-func CountUDP(t testing.TB, ns *NS, addr netip.AddrPort) *atomic.Int64 {
+func CountUDP(t testing.TB, ns *netns.NS, addr netip.AddrPort) *atomic.Int64 {
 	t.Helper()
 	network := "udp4"
 	if addr.Addr().Is6() {
@@ -85,24 +87,11 @@ func CountUDP(t testing.TB, ns *NS, addr netip.AddrPort) *atomic.Int64 {
 	return n
 }
 
-// OvfwdBinary is the ovfwd binary the namespace tests and benches run:
-// $OVFWD_BIN (`make test` sets it), else a fresh build of cmd/ovfwd in dir.
-func OvfwdBinary(dir string) (string, error) {
-	if bin := os.Getenv("OVFWD_BIN"); bin != "" {
-		return bin, nil
-	}
-	bin := filepath.Join(dir, "ovfwd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ovfwd/ovfwd/cmd/ovfwd").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// BuildOvfwd is OvfwdBinary for one test: a build goes into the test's
+// BuildOvfwd is netns.OvfwdBinary for one test: a build goes into the test's
 // temporary directory, and a failed build fails the test.
 func BuildOvfwd(t testing.TB) string {
 	t.Helper()
-	bin, err := OvfwdBinary(t.TempDir())
+	bin, err := netns.OvfwdBinary(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
