@@ -16,7 +16,8 @@ const usage = `usage: ovfwd <command> [flags]
 
 commands:
   run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
-  check    validate a config file                     ovfwd check [-c] FILE
+  check    validate a config file as the unit's user  ovfwd check [-c] FILE [-user NAME]
+  import   translate an OpenVPN server.conf            ovfwd import SERVER.CONF [-o FILE] [-ccd DIR] [-port IFNAME=ADDR/LEN …]
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
   kill     disconnect a VPN client                   ovfwd kill [-s SOCKET | -c FILE] [-halt] NAME|ADDR
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
@@ -41,6 +42,7 @@ var errUsage = errors.New("usage")
 var commands = map[string]func(args []string) error{
 	"run":     runCmd,
 	"check":   checkCmd,
+	"import":  importCmd,
 	"status":  statusCmd,
 	"kill":    killCmd,
 	"lab":     labCmd,
