@@ -21,6 +21,8 @@ type Config struct {
 	Log        Log
 	NAT        []NAT
 	NATOptions NATOptions
+
+	lines lineIndex // key → line in File, for Line
 }
 
 // Modes of [appliance] mode.
