@@ -310,7 +310,8 @@ func (k *checker) writableFile(key, path string) {
 }
 
 // sizes: max_peers must fit the pools, each peer taking an address of
-// each pool.
+// each pool (openvpn's max-clients has no such bound: its last clients
+// fail for want of an address rather than as "server full").
 func (k *checker) sizes() {
 	v := &k.c.VPN
 	for _, p := range []struct {
@@ -320,7 +321,8 @@ func (k *checker) sizes() {
 		if !p.p.IsValid() {
 			continue
 		}
-		n := poolHosts(p.p) - len(v.CCD)
+		// Fixed ([[vpn.ccd]]) addresses are in the pool too: one per peer.
+		n := poolHosts(p.p)
 		if v.MaxPeers > n {
 			key := "vpn.max_peers"
 			if !k.c.Has(key) {
