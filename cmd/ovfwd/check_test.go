@@ -64,7 +64,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 }
 
-var fixCommand = regexp.MustCompile(`as root: (chgrp \S+ [^\s)]+ && chmod \S+ [^\s)]+)`)
+var fixCommand = regexp.MustCompile(`as root: (chgrp \S+ [^\s);]+ && chmod \S+ [^\s);]+)`)
 
 // Run as root, check checks as the unit's user (here nobody/nogroup): a
 // PKI only root can read is refused with the chgrp/chmod step that fixes
@@ -105,20 +105,41 @@ func TestCheckAsUnitUser(t *testing.T) {
 	t.Logf("steps check named: %q", ran)
 }
 
-// Paths that exist but hold the wrong contents are refused with a fix.
+// Paths that exist but hold the wrong contents (the cases config.Load
+// alone accepted) are refused, each at its key, with a fix.
 func TestCheckContents(t *testing.T) {
 	bin, dir, cfg := checkLab(t, "")
 	if err := pki.Init(filepath.Join(dir, "other")); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := os.ReadFile(cfg)
-	swapped := strings.ReplaceAll(string(data), "pki/server.key", "other/server.key")
-	if err := os.WriteFile(cfg, []byte(swapped), 0o644); err != nil {
+	base, err := os.ReadFile(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// As root (no such user here would do the same): contents, not permissions.
-	_, errOut, code := run(t, bin, "check", "-user", "root", cfg)
-	if code != 1 || !strings.Contains(errOut, "vpn.key") || !strings.Contains(errOut, "does not match the certificate") || !strings.Contains(errOut, "fix:") {
-		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	for _, c := range []struct {
+		name, from, to, key, msg string
+	}{
+		{"key of another certificate", "pki/server.key", "other/server.key", "vpn.key", "does not match the certificate"},
+		{"ca is a key", `ca = "pki/ca.crt"`, `ca = "pki/server.key"`, "vpn.ca", "no certificate"},
+		{"cert is the CA", `cert = "pki/server.crt"`, `cert = "pki/ca.crt"`, "vpn.key", "does not match the certificate"},
+		{"tls_crypt is a certificate", `tls_crypt = "pki/tls-crypt.key"`, `tls_crypt = "pki/ca.crt"`, "vpn.tls_crypt", "not an OpenVPN static key"},
+		{"auth program missing", "max_peers = 250\n", "max_peers = 250\nauth_user_pass_verify = [\"/nonexistent/check-login\"]\n", "vpn.auth_user_pass_verify", "no such file"},
+		{"pool_persist directory missing", "max_peers = 250\n", "max_peers = 250\npool_persist = \"/nonexistent/ipp.txt\"\n", "vpn.pool_persist", "no such file"},
+		{"default max_peers with a /24", "max_peers = 250\n", "", "vpn.pool_v4", "more than pool_v4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.Replace(string(base), c.from, c.to, 1)
+			if text == string(base) {
+				t.Fatalf("%q not in the config", c.from)
+			}
+			if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// As root: contents, not permissions.
+			_, errOut, code := run(t, bin, "check", "-user", "root", cfg)
+			if code != 1 || !strings.Contains(errOut, ": "+c.key+": ") || !strings.Contains(errOut, c.msg) || !strings.Contains(errOut, "(fix: ") {
+				t.Fatalf("exit %d, want 1 with %s: %q and a fix; stderr:\n%s", code, c.key, c.msg, errOut)
+			}
+		})
 	}
 }

@@ -357,18 +357,9 @@ func migrate(t *testing.T, l *vpne2e.Lab, u *unit.Unit, bin, base string, m migr
 	cdir := filepath.Join(etc, "client")
 	write(t, filepath.Join(cdir, "client.ovpn"), profile, 0o600)
 	clientLog := filepath.Join(base, "client.log")
-	var ignored bytes.Buffer
-	cl, err := l.Clients[0].Start(&ignored, &ignored, "openvpn", "--cd", cdir, "--config", "client.ovpn", "--log", clientLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(cl) })
-	deadline := time.Now().Add(45 * time.Second)
-	for !strings.Contains(readQuiet(clientLog), "Initialization Sequence Completed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("client not up in 45 s:\n%s\n--- ovfwd:\n%s", readQuiet(clientLog), srvLog.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+	cl := startClient(t, l, cdir, clientLog)
+	if !waitLog(clientLog, "Initialization Sequence Completed", 45*time.Second) {
+		t.Fatalf("client not up in 45 s:\n%s\n--- ovfwd:\n%s", readQuiet(clientLog), srvLog.String())
 	}
 	v4, v6, _ := l.Clients[0].GlobalAddrs("tun0")
 	if !strings.HasPrefix(v4.String(), m.pool) {
@@ -397,7 +388,94 @@ func migrate(t *testing.T, l *vpne2e.Lab, u *unit.Unit, bin, base string, m migr
 	}
 	t.Logf("client %s reached %v through ovfwd", tunAddrs(v4, v6), targets)
 	stop(cl)
+	if m.name == "access-server" {
+		wrongPassword(t, l, cdir, base)
+	}
 	stop(srv)
+	if m.name == "access-server" {
+		privilegedPort(t, u, l, bin, cfg, user)
+	}
+}
+
+// wrongPassword: the imported auth_user_pass_verify is the server's
+// check-login, which refuses this password.
+func wrongPassword(t *testing.T, l *vpne2e.Lab, cdir, base string) {
+	write(t, filepath.Join(cdir, "creds"), "alice\nwrong\n", 0o600)
+	log := filepath.Join(base, "client-wrong.log")
+	cl := startClient(t, l, cdir, log)
+	defer stop(cl)
+	if !waitLog(log, "AUTH_FAILED", 30*time.Second) || strings.Contains(readQuiet(log), "Initialization Sequence Completed") {
+		t.Fatalf("a wrong password was not refused:\n%s", readQuiet(log))
+	}
+	t.Logf("wrong password: the client got AUTH_FAILED")
+}
+
+// privilegedPort: on UDP 443, check warns that the unit cannot bind it,
+// and ovfwd run as the unit indeed cannot.
+func privilegedPort(t *testing.T, u *unit.Unit, l *vpne2e.Lab, bin, cfg, user string) {
+	text := strings.Replace(read(t, cfg), "\nport = 1194\n", "\nport = 443\n", 1)
+	write(t, cfg, text, 0o644)
+	out, code := ovfwd(t, bin, "check", "-user", user, cfg)
+	if code != 0 || !strings.Contains(out, "warning:") || !strings.Contains(out, "CAP_NET_BIND_SERVICE") {
+		t.Fatalf("check on port 443: exit %d\n%s", code, out)
+	}
+	argv, err := u.Command(l.Dir, bin, "run", "-c", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log netns.SyncBuffer
+	srv, err := startIn(l.App, &log, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case <-done:
+		if !strings.Contains(log.String(), "permission denied") {
+			t.Fatalf("ovfwd on port 443 exited, but not for want of the privilege:\n%s", log.String())
+		}
+		t.Logf("port 443: check warned %q; ovfwd run as the unit: %s", lineWith(out, "CAP_NET_BIND_SERVICE"), lineWith(log.String(), "permission denied"))
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
+		<-done
+		t.Fatalf("ovfwd ran on port 443 without CAP_NET_BIND_SERVICE, though check warned:\n%s", log.String())
+	}
+}
+
+func startClient(t *testing.T, l *vpne2e.Lab, cdir, log string) *exec.Cmd {
+	t.Helper()
+	var ignored bytes.Buffer
+	cl, err := l.Clients[0].Start(&ignored, &ignored, "openvpn", "--cd", cdir, "--config", "client.ovpn", "--log", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(cl) })
+	return cl
+}
+
+// waitLog waits up to d for want in the file at path.
+func waitLog(path, want string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for i := 0; i < 1000; i++ {
+		if strings.Contains(readQuiet(path), want) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+func lineWith(text, want string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, want) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
 
 func tunAddrs(as ...netip.Addr) string {
