@@ -315,3 +315,44 @@ func inTable(opt string) bool {
 	}
 	return false
 }
+
+// A client-config-dir in openvpn's syntax becomes [[vpn.ccd]]; what has no
+// equivalent is refused line by line.
+func TestCCD(t *testing.T) {
+	src := "server 198.18.0.0 255.255.255.0\nserver-ipv6 2001:db8:1::/64\ntls-crypt /t\nca /ca\ncert /c\nkey /k\nclient-config-dir ccd\nhand-window 30\n"
+	f, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := Translate(f, Options{Ports: []Port{lanPort}, ReadCCD: func(dir string) (map[string][]byte, error) {
+		if dir != "ccd" {
+			t.Errorf("ccd dir %q", dir)
+		}
+		return map[string][]byte{
+			"site-a":  []byte("iroute 198.18.70.0 255.255.255.0\niroute-ipv6 2001:db8:70::/48\npush \"route 198.18.71.0 255.255.255.0\"\nifconfig-ipv6-push 2001:db8:1::10/64 2001:db8:1::1\n"),
+			"bob":     []byte("ifconfig-push 198.18.0.20 255.255.255.0\npush-reset\npush \"dhcp-option DNS 198.18.0.53\"\nlearn-address x\n"),
+			"mallory": []byte("disable\n"),
+			"DEFAULT": []byte("push \"route 198.18.72.0 255.255.255.0\"\n"),
+		}, nil
+	}})
+	c := parsed(t, res)
+	if len(c.VPN.CCD) != 3 {
+		t.Fatalf("ccd %+v", c.VPN.CCD)
+	}
+	bob, mallory, site := c.VPN.CCD[0], c.VPN.CCD[1], c.VPN.CCD[2]
+	if bob.CommonName != "bob" || bob.IPv4 != netip.MustParseAddr("198.18.0.20") || !mallory.Disable ||
+		len(site.IRoutes) != 2 || len(site.PushRoutes) != 1 || site.IPv6 != netip.MustParseAddr("2001:db8:1::10") {
+		t.Errorf("ccd %+v", c.VPN.CCD)
+	}
+	refused := map[string]bool{}
+	for _, r := range res.Rows {
+		if r.Verdict == Refused {
+			refused[r.Option] = true
+		}
+	}
+	for _, opt := range []string{"ccd push-reset", "ccd push", "ccd learn-address", "ccd DEFAULT", "hand-window"} {
+		if !refused[opt] {
+			t.Errorf("%s not refused: %+v", opt, res.Rows)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -174,8 +175,8 @@ func init() {
 		"auth-gen-token":           refused("not supported: clients re-send their password on renegotiation"),
 		"keepalive":                {verdict: Mapped, keys: "keepalive_interval, keepalive_timeout", note: "pushed as ping/ping-restart; the server reaps after twice the timeout", apply: keepalive},
 		"reneg-sec":                {verdict: Mapped, keys: "reneg_sec", apply: renegSec},
-		"hand-window":              notNeeded("fixed at openvpn's default, 60 s"),
-		"tran-window":              notNeeded("fixed at openvpn's default, 3600 s"),
+		"hand-window":              {verdict: NotNeeded, note: "fixed at openvpn's default, 60 s; another value is refused", apply: fixedAt(60)},
+		"tran-window":              {verdict: NotNeeded, note: "fixed at openvpn's default, 3600 s; another value is refused", apply: fixedAt(3600)},
 		"max-clients": {verdict: Mapped, keys: "max_peers", apply: func(t *translator, d Directive, r *Row) {
 			if n, ok := atoi(d, r, 0, 1, 1<<20); ok {
 				t.v.maxPeers = n
@@ -262,6 +263,15 @@ var pushSpecs = map[string]spec{
 	"persist-tun":                       notNeeded("a client-side option; clients keep what their profile says"),
 	"sndbuf":                            notNeeded("clients keep their defaults"),
 	"rcvbuf":                            notNeeded("clients keep their defaults"),
+}
+
+// fixedAt accepts an option only at the value ovfwd has built in.
+func fixedAt(n int) func(t *translator, d Directive, r *Row) {
+	return func(t *translator, d Directive, r *Row) {
+		if len(d.Args) != 1 || d.Args[0] != strconv.Itoa(n) {
+			refuse(r, "not configurable: ovfwd uses %d s", n)
+		}
+	}
 }
 
 func topology(t *translator, d Directive, r *Row) {
