@@ -52,7 +52,13 @@ func PermissionFix(path string, want uint32) string {
 		}
 	}
 	for _, d := range dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return "" // not a permission problem
+		}
 		if unix.Access(d, unix.X_OK) != nil {
+			if d == "/root" || filepath.Dir(d) == "/home" {
+				return fmt.Sprintf("move the files out of the home directory %s, e.g. to /etc/ovfwd/pki, then as root: chgrp %s FILE && chmod 0640 FILE", d, group)
+			}
 			return fmt.Sprintf("as root: chgrp %s %s && chmod g+x %s (the directory must let group %s through), or keep the files where %s can read them, e.g. /etc/ovfwd",
 				group, d, d, group, group)
 		}

@@ -165,7 +165,7 @@ func TestFatalRefusals(t *testing.T) {
 		t.Fatalf("fatal rows %+v, toml %q", res.Fatal(), res.TOML)
 	}
 	for _, src := range []string{"server 10.8.0.0 255.255.255.0\ndev tap\n", "server-bridge\ndev tap0\n",
-		"secret static.key\nserver 10.8.0.0 255.255.255.0\n", "dev tun\n", "server 10.8.0.0 255.255.255.0\n<key>\nx\n</key>\n"} {
+		"secret static.key\nserver 10.8.0.0 255.255.255.0\n", "server 10.8.0.0 255.255.255.0\ntls-auth ta.key\n", "dev tun\n", "server 10.8.0.0 255.255.255.0\n<key>\nx\n</key>\n"} {
 		f, err := Parse([]byte(src))
 		if err != nil {
 			t.Fatal(err)

@@ -290,7 +290,7 @@ func tlsCryptV2(t *translator, d Directive, r *Row) {
 
 func tlsAuth(t *translator, d Directive, r *Row) {
 	t.file(d, r, &t.v.tlsAuth)
-	if len(d.Args) >= 2 && d.Args[0] != "[inline]" {
+	if len(d.Args) >= 2 {
 		n, ok := atoi(d, r, 1, 0, 1)
 		if ok {
 			t.v.keyDirection = &n

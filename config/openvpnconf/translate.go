@@ -371,6 +371,11 @@ func (t *translator) finish() {
 	_, crypt := t.f.Inline("tls-crypt")
 	_, auth := t.f.Inline("tls-auth")
 	_, v2 := t.f.Inline("tls-crypt-v2")
+	if (t.v.tlsAuth != "" || auth) && t.v.keyDirection == nil {
+		t.add(Row{Option: "key-direction", Verdict: Refused, Fatal: true,
+			Note: "tls-auth without a key direction (both directions on one key half) is not supported: " +
+				"use tls-auth with direction 0 here and key-direction 1 (or tls-auth FILE 1) in every client profile, then import again"})
+	}
 	if t.v.tlsCrypt == "" && t.v.tlsAuth == "" && t.v.tlsCryptV2 == "" && !crypt && !auth && !v2 {
 		t.add(Row{Option: "tls-auth", Verdict: Refused, Fatal: true,
 			Note: "no tls-auth, tls-crypt or tls-crypt-v2: ovfwd admits no unauthenticated control-channel packets; " +
