@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
@@ -43,10 +44,17 @@ type Config struct {
 	RenegSec    time.Duration // server-initiated renegotiation (default 3600 s; <0 disables)
 	TunMTU      int           // pushed tun-mtu (default 1500)
 
-	MaxPeers       int     // default 1024
-	MaxHalfOpen    int     // sessions not yet through key method 2; default 256
-	HandshakeRate  float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
-	HandshakeBurst int     // default 100
+	MaxPeers    int // default 1024
+	MaxHalfOpen int // sessions not yet through key method 2; default 256
+	// MaxHalfOpenPerSource bounds those from one IPv4 address or IPv6
+	// /64; default 16. Logins in progress are half-open, so it bounds a
+	// source's share of the auth command too.
+	MaxHalfOpenPerSource int
+	// HandshakeTimeout is the time a key's TLS handshake may take from
+	// its first packet; default 10 s.
+	HandshakeTimeout time.Duration
+	HandshakeRate    float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
+	HandshakeBurst   int     // default 100
 
 	// Operator policy; see Tunables.
 	DuplicateCN    bool
@@ -102,14 +110,16 @@ type Server struct {
 	sessions map[netip.AddrPort]*session
 	byPeer   map[uint32]*session // admitted sessions by peer id
 	halfOpen int
-	peerIDs  *indexPool
-	pool4    *Pool
-	pool6    *Pool
-	tokens   float64
-	tokensAt time.Time
-	conn     net.PacketConn
-	closed   bool
-	leases   map[string]lease // pool addresses by common name (PoolPersist)
+	// halfOpenBy counts half-open sessions per source (session.source).
+	halfOpenBy map[netip.Prefix]int
+	peerIDs    *indexPool
+	pool4      *Pool
+	pool6      *Pool
+	tokens     float64
+	tokensAt   time.Time
+	conn       net.PacketConn
+	closed     bool
+	leases     map[string]lease // pool addresses by common name (PoolPersist)
 	// fixedInUse are fixed addresses outside the pools' dynamic range
 	// that a session holds.
 	fixedInUse map[netip.Addr]bool
@@ -154,6 +164,8 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	setDefault(&cfg.TunMTU, 1500)
 	setDefault(&cfg.MaxPeers, 1024)
 	setDefault(&cfg.MaxHalfOpen, 256)
+	setDefault(&cfg.MaxHalfOpenPerSource, defaultHalfOpenPerSource)
+	setDefault(&cfg.HandshakeTimeout, defaultHandshakeTimeout)
 	setDefault(&cfg.HandshakeRate, 10)
 	setDefault(&cfg.HandshakeBurst, 100)
 	if cfg.MaxPeers > maxPeerID+1 {
@@ -168,11 +180,12 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, dp: dp, wrap: w,
-		sessions: map[netip.AddrPort]*session{},
-		byPeer:   map[uint32]*session{},
-		peerIDs:  newIndexPool(cfg.MaxPeers),
-		tokens:   float64(cfg.HandshakeBurst),
-		done:     make(chan struct{}),
+		sessions:   map[netip.AddrPort]*session{},
+		byPeer:     map[uint32]*session{},
+		halfOpenBy: map[netip.Prefix]int{},
+		peerIDs:    newIndexPool(cfg.MaxPeers),
+		tokens:     float64(cfg.HandshakeBurst),
+		done:       make(chan struct{}),
 	}
 	s.live.Store(cfg.tunables())
 	if cfg.Pool4.IsValid() {
@@ -312,8 +325,9 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 	}
 	// Authenticate before any per-session state exists.
 	w := s.wrap
+	var v2Key *statickey.Key // the client key a WKc packet carried
 	if s.cfg.TLSCryptV2 != nil {
-		if w = s.v2Wrapper(src, op, &pkt); w == nil {
+		if w, v2Key = s.v2Wrapper(src, op, &pkt); w == nil {
 			return
 		}
 	}
@@ -349,6 +363,12 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 	sess := s.sessions[src]
 	s.mu.Unlock()
 	if sess != nil && sess.remoteSID == p.sid {
+		// Session ids and the address are cleartext: a packet authenticated
+		// with another client's tls-crypt-v2 key is not this session's.
+		if v2Key != nil && (sess.v2Key == nil || subtle.ConstantTimeCompare(v2Key[:], sess.v2Key[:]) != 1) {
+			s.drops.add(DropV2KeyMismatch)
+			return
+		}
 		sess.handle(&p, rid, now)
 		return
 	}
@@ -385,7 +405,7 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		s.drops.add(DropBadCookie)
 		return
 	}
-	sess = s.newSession(src, &p, rid, now, sess, w)
+	sess = s.newSession(src, &p, rid, now, sess, w, v2Key)
 	if sess != nil {
 		sess.handle(&p, rid, now)
 	}
@@ -427,38 +447,38 @@ func (s *Server) checkCookie(src netip.AddrPort, clientSID, got [sessionIDLen]by
 // or WKC_V1 the client key unwrapped (and authenticated) from the WKc it
 // carries, which it strips from *pkt; for anything else the session's.
 // nil means dropped (and counted).
-func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) *wrapper {
+func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) (*wrapper, *statickey.Key) {
 	switch op {
 	case opControlHardResetClient3, opControlWKCV1:
 		inner, wkc, ok := splitWKc(*pkt)
 		if !ok {
 			s.drops.add(DropMalformed)
-			return nil
+			return nil, nil
 		}
 		kc, _, err := s.cfg.TLSCryptV2.unwrapClientKey(wkc)
 		if err != nil {
 			s.drops.add(DropWrapAuth)
-			return nil
+			return nil, nil
 		}
 		w, err := newWrapper(WrapTLSCrypt, &kc, 0, 0, true)
 		if err != nil {
 			s.drops.add(DropWrapAuth)
-			return nil
+			return nil, nil
 		}
 		*pkt = inner
-		return w
+		return w, &kc
 	case opControlHardResetClient2:
 		s.drops.add(DropUnsupported) // a tls-crypt v1 client
-		return nil
+		return nil, nil
 	}
 	s.mu.Lock()
 	sess := s.sessions[src]
 	s.mu.Unlock()
 	if sess == nil {
 		s.drops.add(DropNoSession)
-		return nil
+		return nil, nil
 	}
-	return sess.wrap
+	return sess.wrap, nil
 }
 
 func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wrapper, payload []byte) {
@@ -489,7 +509,7 @@ func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wra
 
 // newSession creates the session for a completed three-way handshake,
 // replacing old (the same address's previous session) if any.
-func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session, w *wrapper) *session {
+func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session, w *wrapper, v2Key *statickey.Key) *session {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -501,12 +521,25 @@ func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.
 		s.drops.add(DropHalfOpen)
 		return nil
 	}
+	source := sourcePrefix(src.Addr())
+	// A session this one replaces gives its share back below, after
+	// the new one exists; it does not count against it.
+	n := s.halfOpenBy[source]
+	if old != nil && !old.admitted && !old.removed && old.source == source {
+		n--
+	}
+	if n >= t.MaxHalfOpenPerSource {
+		s.mu.Unlock()
+		s.drops.add(DropHalfOpenSource)
+		return nil
+	}
 	// Sessions are at most MaxHalfOpen plus the admitted peers, which
 	// admit bounds by MaxPeers where the client can be told (AUTH_FAILED).
 	sess := newSession(s, src, p.peerSID, p.sid, now, w)
-	sess.set = t
+	sess.set, sess.source, sess.v2Key = t, source, v2Key
 	s.sessions[src] = sess
 	s.halfOpen++
+	s.halfOpenBy[source]++
 	s.mu.Unlock()
 	if old != nil {
 		s.logf("control: %s: new session replaces the old one", src)
@@ -530,7 +563,7 @@ func (s *Server) teardown(sess *session) {
 		delete(s.sessions, sess.addr)
 	}
 	if !sess.admitted {
-		s.halfOpen--
+		s.leaveHalfOpen(sess)
 	}
 	s.mu.Unlock()
 
@@ -553,6 +586,28 @@ func (s *Server) teardown(sess *session) {
 		s.release(id, v4, v6)
 	}
 	s.logf("control: %s: session removed", sess.remote())
+}
+
+// leaveHalfOpen takes sess out of the half-open counts. Called with mu
+// held.
+func (s *Server) leaveHalfOpen(sess *session) {
+	s.halfOpen--
+	if n := s.halfOpenBy[sess.source] - 1; n > 0 {
+		s.halfOpenBy[sess.source] = n
+	} else {
+		delete(s.halfOpenBy, sess.source)
+	}
+}
+
+// sourcePrefix is what per-source limits count by: the IPv4 address, or
+// the IPv6 /64 (one host usually holds a whole /64, RFC 4291 §2.5.1).
+func sourcePrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
 }
 
 // release returns a peer id and its addresses to the pools.
@@ -641,7 +696,7 @@ func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uin
 		if err != nil && v4.IsValid() && !s.pool4.Free(v4) {
 			delete(s.fixedInUse, v4)
 		}
-		if err == nil && s.cfg.PoolPersist != "" && cn != "" && (keep4 || keep6) {
+		if err == nil && s.cfg.PoolPersist != "" && leaseName(cn) && (keep4 || keep6) {
 			nl := lease{}
 			if keep4 {
 				nl.v4 = v4
@@ -659,7 +714,7 @@ func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uin
 		return 0, netip.Addr{}, netip.Addr{}, err
 	}
 	sess.admitted = true
-	s.halfOpen--
+	s.leaveHalfOpen(sess)
 	s.byPeer[id] = sess
 	sess.mu.Lock()
 	sess.commonName, sess.cert = cn, cert

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"math/big"
 	"net"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // keyState is one key_id's negotiation: its reliability layer and the TLS
@@ -28,6 +30,7 @@ type keyState struct {
 	start       time.Time
 	established bool // data keys installed
 	promoted    bool // transmit key in the data plane
+	rxBytes     int  // stream bytes taken while not established (handshakeByteLimit)
 }
 
 // session is one client: a (remote address, session id pair) with up to
@@ -41,7 +44,9 @@ type session struct {
 	localSID  [sessionIDLen]byte
 	remoteSID [sessionIDLen]byte
 	created   time.Time
-	set       *Tunables // the server's Tunables when the session began; read-only
+	set       *Tunables      // the server's Tunables when the session began; read-only
+	source    netip.Prefix   // the address (IPv4) or /64 (IPv6) it began from: its half-open share
+	v2Key     *statickey.Key // under tls-crypt-v2, the client key it began with
 
 	// Server.mu
 	removed  bool // torn down (or being)
@@ -63,6 +68,10 @@ type session struct {
 	info          PeerInfo
 	commonName    string            // written under Server.mu and mu (admit); read under either
 	cert          *x509.Certificate // the client's certificate; as commonName
+	certCN        string            // cert's common name (commonName may be the username); as commonName
+	username      string            // the first key's username, when Auth checks one; as commonName
+	ignored       int               // unknown control messages since the last one logged
+	ignoredAt     time.Time         // when one was last logged
 	useEKM        bool
 	renegAt       time.Time
 	lameExpire    time.Time
@@ -161,6 +170,20 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 		if p.op != opControlV1 {
 			payload = nil // resets carry no TLS bytes
 		}
+		switch {
+		case len(payload) > maxControlPayload:
+			drops.add(DropOversize)
+			return
+		case !ks.established && ks.rxBytes > handshakeByteLimit:
+			drops.add(DropStreamFull) // the session is on its way out
+			return
+		case p.msgID >= ks.rel.recvNext && ks.conn.buffered() >= streamBufferLimit:
+			// Not taken, not acked: the client retransmits it once the
+			// reader has caught up (reliable.c reliable_can_get).
+			drops.add(DropStreamFull)
+			s.flush(now)
+			return
+		}
 		if !ks.rel.receive(p.msgID, payload) {
 			drops.add(DropRecvWindow)
 			return
@@ -168,7 +191,15 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 		for b, ok := ks.rel.next(); ok; b, ok = ks.rel.next() {
 			if len(b) > 0 {
 				ks.conn.deliver(b)
+				if !ks.established {
+					ks.rxBytes += len(b)
+				}
 			}
+		}
+		if !ks.established && ks.rxBytes > handshakeByteLimit && s.exitAt.IsZero() {
+			drops.add(DropHandshakeBytes)
+			s.srv.logf("control: %s: key %d: more than %d bytes before the key was up; closing", s.addr, ks.id, handshakeByteLimit)
+			s.exitAt = now
 		}
 	}
 	s.flush(now)
@@ -204,6 +235,14 @@ func (s *session) writeTLS(ks *keyState, b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dead {
+		return errConnClosed
+	}
+	if len(ks.rel.out) >= sendQueueLimit {
+		if s.exitAt.IsZero() || s.exitAt.After(time.Now()) {
+			s.srv.drops.add(DropSendQueue)
+			s.srv.logf("control: %s: key %d: %d messages unacknowledged; closing", s.addr, ks.id, len(ks.rel.out))
+			s.exitAt = time.Now()
+		}
 		return errConnClosed
 	}
 	for len(b) > 0 {
@@ -374,10 +413,17 @@ func (s *session) tick(now time.Time) string {
 // the primary key) the text messages that follow.
 func (s *session) runKey(ks *keyState) {
 	srv := s.srv
-	ctx, cancel := context.WithTimeout(context.Background(), handWindow)
+	// A client that stalls its TLS handshake holds a half-open slot: it
+	// gets HandshakeTimeout from its first packet, not openvpn's 60 s
+	// hand-window, which still bounds the whole negotiation.
+	ctx, cancel := context.WithTimeout(context.Background(), s.set.HandshakeTimeout)
 	err := ks.tls.HandshakeContext(ctx)
+	timedOut := ctx.Err() != nil
 	cancel()
 	if err != nil {
+		if timedOut {
+			srv.drops.add(DropHandshakeTimeout)
+		}
 		s.fail(ks, "TLS handshake: "+err.Error())
 		return
 	}
@@ -400,6 +446,10 @@ func (s *session) runKey(ks *keyState) {
 	var refused string
 	if ks.first {
 		refused = s.authorize(&ckm, &cs)
+	} else if why := s.reauthorize(&ckm, &cs); why != "" {
+		srv.drops.add(DropRenegRefused)
+		s.fail(ks, "renegotiation refused: "+why)
+		return
 	}
 	// Our key method 2 goes first even for a refused client: a 2.6 client
 	// reads the first record after TLS as key method 2 (ssl.c
@@ -525,8 +575,10 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	srv := s.srv
 	t := srv.live.Load()
+	certCN, user := cn, ""
 	if t.Auth != nil {
-		user, reason := s.checkUserPass(t, ckm, cn)
+		var reason string
+		user, reason = s.checkUserPass(t, ckm, cn)
 		if reason != "" {
 			return reason
 		}
@@ -565,10 +617,48 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 		return "session closed"
 	}
 	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
+	s.certCN, s.username = certCN, user
 	s.info, s.cipher, s.compression = info, cipher, comp
 	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
 	s.mu.Unlock()
 	return ""
+}
+
+// reauthorize checks a renegotiation's client as openvpn does
+// (ssl_verify.c verify_final_auth_checks, tls_lock_common_name,
+// tls_lock_cert_hash_set, verify_user_pass): the certificate must be the
+// one the session began with (so its common name too), it must not be
+// revoked or disabled now, and with Auth the username must be the same
+// and its password pass the command again. A non-empty result refuses it.
+func (s *session) reauthorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
+	var cert *x509.Certificate
+	cn := ""
+	if len(cs.PeerCertificates) > 0 {
+		cert = cs.PeerCertificates[0]
+		cn = cert.Subject.CommonName
+	}
+	s.mu.Lock()
+	first, firstCN, name, user := s.cert, s.certCN, s.commonName, s.username
+	s.mu.Unlock()
+	t := s.srv.live.Load()
+	switch {
+	case t.Revoked != nil && cert != nil && t.Revoked(cert):
+		return fmt.Sprintf("certificate of %q (serial %s) is revoked", cn, cert.SerialNumber)
+	case cn != firstCN:
+		return fmt.Sprintf("common name changed from %q to %q", firstCN, cn)
+	case (cert == nil) != (first == nil) || cert != nil && !bytes.Equal(cert.Raw, first.Raw):
+		return fmt.Sprintf("certificate of %q changed", cn)
+	case t.Clients[name].Disabled:
+		return "client disabled"
+	}
+	if t.Auth == nil {
+		return ""
+	}
+	if ckm.username != user {
+		return fmt.Sprintf("username changed from %q", user)
+	}
+	_, reason := s.checkUserPass(t, ckm, cn)
+	return reason
 }
 
 // authFailed refuses the client: AUTH_FAILED,reason now and again for
@@ -584,10 +674,15 @@ const maxUsername = 128
 func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, reason string) {
 	srv, src, now := s.srv, s.remote(), time.Now()
 	user = ckm.username
-	if srv.fails.blocked(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
-		srv.logf("control: %s: too many failed logins; refused without checking", src)
-		return user, "too many failed logins, try again later"
+	if !srv.fails.begin(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
+		srv.drops.add(DropLoginLimited)
+		srv.logf("control: %s: too many failed or unfinished logins; refused without checking", src)
+		// TEMP: a stock client backs off and retries instead of exiting
+		// (push.c receive_auth_failed).
+		return user, "TEMP:too many failed logins, try again later"
 	}
+	failed := true
+	defer func() { srv.fails.end(src.Addr(), failed, t.AuthFailWindow, time.Now()) }()
 	switch {
 	case user == "" || ckm.password == "":
 		reason = "username and password required"
@@ -599,11 +694,11 @@ func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, 
 		err := t.Auth.Verify(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
 		if err == nil {
 			srv.logf("control: %s: user %q authenticated (%v)", src, user, time.Since(start).Round(time.Millisecond))
+			failed = false
 			return user, ""
 		}
 		reason = err.Error()
 	}
-	srv.fails.failed(src.Addr(), t.AuthFailWindow, now)
 	srv.logf("control: %s: user %q: %s", src, user, reason)
 	return user, reason
 }
@@ -683,11 +778,36 @@ func (s *session) handleText(ks *keyState, msg string) {
 			s.sendPush(ks)
 		}
 	case msg == msgExit || strings.HasPrefix(msg, msgExit+","):
-		s.srv.logf("control: %s: client sent EXIT", s.remote())
 		s.mu.Lock()
-		s.exitAt = time.Now().Add(5 * time.Second) // absorb retransmits
+		first := s.exitAt.IsZero()
+		if first {
+			s.exitAt = time.Now().Add(5 * time.Second) // absorb retransmits
+		}
 		s.mu.Unlock()
+		if first {
+			s.srv.logf("control: %s: client sent EXIT", s.remote())
+		}
 	default:
-		s.srv.logf("control: %s: ignoring control message %q", s.remote(), msg)
+		s.srv.drops.add(DropIgnoredText)
+		// One line per ignoredLogEvery at most: a client must not be able
+		// to write the log at its link rate.
+		now := time.Now()
+		s.mu.Lock()
+		s.ignored++
+		n, due := s.ignored, now.Sub(s.ignoredAt) >= ignoredLogEvery
+		if due {
+			s.ignored, s.ignoredAt = 0, now
+		}
+		s.mu.Unlock()
+		if due {
+			if len(msg) > 64 {
+				msg = msg[:64] + "…"
+			}
+			s.srv.logf("control: %s: ignoring %d unknown control message(s), the last %q", s.remote(), n, msg)
+		}
 	}
 }
+
+// ignoredLogEvery spaces the log lines about unknown control messages of
+// one session (all are counted, DropIgnoredText).
+const ignoredLogEvery = 10 * time.Second
