@@ -330,7 +330,7 @@ var attacks = []attack{
 		a.nft(t, "udp sport 1194 @th,64,5 != 8 drop")
 		cfg := a.profile("halfopen")
 		var wg sync.WaitGroup
-		for range 60 {
+		for range 300 { // more than the 256 half-open slots
 			wg.Add(1)
 			go func() { defer wg.Done(); _, _ = a.dial(t, cfg, 3*time.Second) }()
 		}
