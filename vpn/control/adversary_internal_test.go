@@ -3,7 +3,6 @@ package control
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -238,7 +237,6 @@ func TestFailLimiter(t *testing.T) {
 	if n := f.size(); n > failLimiterSize {
 		t.Fatalf("limiter holds %d sources, bound %d", n, failLimiterSize)
 	}
-	_ = fmt.Sprint()
 }
 
 // FuzzAuthFile: whatever a client puts in its username, password, common

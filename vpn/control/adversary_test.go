@@ -70,8 +70,6 @@ func TestStreamFloodBounded(t *testing.T) {
 	}
 }
 
-// TestHandshakeBytesCap: bytes a key takes before it is up are bounded
-// (a refused client is read until its session ends).
 // TestSendControlFloodLogged: an established client's unknown control
 // messages are counted, and logged a line per ten seconds at most.
 func TestSendControlFloodLogged(t *testing.T) {
