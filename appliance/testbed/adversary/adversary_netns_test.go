@@ -40,6 +40,7 @@ type lab struct {
 	srv     *vpne2e.Server
 	metrics string
 	stock   *vpne2e.Client
+	creds   string // the stock client's auth-user-pass file
 	// profiles for ovfwd's own client, in the attacker's namespace
 	profile func(name string) control.ClientConfig
 	revoked control.ClientConfig // a certificate on the CRL
@@ -95,11 +96,11 @@ func newLab(t *testing.T) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds := filepath.Join(dir, "stock-creds")
-	if err := os.WriteFile(creds, []byte("good\npw\n"), 0o600); err != nil {
+	a.creds = filepath.Join(dir, "stock-creds")
+	if err := os.WriteFile(a.creds, []byte("good\npw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stockProfile, err := l.NewProfile(0, pki.Profile{Name: "stock", Extra: []string{"auth-user-pass " + creds}})
+	stockProfile, err := l.NewProfile(0, pki.Profile{Name: "stock", Extra: []string{"auth-user-pass " + a.creds}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,6 +297,37 @@ func TestAdversaries(t *testing.T) {
 				t.Errorf("daemon peaked at %.1f MiB and %v goroutines, bounds %.1f MiB and %v", rss/(1<<20), g, (baseRSS+rssBound)/(1<<20), baseG+goroutineBound)
 			}
 		})
+	}
+	t.Run("stock-client-renegotiates", func(t *testing.T) { stockRenegotiates(t, a) })
+}
+
+// TestAdversaries ends with the other side of re-authorisation: a stock
+// client that renegotiates every few seconds with its unchanged
+// certificate and password stays up.
+func stockRenegotiates(t *testing.T, a *lab) {
+	profile, err := a.l.NewProfile(0, pki.Profile{Name: "stock-reneg", Extra: []string{"auth-user-pass " + a.creds, "reneg-sec 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := a.counter(t, "reneg_refused")
+	installs := a.stock.KeyInstalls() // the namespace's log so far
+	c, err := a.l.StartClient(0, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := c.WaitUp(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(15*time.Second, func() bool { return c.KeyInstalls()-installs >= 3 }) {
+		t.Fatalf("stock client installed %d data keys in 15 s with reneg-sec 3", c.KeyInstalls()-installs)
+	}
+	out, _ := c.NS.Run("ping", "-c", "20", "-i", "0.1", "-W", "1", "-q", vpne2e.LANHost4.String())
+	if m := received.FindStringSubmatch(out); m == nil || m[1] != "20" {
+		t.Errorf("after renegotiations: %s", out)
+	}
+	if n := a.counter(t, "reneg_refused"); n != refused {
+		t.Errorf("reneg_refused moved %d → %d for an unchanged client", refused, n)
 	}
 }
 
