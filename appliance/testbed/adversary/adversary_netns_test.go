@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
@@ -47,14 +47,14 @@ type lab struct {
 }
 
 func newLab(t *testing.T) *lab {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, tool := range []string{"openvpn", "ping", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
 		}
 	}
-	bin := netns.BuildOvfwd(t)
-	dir := unit.ForTest(t).TempDir(t)
+	bin := nstest.BuildOvfwd(t)
+	dir := unittest.TempDir(t, unittest.Load(t))
 	l, err := vpne2e.NewLab("adv", dir, 2)
 	if err != nil {
 		t.Fatal(err)
