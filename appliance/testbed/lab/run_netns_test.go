@@ -399,6 +399,9 @@ func TestRunWaitsForSlowNextHop(t *testing.T) {
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{Duration: 3 * time.Second, Out: &out, Binary: testBinary(t)})
 	t.Log(out.String())
+	if !s.sawRunning {
+		t.Fatalf("the lab never came up: %v", err)
+	}
 	var rules string
 	select {
 	case rules = <-released:
