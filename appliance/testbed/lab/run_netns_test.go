@@ -364,9 +364,9 @@ const arpBlock = 4 * time.Second
 // A lab whose next hop resolves late — host B answers no ARP for the
 // first seconds after the tunnel is up, as on a machine still coming up —
 // still passes: Run waits until every path answers before the timed
-// traffic, instead of starting transfers whose SYNs wait for ARP and fail
-// (before, the IPv4 pings and transfers failed, the latter with the
-// appliance's host unreachable once its resolution gave up).
+// traffic. Started at once, the IPv4 pings fail, no UDP datagram arrives
+// and the transfers' dials time out while the appliance holds their SYNs
+// for a neighbour that does not answer.
 func TestRunWaitsForSlowNextHop(t *testing.T) {
 	netns.RequireRoot(t)
 	if _, err := exec.LookPath("openvpn"); err != nil {
