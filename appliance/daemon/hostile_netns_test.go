@@ -72,7 +72,7 @@ func TestHostileNeighbours(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(hostileConfig, sock))
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
 	x := openRaw(t, h.x, "x0")
@@ -169,7 +169,7 @@ func TestHostileNeighbours(t *testing.T) {
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
 	_, exited2, _ := startUnit(t, h.app, bin, cfgPath)
-	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	time.Sleep(time.Second)
 	s = waitStatus(t, sock, exited2, func(*status.Snapshot) bool { return true })
 	stale := strings.Count(nstest.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")

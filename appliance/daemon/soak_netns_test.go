@@ -118,7 +118,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	writeConfig(t, cfgPath, fmt.Sprintf(soakConfig, dir))
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
 	if _, err := h.a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog); err != nil {
