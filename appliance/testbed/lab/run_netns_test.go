@@ -369,7 +369,7 @@ const arpBlock = 4 * time.Second
 // and the transfers' dials time out while the appliance holds their SYNs
 // for a neighbour that does not answer.
 func TestRunWaitsForSlowNextHop(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("openvpn"); err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
