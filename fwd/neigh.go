@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 // Neighbour resolution (ARP, RFC 826; IPv6 ND, RFC 4861) on the data plane.
 //
@@ -291,7 +295,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	d := p.Data()
 	ip, icmp := d[p.L3Off:], d[p.L4Off:]
 	if ip[7] != ndHopLimit || icmp[1] != 0 || len(icmp) < ndNSLen ||
-		fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, len(icmp)), icmp)) != 0 {
+		csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, len(icmp)), icmp)) != 0 {
 		w.drop(p, DropMalformed)
 		return
 	}
@@ -375,7 +379,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	icmp[4] = ndNAFlagRouter | ndNAFlagSolicited | ndNAFlagOverride
 	icmp[24], icmp[25] = ndOptTargetLLAddr, 1
 	copy(icmp[26:32], pc.mac[:])
-	binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp[:ndNSLen+8])))
+	binary.BigEndian.PutUint16(icmp[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp[:ndNSLen+8])))
 	copy(d[0:6], dstMAC[:])
 	copy(d[6:12], pc.mac[:])
 	w.cnt[cReplies]++
@@ -459,7 +463,7 @@ func (w *Worker) solicit(t *tables, out int, key *[16]byte, v4 bool, known uint6
 		copy(icmp[8:24], key[:])
 		icmp[24], icmp[25] = ndOptSourceLLAddr, 1
 		copy(icmp[26:32], pc.mac[:])
-		binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
+		binary.BigEndian.PutUint16(icmp[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
 	}
 	w.noteAsked(uint16(out), key)
 	p.Len = uint16(size)

@@ -3,6 +3,7 @@ package fwd
 import (
 	"encoding/binary"
 
+	"github.com/ovfwd/ovfwd/fwd/csum"
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
@@ -375,8 +376,8 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 			swap4(l3[12:16], l3[16:20])
 			old := binary.BigEndian.Uint16(l3[8:])
 			l3[8] = defaultHop
-			fixCsum16(l3[10:], old, binary.BigEndian.Uint16(l3[8:]))
-			fixCsum16(icmp[2:], uint16(icmpEchoRequest)<<8|uint16(icmp[1]), uint16(icmpEchoReply)<<8|uint16(icmp[1]))
+			csum.Fix16(l3[10:], old, binary.BigEndian.Uint16(l3[8:]))
+			csum.Fix16(icmp[2:], uint16(icmpEchoRequest)<<8|uint16(icmp[1]), uint16(icmpEchoReply)<<8|uint16(icmp[1]))
 			icmp[0] = icmpEchoReply
 			w.cnt[cReplies]++
 			w.routeIP(t, p, rOrigin|how&rNoTunnel)
@@ -389,7 +390,7 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 			copy(l3[24:40], tmp[:])
 			l3[7] = defaultHop
 			// Swapping addresses leaves the pseudo-header sum unchanged.
-			fixCsum16(icmp[2:], uint16(icmp6EchoRequest)<<8|uint16(icmp[1]), uint16(icmp6EchoReply)<<8|uint16(icmp[1]))
+			csum.Fix16(icmp[2:], uint16(icmp6EchoRequest)<<8|uint16(icmp[1]), uint16(icmp6EchoReply)<<8|uint16(icmp[1]))
 			icmp[0] = icmp6EchoReply
 			w.cnt[cReplies]++
 			w.routeIP(t, p, rOrigin|how&rNoTunnel)

@@ -1,12 +1,14 @@
 package nat
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 
+	"github.com/ovfwd/ovfwd/fwd/csum"
 	"github.com/ovfwd/ovfwd/fwd/internal/anonmem"
 )
 
@@ -656,7 +658,7 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	addrs, ports := wireKey(k)
 	out := bits.ReverseBytes32(mp.ok.out)
 	t.sess[id] = session{addrs: addrs, ports: ports, proto: k.proto, m: m + 1, last: t.now, out: out,
-		outPort: bits.ReverseBytes16(mp.ok.port), rule: mp.ik.rule, dOut: fold16(diff32(uint32(addrs), out))}
+		outPort: bits.ReverseBytes16(mp.ok.port), rule: mp.ik.rule, dOut: csum.Fold16(csum.Diff32(uint32(addrs), out))}
 	t.sidx.insert(t.hashS(k), id)
 	t.maps[m].refs++
 	t.cnt[live(k.proto)]++
@@ -999,7 +1001,7 @@ func prefetchRest(t *Table, h *[PrefetchLen]byte) uint64 {
 		prefetchSlot(&t.sidx.s[v&t.sidx.mask])
 		return uint64(v) | probeSess
 	}
-	if dst := be32(h[16:]); t.k.outsideIndex(dst) >= 0 {
+	if dst := binary.BigEndian.Uint32(h[16:]); t.k.outsideIndex(dst) >= 0 {
 		v := hashO(okey{dst, bits.ReverseBytes16(uint16(ports >> 16)), proto})
 		prefetchSlot(&t.oidx.s[v&t.oidx.mask])
 		return uint64(v) | probeMap
