@@ -2,15 +2,26 @@ package fwd
 
 import "github.com/ovfwd/ovfwd/fwd/nat"
 
-// NAT44 hook (fwd/nat does the translating). Outbound: a routed IPv4
-// packet leaving through a port is offered to the worker's nat.Table after
-// the TTL and MTU checks (so ICMP errors quote what the sender sent) and
-// before the per-hop rewrite and neighbour resolution. Inbound: a packet
-// the FIB says is ours is offered before local delivery; a translated one
-// is routed again by its new (inside) destination, usually into the
-// tunnel. A flow belongs to one worker (see fwd/nat); a packet that
-// arrived on another worker's queue is copied over a bounded ring to its
-// owner, which routes it from the start.
+// NAT44, the pipeline's NAT stage (fwd/nat does the translating). With
+// no [[nat]] rule the router tests nat.Table.Active once where each of
+// these would run, and nothing else of NAT's runs.
+//
+//   - routeFrame, parking an IPv4 TCP or UDP packet for the batch's FIB
+//     lookup, starts the load of its session's index line (in line there:
+//     a call costs a frame per packet) and parks the hint in w.fib.natSlot.
+//   - forwardPendingNAT, routePending's loop with NAT on, finds the
+//     batch's sessions (nat.Table.Touch) and passes each packet its hint.
+//   - forwardIP, for a routed IPv4 packet leaving through a port, after
+//     the TTL and MTU checks (so ICMP errors quote what the sender sent)
+//     and before the per-hop rewrite and neighbour resolution: the hinted
+//     session's fast path in line, natOutRouted for the rest.
+//   - natLocal: a packet the FIB says is ours is offered before local
+//     delivery; a translated one is routed again by its new (inside)
+//     destination, usually into the tunnel.
+//
+// A flow belongs to one worker (see fwd/nat); a packet that arrived on
+// another worker's queue is copied over a bounded ring to its owner,
+// which routes it from the start.
 
 // handSlots bounds each worker-to-worker handoff ring (2 KiB a slot): it
 // absorbs the owner being off its CPU for a moment at a TCP burst's rate.
@@ -77,29 +88,60 @@ func l4Off(p *Packet) int {
 	return int(p.L4Off) - int(p.L3Off)
 }
 
-// natOut translates a packet about to leave through a's port; false when
-// it was consumed (dropped or handed to its owner).
-func (w *Worker) natOut(p *Packet, a *adjacency, how uint8) bool {
+// forwardPendingNAT is routePending's loop with NAT on: Touch finds the
+// batch's sessions by the index lines Prefetch loaded (routeFrame), and
+// each packet goes to forwardIP with its own hint (0 for IPv6).
+func (w *Worker) forwardPendingNAT(t *tables, n int) {
+	f := &w.fib
+	w.nat.Touch(f.natSlot[:n])
+	j4, j6 := 0, 0
+	for i, p := range f.pend[:n] {
+		if p.Flags&FlagIPv4 != 0 {
+			w.forwardIP(t, p, f.natSlot[i&(MaxBatch-1)], rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			j4++
+		} else {
+			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			j6++
+		}
+	}
+}
+
+// natOut translates a packet about to leave through a's port (hint: its
+// Touch hint, or 0); false when it was consumed (dropped or handed to
+// its owner).
+func (w *Worker) natOut(p *Packet, a *adjacency, how uint8, hint uint64) bool {
 	if !w.nat.Active() { // inlined: no call per packet when NAT is off
 		return true
 	}
-	return w.natTranslateOut(p, a, how)
+	return w.natTranslateOut(p, a, how, hint)
 }
 
-func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
+// natOutRouted is forwardIP's NAT stage for a packet the fast path did
+// not take: the general translation, then the TTL.
+func (w *Worker) natOutRouted(p *Packet, a *adjacency, how uint8, hint uint64) bool {
+	if !w.natTranslateOut(p, a, how, hint) {
+		return false
+	}
+	if how&rOrigin == 0 {
+		decHop(ip4Hdr(p), p.Flags&FlagIPv4 != 0)
+	}
+	return true
+}
+
+func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8, hint uint64) bool {
 	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
 	// Only what the general path needs to work out again lives across
 	// the fast path's call.
-	if w.nat.OutFast(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), w.natHint) {
+	if w.nat.OutFast(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), hint) {
 		return true
 	}
-	return w.natOutSlow(p, int(a.port), how)
+	return w.natOutSlow(p, int(a.port), how, hint)
 }
 
-func (w *Worker) natOutSlow(p *Packet, port int, how uint8) bool {
-	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, w.natHint)
+func (w *Worker) natOutSlow(p *Packet, port int, how uint8, hint uint64) bool {
+	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, hint)
 	switch v {
 	case nat.Pass, nat.Done:
 		return true

@@ -96,11 +96,15 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 	} else {
 		ai, ok = t.v6.Lookup([16]byte(l3[24:40]))
 	}
-	w.forwardIP(t, p, how, ai, ok)
+	w.forwardIP(t, p, 0, how, ai, ok)
 }
 
-// forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
-func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
+// forwardIP is routeIP once the FIB said adjacency ai (ok) for p; natHint
+// is what NAT's Prefetch and Touch found for it (nat.go), or 0. One
+// function, not stages in calls: it is every routed packet's path, and a
+// call costs the spills of everything live across it (BenchmarkPoll and
+// BenchmarkPollNATInstructions count them).
+func (w *Worker) forwardIP(t *tables, p *Packet, natHint uint64, how uint8, ai uint32, ok bool) {
 	l3 := ip4Hdr(p) // parsed: an IPv4 or IPv6 header is there
 	parsed := how&rParsed != 0
 	how &^= rParsed
@@ -160,7 +164,7 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	}
 	if int(p.Len)-int(p.L3Off) > mtu {
 		if v4 && binary.BigEndian.Uint16(l3[6:])&ipv4FlagDF == 0 {
-			if !w.natOut(p, a, how) {
+			if !w.natOut(p, a, how, natHint) {
 				return
 			}
 			w.rewriteL3(p, how)
@@ -176,21 +180,19 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.drop(p, DropTooBig)
 		return
 	}
-	// rewriteL3, spelled out: this is every routed packet's path, and a
-	// call here costs the spills of everything live across it. With NAT,
-	// a routed packet of a session Prefetch and Touch found (natHint, set
-	// for IPv4 only) is translated with its TTL in one call; anything
-	// else takes the hook, and the header is viewed again after it.
-	if !w.nat.Active() {
-		if how&rOrigin == 0 {
-			decHop(l3, v4)
+	// rewriteL3, spelled out (a call here costs the spills of everything
+	// live across it). With NAT on, its stage (nat.go) does the TTL with
+	// the translation: a packet of a session Prefetch and Touch found
+	// (natHint: IPv4 only) in one call, anything else in natOutRouted.
+	if w.nat.Active() {
+		if natHint == 0 || how&rOrigin != 0 || a.kind == adjUplink ||
+			!w.nat.OutRouted(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), natHint) {
+			if !w.natOutRouted(p, a, how, natHint) {
+				return
+			}
 		}
-	} else if h := w.natHint; h != 0 && how&rOrigin == 0 && a.kind != adjUplink &&
-		w.nat.OutRouted(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), h) {
-	} else if !w.natTranslateOut(p, a, how) {
-		return
 	} else if how&rOrigin == 0 {
-		decHop(ip4Hdr(p), v4)
+		decHop(l3, v4)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)

@@ -43,7 +43,6 @@ type Worker struct {
 	uplinks   *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
 	inject    *injectQueue          // worker 0 only: frames from the control plane (inject.go)
 	nat       *nat.Table            // this worker's NAT sessions (nat.go)
-	natHint   uint64                // the routed packet's NAT hint (fib.go), or 0, or an earlier packet's
 	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 	handed    []bool                // handed[j]: this poll handed worker j packets
 	wake      func()                // wakes this worker's runner from its idle sleep (SetWake)
