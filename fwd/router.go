@@ -52,15 +52,22 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 	}
 	// Parked, to be looked up with the rest of the batch (fib.go): here,
 	// not in a call, as this is every routed packet's path. p points into
-	// w.rx, which stays as it is until routePending.
+	// w.rx, which stays as it is until routePending. Martians first
+	// (martian.go): the candidate tests in line, a call only for a
+	// candidate.
 	f := &w.fib
 	n := f.n
-	if n >= f.max {
-		w.routeIP(t, p, rParsed)
-		return
-	}
 	if p.Flags&FlagIPv4 != 0 {
-		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
+		h := ip4Hdr(p)
+		if martian4Candidate(t, h) && martian4(t, h) {
+			w.drop(p, DropMartian)
+			return
+		}
+		if n >= f.max {
+			w.routeIP(t, p, rParsed)
+			return
+		}
+		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(h[16:20])
 		f.n4++
 		if w.nat.Active() {
 			// NAT's index line loads while the rest of the batch is
@@ -68,15 +75,24 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			// the header's re-derivation. Parsed: a TCP or UDP packet
 			// has a transport header of 8 bytes or more after its IP
 			// header, so nat.PrefetchLen bytes are there.
-			var h uint64
+			var hint uint64
 			if p.Flags&(FlagTCP|FlagUDP) != 0 {
 				x := int(p.Off) + int(p.L3Off)
-				h = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
+				hint = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
 			}
-			f.natSlot[n&(MaxBatch-1)] = h
+			f.natSlot[n&(MaxBatch-1)] = hint
 		}
 	} else {
-		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
+		h := ip6Hdr(p)
+		if martian6Candidate(t, h) && martian6(t, h) {
+			w.drop(p, DropMartian)
+			return
+		}
+		if n >= f.max {
+			w.routeIP(t, p, rParsed)
+			return
+		}
+		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(h[24:40])
 		f.n6++
 		f.natSlot[n&(MaxBatch-1)] = 0
 	}
