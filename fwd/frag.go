@@ -36,6 +36,13 @@ func (w *Worker) fragment4(t *tables, p *Packet, a *adjacency, mtu int) {
 		}
 		i += l
 	}
+	// A fragment ending past 65,535 bytes belongs to no valid datagram
+	// (RFC 791 §3.1: total length is 16 bits); its pieces' offsets would
+	// overflow the 13-bit field into the flags.
+	if int(frag&ipv4FragMask)*8+data > 0xffff {
+		w.drop(p, DropMalformed)
+		return
+	}
 	lhl := ipv4MinHdrLen + (on+3)&^3 // padding stays zero: end of options
 	first, later := (mtu-hl)&^7, (mtu-lhl)&^7
 	if first < 8 || later < 8 {
