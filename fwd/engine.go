@@ -48,8 +48,10 @@ type Config struct {
 	NeighProbes      int
 	NeighHold        int
 	// NeighTable bounds the neighbour entries (default 16384). When it is
-	// full, unconfirmed entries are evicted first, then those nearest to
-	// expiry; static entries never.
+	// full, a new confirmed entry (an answer to our question) evicts
+	// unconfirmed entries first, then those nearest to expiry; a new
+	// unconfirmed one (a request to us) evicts only unconfirmed entries,
+	// or is not made (NeighTableFull); static entries are never evicted.
 	NeighTable int
 	// Glean limits (glean.go): a sender (input port and source address)
 	// may start GleanSourceRate resolutions of unknown neighbours a second,

@@ -206,6 +206,7 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 			n.expires.Store(w.now + int64(w.lim.NeighReachable))
 			if answer && !n.confirmed.Load() {
 				n.confirmed.Store(true)
+				w.reportConfirmed(port, key, is4, mac) // a mirror may trust it now
 			}
 			if n.confirmed.Load() {
 				w.releaseHeld(t, port, key, m) // it may have lapsed while packets waited
@@ -237,6 +238,16 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		w.cnt[cNeighUnsolicited]++
 		return
 	}
+	w.sendLearn(port, key, is4, mac, moved, asked || held)
+}
+
+// reportConfirmed tells the control plane an entry it has was confirmed
+// in place (same MAC), for its event.
+func (w *Worker) reportConfirmed(port uint16, key *[16]byte, is4 bool, mac []byte) {
+	w.sendLearn(port, key, is4, mac, false, true)
+}
+
+func (w *Worker) sendLearn(port uint16, key *[16]byte, is4 bool, mac []byte, moved, confirmed bool) {
 	s := w.learn.slot()
 	if s == nil {
 		w.cnt[cLearnDropped]++
@@ -245,7 +256,7 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		}
 		return
 	}
-	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, asked || held, *key
+	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, confirmed, *key
 	copy(s.mac[:], mac)
 	w.learn.publish()
 }
