@@ -1,6 +1,13 @@
 package fwd
 
-import "github.com/ovfwd/ovfwd/fwd/nat"
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ovfwd/ovfwd/fwd/nat"
+)
 
 // NAT44, the pipeline's NAT stage (fwd/nat does the translating). With
 // no [[nat]] rule the router tests nat.Table.Active once where each of
@@ -141,6 +148,15 @@ func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8, hint uint64
 }
 
 func (w *Worker) natOutSlow(p *Packet, port int, how uint8, hint uint64) bool {
+	// A VPN client's address may only come out of the tunnel: from a port
+	// it is someone on the LAN using it, who would be translated (and
+	// given port blocks, logged under the client's name) as the client.
+	// Checked here, where NAT would make new state; a packet of a live
+	// session takes the fast path unchecked.
+	if how&rInner == 0 && w.tunnelSource(w.e.tables.Load(), p) {
+		w.drop(p, DropTunnelSource)
+		return false
+	}
 	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, hint)
 	switch v {
 	case nat.Pass, nat.Done:
@@ -293,4 +309,72 @@ func (w *Worker) wakeHanded() {
 			t.wake()
 		}
 	}
+}
+
+// Releasing a client. When a VPN client leaves, its pool address may go
+// to the next client at once: its NAT sessions and port blocks must end
+// first, or the newcomer's flows would continue the old mappings and be
+// logged under the old holder's blocks. The control plane asks every
+// worker (each owns its own clients) and waits until all have done it.
+
+// natRelease is a worker's queue of inside addresses to release, filled
+// by the control plane, taken once a poll.
+type natRelease struct {
+	mu      sync.Mutex
+	addrs   []uint32
+	gen     uint64 // requests queued (under mu)
+	pending atomic.Bool
+	done    atomic.Uint64 // requests carried out
+}
+
+// ReleaseNATClient ends the NAT sessions and returns the port blocks of
+// inside address a (a departing client's pool address) on every worker,
+// from each one's next poll (an idle one is woken). done reports whether
+// all have; call it before giving a to another client.
+func (e *Engine) ReleaseNATClient(a netip.Addr) (done func() bool) {
+	if !a.Is4() || e.nat.Load() == nil {
+		return func() bool { return true }
+	}
+	b := a.As4()
+	v := binary.BigEndian.Uint32(b[:])
+	gens := make([]uint64, len(e.workers))
+	for i, w := range e.workers {
+		r := &w.natRel
+		r.mu.Lock()
+		r.addrs = append(r.addrs, v)
+		r.gen++
+		gens[i] = r.gen
+		r.pending.Store(true)
+		r.mu.Unlock()
+		if w.wake != nil && w.sleeping.Load() {
+			w.wake()
+		}
+	}
+	return func() bool {
+		for i, w := range e.workers {
+			if w.natRel.done.Load() < gens[i] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// releaseNATClients carries out the releases queued for this worker.
+func (w *Worker) releaseNATClients() {
+	r := &w.natRel
+	r.mu.Lock()
+	addrs, gen := r.addrs, r.gen
+	r.addrs = nil
+	r.pending.Store(false)
+	r.mu.Unlock()
+	w.nat.ReleaseClients(addrs)
+	r.done.Store(gen)
+}
+
+// tunnelSource reports whether p's IPv4 source routes into the tunnel (a
+// VPN client's pool address or iroute).
+func (w *Worker) tunnelSource(t *tables, p *Packet) bool {
+	ai, ok := t.v4.Lookup([4]byte(ip4Hdr(p)[12:16]))
+	return ok && t.adj[ai].kind == adjTunnel
 }

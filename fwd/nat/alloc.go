@@ -102,9 +102,14 @@ func (t *Table) newSession(k skey, m uint32) (uint32, Verdict) {
 	if len(t.sfree) == 0 || len(t.sess)-len(t.sfree) >= t.limit {
 		return 0, DropTableFull
 	}
+	mp := &t.maps[m]
+	c := &t.clients[mp.client]
+	if int(mp.refs) >= t.k.cfg.MaxSessionsPerMapping || int(c.sess) >= t.k.cfg.MaxSessionsPerClient {
+		return 0, DropClientLimit
+	}
+	c.sess++
 	id := t.sfree[len(t.sfree)-1]
 	t.sfree = t.sfree[:len(t.sfree)-1]
-	mp := &t.maps[m]
 	addrs, ports := wireKey(k)
 	out := bits.ReverseBytes32(mp.ok.out)
 	t.sess[id] = session{addrs: addrs, ports: ports, proto: k.proto, m: m + 1, last: t.now, out: out,
@@ -124,6 +129,7 @@ func (t *Table) freeSession(id uint32) {
 	s.m, s.proto = 0, 0 // no packet's key matches it now (the fast path relies on it)
 	t.sfree = append(t.sfree, id)
 	m := &t.maps[mi]
+	t.clients[m.client].sess--
 	if m.refs--; m.refs == 0 {
 		t.midx.remove(hashM(m.ik), mi)
 		t.oidx.remove(hashO(m.ok), mi)
@@ -288,4 +294,37 @@ func (t *Table) unport(m *mapping) {
 	a := &t.addrs[m.oi]
 	a.used[pidx(m.ok.proto)][off>>6] &^= 1 << (off & 63)
 	a.bused[int(off)/t.k.cfg.BlockSize]--
+}
+
+// ReleaseClients ends every session of the inside addresses addrs (host
+// order) and gives back their port blocks: their clients have left, and
+// the addresses may go to someone else, whose flows must not continue
+// the old mappings (nor be logged under the old holder's blocks). A
+// block whose release line does not fit the event ring stays until the
+// next client sweep. One pass over the session array (its size is the
+// worker's share of max_sessions) for all of addrs: the worker calls it
+// at most once a poll, with every release asked for since.
+func (t *Table) ReleaseClients(addrs []uint32) {
+	if t.k == nil || len(addrs) == 0 {
+		return
+	}
+	gone := func(a uint32) bool {
+		for _, x := range addrs {
+			if x == a {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range t.sess {
+		if s := &t.sess[i]; s.m != 0 && gone(bits.ReverseBytes32(uint32(s.addrs))) {
+			t.freeSession(uint32(i))
+			t.cnt[cReleased]++
+		}
+	}
+	for i := range t.clients {
+		if c := &t.clients[i]; c.live && gone(c.k.addr) {
+			t.releaseIdleBlocks(uint32(i))
+		}
+	}
 }

@@ -39,7 +39,15 @@ type Config struct {
 	// a client holds up to MaxBlocks blocks.
 	BlockSize int
 	MaxBlocks int
-	Timeouts  Timeouts
+	// MaxSessionsPerClient bounds one inside address's sessions (of one
+	// rule), MaxSessionsPerMapping one inside endpoint's (each remote it
+	// talks to, or, with endpoint-independent filtering, that reaches it,
+	// is a session): one client, or outside sources spraying a mapping,
+	// cannot take the table from the others. A session over either is
+	// refused and counted (client_limit); existing ones are undisturbed.
+	MaxSessionsPerClient  int
+	MaxSessionsPerMapping int
+	Timeouts              Timeouts
 	// EndpointIndependentFiltering lets any remote endpoint reach a mapping
 	// (RFC 4787 REQ-8's application-transparent choice); by default only
 	// remotes the inside endpoint sent to may (address and port dependent).
@@ -54,10 +62,15 @@ const (
 	DefaultMaxSessions = 1 << 20
 	DefaultBlockSize   = 256
 	DefaultMaxBlocks   = 8
-	DefaultPortLo      = 1024
-	DefaultPortHi      = 32767
-	maxBlocksCap       = 64
-	maxRules           = 255
+	// A busy desktop holds a few hundred to a few thousand flows; a
+	// peer-to-peer client more. 8192 a client is under 1 % of the
+	// default table, so 128 such clients are needed to fill it.
+	DefaultMaxSessionsPerClient  = 8192
+	DefaultMaxSessionsPerMapping = 1024
+	DefaultPortLo                = 1024
+	DefaultPortHi                = 32767
+	maxBlocksCap                 = 64
+	maxRules                     = 255
 )
 
 // DefaultTimeouts are the RFC minimums (RFC 4787 recommends 5 min for UDP;
@@ -78,6 +91,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBlocks == 0 {
 		c.MaxBlocks = DefaultMaxBlocks
+	}
+	if c.MaxSessionsPerClient == 0 {
+		c.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
+	if c.MaxSessionsPerMapping == 0 {
+		c.MaxSessionsPerMapping = DefaultMaxSessionsPerMapping
 	}
 	d := &c.Timeouts
 	for _, f := range []struct {

@@ -21,11 +21,12 @@ const (
 	DropFragNoState                // a later fragment whose first fragment was not seen
 	DropUnsupported                // a protocol NAT cannot translate from a NAT'd source
 	DropMalformed                  // too short to translate
+	DropClientLimit                // the client or the mapping holds its most sessions (Config.MaxSessionsPer*)
 	numVerdicts
 )
 
 var verdictNames = [numVerdicts]string{"pass", "done", "handoff", "no_port", "table_full", "no_session",
-	"frag_no_state", "unsupported", "malformed"}
+	"frag_no_state", "unsupported", "malformed", "client_limit"}
 
 func (v Verdict) String() string {
 	if v < numVerdicts {
@@ -126,6 +127,7 @@ type ckey struct {
 type client struct {
 	k      ckey
 	live   bool
+	sess   uint32               // its sessions (Config.MaxSessionsPerClient)
 	oi     uint16               // outside address index: every block of a client is on one address
 	n      uint8                // blocks held
 	cursor uint16               // port scan start within the current block
@@ -211,6 +213,7 @@ const (
 	cMappings
 	cClients
 	cBlocks
+	cReleased   // sessions ended because their client left (ReleaseClients)
 	cDrops      // then one per Verdict
 	numCounters = cDrops + int(numVerdicts)
 )
@@ -222,6 +225,7 @@ type Stats struct {
 	SessionsCreated, SessionsExpired     uint64
 	BlocksAllocated, BlocksReleased      uint64
 	EventsLost                           uint64 // block log lines lost to a full ring
+	SessionsReleased                     uint64 // ended because their client left
 	Sessions                             [numProtos]uint64
 	Mappings, Clients, Blocks            uint64
 	Drops                                [numVerdicts]uint64
@@ -249,6 +253,7 @@ func (s *Stats) Add(o Stats) {
 	s.BlocksAllocated += o.BlocksAllocated
 	s.BlocksReleased += o.BlocksReleased
 	s.EventsLost += o.EventsLost
+	s.SessionsReleased += o.SessionsReleased
 	for i := range s.Sessions {
 		s.Sessions[i] += o.Sessions[i]
 	}
@@ -265,7 +270,7 @@ func (t *Table) Stats() Stats {
 	g := func(i int) uint64 { return t.pub[i].Load() }
 	s := Stats{Translated: g(cOut), Untranslated: g(cIn), Hairpinned: g(cHairpin), FragmentsOut: g(cFragOut),
 		FragmentsIn: g(cFragIn), SessionsCreated: g(cCreated), SessionsExpired: g(cExpired),
-		BlocksAllocated: g(cBlocksAlloc), BlocksReleased: g(cBlocksFree), EventsLost: g(cEventsLost),
+		BlocksAllocated: g(cBlocksAlloc), BlocksReleased: g(cBlocksFree), EventsLost: g(cEventsLost), SessionsReleased: g(cReleased),
 		Sessions: [numProtos]uint64{g(cLiveTCP), g(cLiveUDP), g(cLiveICMP)},
 		Mappings: g(cMappings), Clients: g(cClients), Blocks: g(cBlocks)}
 	for i := range s.Drops {
