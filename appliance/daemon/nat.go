@@ -46,6 +46,7 @@ func natCompile(cfg *config.Config, portIndex func(string) (int, bool)) (*nat.Co
 	o := cfg.NATOptions
 	c := nat.Config{
 		MaxSessions: o.MaxSessions, BlockSize: o.BlockSize, MaxBlocks: o.MaxBlocks,
+		MaxSessionsPerClient: o.MaxSessionsPerClient, MaxSessionsPerMapping: o.MaxSessionsPerMapping,
 		Timeouts:                     nat.Timeouts{TCPEstablished: o.TCPEstablished, TCPTransitory: o.TCPTransitory, UDP: o.UDP, ICMP: o.ICMP},
 		EndpointIndependentFiltering: o.Filtering == config.FilteringEndpointIndependent,
 	}
