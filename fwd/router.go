@@ -59,9 +59,11 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 	n := f.n
 	if p.Flags&FlagIPv4 != 0 {
 		h := ip4Hdr(p)
-		if martian4Candidate(t, h) && martian4(t, h) {
-			w.drop(p, DropMartian)
-			return
+		if martian4Candidate(t, h) { // not &&: its value would be kept in a register and tested again
+			if martian4(t, h) {
+				w.drop(p, DropMartian)
+				return
+			}
 		}
 		if n >= f.max {
 			w.routeIP(t, p, rParsed)
@@ -84,9 +86,11 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 		}
 	} else {
 		h := ip6Hdr(p)
-		if martian6Candidate(t, h) && martian6(t, h) {
-			w.drop(p, DropMartian)
-			return
+		if martian6Candidate(t, h) {
+			if martian6(t, h) {
+				w.drop(p, DropMartian)
+				return
+			}
 		}
 		if n >= f.max {
 			w.routeIP(t, p, rParsed)
