@@ -474,8 +474,14 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Unlock()
 	if ok {
 		v.d.so.poke()
-	}
-	if ok {
+		// Its NAT sessions and port blocks end before the pool may hand
+		// the address to someone else (the caller frees it after this).
+		if p.VPNIPv4.IsValid() {
+			done := v.d.engine.ReleaseNATClient(p.VPNIPv4)
+			for end := time.Now().Add(time.Second); !done() && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
 	}
 	return v.tun.RemovePeer(id)
