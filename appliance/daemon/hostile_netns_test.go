@@ -15,8 +15,8 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
-// hostileConfig uses only keys the code before issue 13 knew, so the same
-// probe measures the old binary (OVFWD_BIN) and the new one.
+// hostileConfig uses only keys every release of the daemon knows, so the
+// same probe measures an older binary (OVFWD_BIN) and the new one.
 const hostileConfig = `
 [appliance]
 mode = "router"
@@ -58,8 +58,8 @@ func firstPing(ns *netns.NS, addr string) (time.Duration, bool) {
 	return time.Since(start), false
 }
 
-// TestHostileNeighbours is issue 13's probe for items 2–5, run the same
-// way against the old binary (OVFWD_BIN=…) for the before figures: it
+// TestHostileNeighbours probes a LAN neighbour that lies (gleaning,
+// claims, floods, pins), run the same way against an older binary (OVFWD_BIN=…) for the before figures: it
 // logs FIGURE lines and fails on each item the binary gets wrong.
 func TestHostileNeighbours(t *testing.T) {
 	nstest.RequireRoot(t)

@@ -18,7 +18,8 @@ import (
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
-// The operator features of issue 17, each through `ovfwd run` with stock
+// The operator features (CRL, isolation, per-client config, NAT, auth
+// command, tls-crypt-v2, kill, drain), each through `ovfwd run` with stock
 // openvpn 2.6 clients, asserting on the client's own view (its log, tun0,
 // routes) and on traffic.
 
