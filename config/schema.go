@@ -354,6 +354,8 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.integer("reneg_sec", &v.RenegSec, 0, 7*24*3600)
 	t.integer("max_peers", &v.MaxPeers, 1, 1<<20)
 	t.integer("max_half_open", &v.MaxHalfOpen, 1, 65536)
+	t.integer("max_half_open_per_source", &v.MaxHalfOpenPerSource, 1, 65536)
+	t.duration("handshake_timeout", &v.HandshakeTimeout, time.Second, 60*time.Second)
 	t.integer("handshake_rate", &v.HandshakeRate, 1, 100_000)
 	t.powerOfTwo("replay_window", &v.ReplayWindow, 64, 65536)
 	t.integer("tun_mtu", &v.TunMTU, 576, 9000)

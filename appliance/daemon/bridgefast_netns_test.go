@@ -86,7 +86,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(bridgeFastConfig, sock))
 	_, exited, _ := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 3 })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 3 })
 	// Both learned (B answers A's ping, which floods first).
 	ping(t, a, "198.18.60.2")
 	ping(t, a, "198.18.60.3")

@@ -88,7 +88,7 @@ func TestDaemonNetns(t *testing.T) {
 
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
 
-	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	for _, p := range snap.Ports {
 		if len(p.Queues) == 0 || p.Link != "up" {
 			t.Fatalf("port %s: queues %v, link %s", p.Name, p.Queues, p.Link)

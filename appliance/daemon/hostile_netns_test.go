@@ -15,8 +15,8 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
-// hostileConfig uses only keys the code before issue 13 knew, so the same
-// probe measures the old binary (OVFWD_BIN) and the new one.
+// hostileConfig uses only keys every release of the daemon knows, so the
+// same probe measures an older binary (OVFWD_BIN) and the new one.
 const hostileConfig = `
 [appliance]
 mode = "router"
@@ -58,8 +58,8 @@ func firstPing(ns *netns.NS, addr string) (time.Duration, bool) {
 	return time.Since(start), false
 }
 
-// TestHostileNeighbours is issue 13's probe for items 2–5, run the same
-// way against the old binary (OVFWD_BIN=…) for the before figures: it
+// TestHostileNeighbours probes a LAN neighbour that lies (gleaning,
+// claims, floods, pins), run the same way against an older binary (OVFWD_BIN=…) for the before figures: it
 // logs FIGURE lines and fails on each item the binary gets wrong.
 func TestHostileNeighbours(t *testing.T) {
 	nstest.RequireRoot(t)
@@ -72,7 +72,7 @@ func TestHostileNeighbours(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(hostileConfig, sock))
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
 	x := openRaw(t, h.x, "x0")
@@ -169,7 +169,7 @@ func TestHostileNeighbours(t *testing.T) {
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
 	_, exited2, _ := startUnit(t, h.app, bin, cfgPath)
-	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	time.Sleep(time.Second)
 	s = waitStatus(t, sock, exited2, func(*status.Snapshot) bool { return true })
 	stale := strings.Count(nstest.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")

@@ -68,7 +68,7 @@ func TestDaemonTwoQueues(t *testing.T) {
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(twoQueueConfig, sock))
 	cmd, exited, _ := startUnit(t, app, bin, cfgPath)
-	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	if len(s.Workers) != 2 || s.Workers[0].CPU != 0 || s.Workers[1].CPU != 1 {
 		t.Errorf("workers %+v, want queue 0 on cpu 0 and queue 1 on cpu 1", s.Workers)
 	}

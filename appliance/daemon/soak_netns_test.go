@@ -28,7 +28,7 @@ const soakConfig = `
 [appliance]
 mode = "router"
 # TCP through the tunnel is clamped, so the soak's transfer never needs
-# outer fragments (issue 13 item 6, another helper's).
+# outer fragments.
 mss_clamp = 1300
 neighbour_table = 512
 
@@ -71,7 +71,7 @@ socket = "%[1]s/run/ovfwd.sock"
 level = "info"
 `
 
-// soakFor is how long the attacker storms (issue 13: 60 s).
+// soakFor is how long the attacker storms.
 var soakFor = 60 * time.Second
 
 // soakParts names the storm's parts, all on by default; SOAK_PARTS (a
@@ -118,7 +118,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	writeConfig(t, cfgPath, fmt.Sprintf(soakConfig, dir))
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
 	if _, err := h.a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog); err != nil {
@@ -184,7 +184,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	storms := make(chan int)
 	go func() { storms <- storm(ctx, t, h) }()
 	// RSS every 5 s of the storm, for the log; the end is held to the
-	// start (issue 13). What the storm may add is the Go heap cycling up to
+	// start. What the storm may add is the Go heap cycling up to
 	// its collection target under the storm's garbage (about 3 MiB: the
 	// target follows the daemon's live data, ~3 MiB, since the frame rings
 	// left the heap) and the pages of rings and UMEM frames the storm's

@@ -102,7 +102,7 @@ func TestUnitPrivileges(t *testing.T) {
 	// startUnit checks in /proc that the process is what the unit makes:
 	// its uid, exactly its capabilities, no_new_privs, its limits.
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 && s.VPN != nil })
 
 	// The workers run at the nice level the daemon asks for (-5), which the
 	// unit's LimitNICE allows without CAP_SYS_NICE. Where the test could

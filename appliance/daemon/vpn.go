@@ -152,6 +152,7 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: t.Routes,
 		Ping: t.Ping, PingRestart: t.PingRestart, RenegSec: t.RenegSec, TunMTU: t.TunMTU,
 		MaxPeers: t.MaxPeers, MaxHalfOpen: t.MaxHalfOpen, HandshakeRate: t.HandshakeRate,
+		MaxHalfOpenPerSource: t.MaxHalfOpenPerSource, HandshakeTimeout: t.HandshakeTimeout,
 		DuplicateCN: t.DuplicateCN, Revoked: t.Revoked, Clients: t.Clients, Push: t.Push,
 		Auth: t.Auth, UsernameAsCN: t.UsernameAsCN, AuthFailLimit: t.AuthFailLimit, AuthFailWindow: t.AuthFailWindow,
 		PoolPersist: c.PoolPersist, VerifyClientCert: c.VerifyClientCert,
@@ -210,6 +211,7 @@ func vpnTunables(c *config.VPN) (control.Tunables, error) {
 		Routes: c.PushRoutes, Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
 		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
+		MaxHalfOpenPerSource: c.MaxHalfOpenPerSource, HandshakeTimeout: c.HandshakeTimeout,
 		DuplicateCN: c.DuplicateCN, Push: pushOptions(c), Clients: map[string]control.ClientPolicy{},
 	}
 	if c.RenegSec == 0 {
@@ -268,7 +270,7 @@ func pushOptions(c *config.VPN) []string {
 // iroutes of [[vpn.ccd]] are fixed at start, like [[vpn.iroute]].
 func vpnRestartPart(c config.VPN) config.VPN {
 	c.PushRoutes, c.KeepaliveInterval, c.KeepaliveTimeout, c.RenegSec, c.TunMTU = nil, 0, 0, 0, 0
-	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate = 0, 0, 0
+	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate, c.MaxHalfOpenPerSource, c.HandshakeTimeout = 0, 0, 0, 0, 0
 	c.ClientToClient, c.DuplicateCN, c.CRL, c.RedirectGateway, c.DNS, c.DNSDomain = false, false, "", nil, nil, ""
 	c.AuthUserPassVerify, c.AuthTimeout, c.AuthConcurrency, c.AuthFailLimit, c.AuthFailWindow, c.UsernameAsCommonName = nil, 0, 0, 0, 0, false
 	var ccd []config.VPNCCD
@@ -472,8 +474,14 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Unlock()
 	if ok {
 		v.d.so.poke()
-	}
-	if ok {
+		// Its NAT sessions and port blocks end before the pool may hand
+		// the address to someone else (the caller frees it after this).
+		if p.VPNIPv4.IsValid() {
+			done := v.d.engine.ReleaseNATClient(p.VPNIPv4)
+			for end := time.Now().Add(time.Second); !done() && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
 	}
 	return v.tun.RemovePeer(id)

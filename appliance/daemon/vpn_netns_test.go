@@ -97,7 +97,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "info"))
 
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
 	client, err := a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog)

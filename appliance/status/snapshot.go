@@ -24,7 +24,7 @@ type Snapshot struct {
 	// Ready: serving, not draining, every worker running and every port's
 	// link up; the exported routes are announced only while it holds.
 	Ready    bool    `json:"ready"`
-	NotReady string  `json:"not_ready,omitempty"` // why not: starting, draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
+	NotReady string  `json:"not_ready,omitempty"` // why not: "starting: worker 0 not polling yet", draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
 	Drain    *Drain  `json:"drain,omitempty"`
 	Export   *Export `json:"export,omitempty"`
 }

@@ -43,6 +43,8 @@ type ServerOptions struct {
 	// default CPUs.
 	Pin bool
 	CPU int
+	// MetricsSocket, when set, serves ovfwd's metrics on that unix socket.
+	MetricsSocket string
 }
 
 // pinned prefixes args with taskset when o pins the server.
@@ -155,6 +157,9 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
+	}
+	if o.MetricsSocket != "" {
+		cfg = strings.Replace(cfg, "[metrics]\nlisten = \"\"\n", fmt.Sprintf("[metrics]\nlisten = \"\"\nsocket = %q\n", o.MetricsSocket), 1)
 	}
 	cfg = WithFastPath(cfg)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
