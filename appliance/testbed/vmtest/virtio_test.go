@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,8 +107,21 @@ func virtioInitrd(t *testing.T, img *Image, k *Kernel, files map[string]string) 
 		t.Fatal(err)
 	}
 	c := newCPIO(f)
-	c.Dir("vmtest", 0o755)
-	c.Dir("vmtest/modules", 0o755)
+	// Every directory the files need, parents first (sorted): the package
+	// directories the test binaries run in, whether or not they have
+	// testdata.
+	dirs := map[string]bool{"vmtest/modules": true, "vmtest/pkg/afxdp": true}
+	for guest := range files {
+		dirs[filepath.Dir(guest)] = true
+	}
+	for d := range maps.Clone(dirs) {
+		for ; d != "."; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		c.Dir(d, 0o755)
+	}
 	for _, m := range VirtioModules {
 		c.Copy("vmtest/modules/"+filepath.Base(m), k.Module(m), 0o644)
 	}
@@ -190,6 +207,29 @@ func TestVirtioGuest(t *testing.T) {
 		}
 		files[guest] = out
 	}
+	// The afxdp package's tests, as the 6.1 fast-path guest runs the fast
+	// path's: a static test binary, with the package's testdata.
+	for _, pkg := range []string{"afxdp"} {
+		path := "appliance/" + pkg
+		bin := filepath.Join(dir, pkg+".test")
+		cmd := exec.Command("go", "test", "-c", "-o", bin, "github.com/ovfwd/ovfwd/"+path)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c ./%s: %v\n%s", path, err, out)
+		}
+		if err := checkStatic(bin); err != nil {
+			t.Fatal(err)
+		}
+		files["vmtest/"+pkg+".test"] = bin
+		td := filepath.Join(repoRoot(t), path, "testdata")
+		filepath.WalkDir(td, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				rel, _ := filepath.Rel(td, p)
+				files["vmtest/pkg/"+pkg+"/testdata/"+rel] = p
+			}
+			return nil
+		})
+	}
 	ns, netdevs, devices := virtioHost(t)
 	initrd := virtioInitrd(t, img, k, files)
 	t.Logf("guest binaries and initramfs built in %v", time.Since(start).Round(time.Millisecond))
@@ -218,6 +258,42 @@ func TestVirtioGuest(t *testing.T) {
 		t.Errorf("the guest did not report running %s", k.Release)
 	}
 	checkVirtio(t, rep)
+	checkGoTests(t, r.Output)
+}
+
+// checkGoTests wants the afxdp package's test binary to have passed on the
+// guest's kernel, with no test skipped: under OVFWD_REQUIRE_PRIV=1 a test
+// that cannot run here must fail, not pass by skipping. (virtio.sh leaves
+// out one test by name, with its reason.)
+func checkGoTests(t *testing.T, out string) {
+	for _, pkg := range []string{"afxdp"} {
+		var pass, skip []string
+		exit := ""
+		for _, l := range strings.Split(out, "\n") {
+			rest, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), "GOTEST "+pkg+" ")
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(rest, "--- PASS: "):
+				pass = append(pass, rest)
+			case strings.HasPrefix(rest, "--- SKIP: "):
+				skip = append(skip, rest)
+			case strings.HasPrefix(rest, "exit "):
+				exit = rest
+			}
+		}
+		t.Logf("%s on 6.12: %d passed, %s", pkg, len(pass), exit)
+		if !strings.HasPrefix(exit, "exit 0 ") {
+			t.Errorf("the %s package's tests failed on the guest's kernel (%q)", pkg, exit)
+		}
+		if len(pass) == 0 {
+			t.Errorf("no %s test passed on the guest's kernel", pkg)
+		}
+		if len(skip) > 0 {
+			t.Errorf("%s tests skipped on the guest's kernel:\n%s", pkg, strings.Join(skip, "\n"))
+		}
+	}
 }
 
 // port is the named port of s, or a zero Port after failing t.
