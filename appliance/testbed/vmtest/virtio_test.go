@@ -209,26 +209,26 @@ func TestVirtioGuest(t *testing.T) {
 	}
 	// The afxdp package's tests, as the 6.1 fast-path guest runs the fast
 	// path's: a static test binary, with the package's testdata.
-	for _, pkg := range []string{"afxdp"} {
-		path := "appliance/" + pkg
-		bin := filepath.Join(dir, pkg+".test")
-		cmd := exec.Command("go", "test", "-c", "-o", bin, "github.com/ovfwd/ovfwd/"+path)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go test -c ./%s: %v\n%s", path, err, out)
+	bin := filepath.Join(dir, "afxdp.test")
+	cmd := exec.Command("go", "test", "-c", "-o", bin, "github.com/ovfwd/ovfwd/appliance/afxdp")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c ./appliance/afxdp: %v\n%s", err, out)
+	}
+	if err := checkStatic(bin); err != nil {
+		t.Fatal(err)
+	}
+	files["vmtest/afxdp.test"] = bin
+	td := "../../afxdp/testdata" // the tree the binary was built from
+	err = filepath.WalkDir(td, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(td, p)
+			files["vmtest/pkg/afxdp/testdata/"+rel] = p
 		}
-		if err := checkStatic(bin); err != nil {
-			t.Fatal(err)
-		}
-		files["vmtest/"+pkg+".test"] = bin
-		td := filepath.Join(repoRoot(t), path, "testdata")
-		filepath.WalkDir(td, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				rel, _ := filepath.Rel(td, p)
-				files["vmtest/pkg/"+pkg+"/testdata/"+rel] = p
-			}
-			return nil
-		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ns, netdevs, devices := virtioHost(t)
 	initrd := virtioInitrd(t, img, k, files)
@@ -266,7 +266,7 @@ func TestVirtioGuest(t *testing.T) {
 // that cannot run here must fail, not pass by skipping. (virtio.sh leaves
 // out one test by name, with its reason.)
 func checkGoTests(t *testing.T, out string) {
-	for _, pkg := range []string{"afxdp"} {
+	for _, pkg := range []string{"afxdp"} { // the packages virtio.sh runs with gotest
 		var pass, skip []string
 		exit := ""
 		for _, l := range strings.Split(out, "\n") {
