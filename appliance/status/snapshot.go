@@ -70,8 +70,9 @@ type Port struct {
 
 // Queue is one RX/TX queue pair of a port and the mode it runs in.
 type Queue struct {
-	Queue int    `json:"queue"`
-	Mode  string `json:"mode"` // e.g. "copy, generic XDP (why…)"
+	Queue     int    `json:"queue"`
+	Mode      string `json:"mode"`                 // e.g. "copy, generic XDP (why…)"
+	RxPackets uint64 `json:"rx_packets,omitempty"` // frames its AF_XDP socket received (the worker of this queue polls it)
 }
 
 // Traffic is a packet and byte count.
