@@ -59,7 +59,7 @@ type daemon struct {
 	engine  *fwd.Engine
 	fib     *routeTable
 	neigh   *neighbours
-	mirror  *afxdp.NeighMirror
+	mirror  *nlsync.NeighMirror
 	fast    *fastState // nil without the XDP fast path
 	nl      *nlsync.Sync
 	kq      *kernelQueue // kernel routes from nl, applied in batches
@@ -174,7 +174,7 @@ func (d *daemon) start(cfg *config.Config) error {
 
 	for _, pt := range d.ports {
 		if pt.xdp != nil && d.mirror == nil {
-			if d.mirror, err = afxdp.NewNeighMirror(); err != nil {
+			if d.mirror, err = nlsync.NewNeighMirror(); err != nil {
 				return err
 			}
 		}
