@@ -40,6 +40,7 @@ type fpRig struct {
 	ports []*porttest.Port
 	s     *Steering
 	prog  *ebpf.Program
+	fs    *FastSync
 	out   []byte // the last frame the fast path forwarded, as it left
 }
 
@@ -135,6 +136,7 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	fs, err := NewFastSync(fp, []int{100, 101, 102, 103})
 	must(tb, err)
 	must(tb, fs.Apply(r.e.FastView()))
+	r.fs = fs
 	r.steer(tb, fp, "ovfwd_fp_t", func(s *Steering) error {
 		return errors.Join(s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}),
 			s.SetFast(true, fpMACs[0], mssClamp != 0))
@@ -492,6 +494,41 @@ func TestFastPathMartians(t *testing.T) {
 	// All but the last (to our address: the engine's) are forwarded.
 	if want := 2 * (len(fpNotMartians) - 1); forwarded != want {
 		t.Errorf("%d of the non-martian frames forwarded, want %d", forwarded, want)
+	}
+}
+
+// The own addresses follow the engine's: an address added to a port makes
+// its source a martian in the fast path at the next Apply, a removed one
+// stops being one (both as the engine judges them).
+func TestFastPathOwnAddressesFollow(t *testing.T) {
+	r := newFPRig(t, 0)
+	added, removed := "198.18.5.77", "198.18.3.1"
+	if !r.check(t, addressed(added, "198.18.64.1", 17)) {
+		t.Fatalf("%s -> 198.18.64.1 not forwarded before it is ours", added)
+	}
+	if r.check(t, addressed(removed, "198.18.64.1", 17)) {
+		t.Fatalf("%s, ours, forwarded as a source", removed)
+	}
+	must(t, r.e.AddAddress(3, netip.MustParsePrefix(added+"/24")))
+	must(t, r.e.RemoveAddress(2, netip.MustParsePrefix(removed+"/24")))
+	must(t, r.fs.Apply(r.e.FastView()))
+	before, _ := r.s.FastStats()
+	if r.check(t, addressed(added, "198.18.64.1", 17)) {
+		t.Fatalf("%s, now ours, forwarded as a source", added)
+	}
+	if !r.check(t, addressed(removed, "198.18.64.1", 17)) {
+		t.Fatalf("%s, no longer ours, not forwarded", removed)
+	}
+	after, _ := r.s.FastStats()
+	if after[FastPuntMartian]-before[FastPuntMartian] != 1 {
+		t.Fatalf("punt_martian moved by %d, want 1", after[FastPuntMartian]-before[FastPuntMartian])
+	}
+	var last [256]byte
+	must(t, r.fs.fp.own.Lookup(uint32(0), &last))
+	var one uint32
+	if last[77] != 1 || r.fs.fp.own4.Lookup(netip.MustParseAddr(added).AsSlice(), &one) != nil ||
+		r.fs.fp.own4.Lookup(netip.MustParseAddr(removed).AsSlice(), &one) == nil {
+		t.Fatalf("own addresses not as the engine's: last byte 77 %d, own4 %v", last[77], r.fs.own)
 	}
 }
 
