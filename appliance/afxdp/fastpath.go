@@ -28,6 +28,7 @@ import (
 //     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
 //     with offloads) over a segment longer than maxFinishLen, TCP SYN
 //     while MSS clamping is on;
+//   - a martian source or destination (fwd's martian.go; fastMartian4);
 //   - no route, a next hop without an egress device (punt entries: the
 //     box's own addresses, unresolved neighbours, tunnel, uplink, NAT'd or
 //     tagged egress), a datagram over the egress MTU.
