@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -221,12 +222,12 @@ func TestSteeringAndNeighMirror(t *testing.T) {
 
 	// ovfwd consumes ARP, so the kernel learns host A only from the mirror.
 	macA := macOf(t, tp.a, "h8a0")
-	var mirror *NeighMirror
-	if err := tp.app.Do(func() (err error) { mirror, err = NewNeighMirror(); return }); err != nil {
+	var mirror *nlsync.NeighMirror
+	if err := tp.app.Do(func() (err error) { mirror, err = nlsync.NewNeighMirror(); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer mirror.Close()
-	if err := mirror.Set(pa.Ifindex(), netip.MustParseAddr(hostA), macA); err != nil {
+	if err := mirror.Set(pa.Ifindex(), netip.MustParseAddr(hostA), macA, true); err != nil {
 		t.Fatal(err)
 	}
 	if out := nstest.Run(t, tp.app, "ip", "neigh", "show", "dev", "h8a1"); !strings.Contains(out, hostA) || !strings.Contains(out, "PERMANENT") {

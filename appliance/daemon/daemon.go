@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/exctap"
 	"github.com/ovfwd/ovfwd/appliance/metrics"
 	"github.com/ovfwd/ovfwd/appliance/nlsync"
@@ -55,7 +54,7 @@ type daemon struct {
 	engine  *fwd.Engine
 	fib     *routeTable
 	neigh   *neighbours
-	mirror  *afxdp.NeighMirror
+	mirror  *nlsync.NeighMirror
 	fast    *fastState // nil without the XDP fast path
 	nl      *nlsync.Sync
 	kq      *kernelQueue // kernel routes from nl, applied in batches

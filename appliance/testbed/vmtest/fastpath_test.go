@@ -14,7 +14,7 @@ import (
 // fastPathTests are the afxdp tests that load the XDP fast path and run
 // it with BPF_PROG_TEST_RUN against the engine: they need root and BPF,
 // no network namespace.
-const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|FinishesPartialChecksums|RandomFrames|PuntsSYNWhenClamping|BridgeMatchesEngine|BridgeRandomFrames))$`
+const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|Martians|FinishesPartialChecksums|RandomFrames|PuntsSYNWhenClamping|BridgeMatchesEngine|BridgeRandomFrames))$`
 
 // TestFastPathGuest runs the XDP fast path's differential tests (the real
 // program in the kernel against fwd.Engine, byte for byte) on Linux 6.1:

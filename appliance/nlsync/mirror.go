@@ -1,4 +1,4 @@
-package afxdp
+package nlsync
 
 import (
 	"encoding/binary"
@@ -10,8 +10,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/ovfwd/ovfwd/appliance/nlsync"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -19,9 +17,19 @@ import (
 // neighbour table. ovfwd answers and consumes ARP/ND on its ports (the
 // steering program redirects them), so without the mirror the kernel's
 // own traffic — SSH replies, the VPN control channel — could not resolve
-// its next hop. Entries are NUD_PERMANENT: the kernel must not probe them
-// (its probes' replies would go to ovfwd) and Delete removes them when
-// ovfwd's entry expires.
+// its next hop. A confirmed entry (it answered ovfwd's question) is
+// NUD_PERMANENT and marked as ovfwd's (MirrorFlag, MirrorProtocol): the
+// kernel must not probe it (its probes' replies would go to ovfwd), and
+// Delete removes it when ovfwd's entry expires. An unconfirmed one (made
+// from a request or solicitation to us, anyone's claim) is NUD_STALE, as
+// the kernel itself makes one from a solicitation it receives (RFC 4861
+// §7.2.3; net/ipv6/ndisc.c ndisc_recv_ns): subject to the kernel's
+// garbage collection and its gc_thresh bounds (NTF_EXT_LEARNED and
+// permanent entries are exempt from both, net/core/neighbour.c
+// neigh_alloc), and verified by the kernel's own probe before it is
+// trusted for long, whose answer, going to ovfwd, confirms ovfwd's entry.
+// So a flood of solicitations from random sources cannot fill the
+// kernel's table with permanent entries.
 //
 // Make it in the namespace of the ports (its netlink socket stays there).
 // It is control plane: any goroutine, serialised by a mutex.
@@ -38,11 +46,11 @@ type NeighMirror struct {
 func NewNeighMirror() (*NeighMirror, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: netlink socket: %w", err)
+		return nil, fmt.Errorf("nlsync: netlink socket: %w", err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("afxdp: netlink bind: %w", err)
+		return nil, fmt.Errorf("nlsync: netlink bind: %w", err)
 	}
 	tv := unix.Timeval{Sec: 2}
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
@@ -50,14 +58,19 @@ func NewNeighMirror() (*NeighMirror, error) {
 }
 
 // Set adds or replaces ip → mac on ifindex (netlink RTM_NEWNEIGH, like
-// `ip neigh replace … nud permanent`).
-func (m *NeighMirror) Set(ifindex int, ip netip.Addr, mac net.HardwareAddr) error {
-	return m.do(unix.RTM_NEWNEIGH, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, ifindex, ip, mac)
+// `ip neigh replace … nud permanent extern_learn`, or `nud stale` when
+// the entry is not confirmed).
+func (m *NeighMirror) Set(ifindex int, ip netip.Addr, mac net.HardwareAddr, confirmed bool) error {
+	state, flags := uint16(unix.NUD_STALE), uint8(0)
+	if confirmed {
+		state, flags = unix.NUD_PERMANENT, MirrorFlag
+	}
+	return m.do(unix.RTM_NEWNEIGH, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, ifindex, ip, mac, state, flags)
 }
 
 // Delete removes ip from ifindex's neighbours; a missing entry is not an error.
 func (m *NeighMirror) Delete(ifindex int, ip netip.Addr) error {
-	err := m.do(unix.RTM_DELNEIGH, 0, ifindex, ip, nil)
+	err := m.do(unix.RTM_DELNEIGH, 0, ifindex, ip, nil, 0, 0)
 	if err == unix.ENOENT {
 		return nil
 	}
@@ -71,7 +84,7 @@ func (m *NeighMirror) Close() error { return unix.Close(m.fd) }
 // the daemon call it at the mirror's full rate (2,000 a second), so it
 // builds the request in m.req and reads the ack into m.buf: nothing is
 // allocated per call (TestNeighMirrorNoGarbage).
-func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, mac net.HardwareAddr) error {
+func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, mac net.HardwareAddr, state uint16, ndFlags uint8) error {
 	ip = ip.Unmap()
 	if !ip.IsValid() {
 		return errInvalidNeigh
@@ -88,8 +101,8 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 	nd := msg[unix.NLMSG_HDRLEN:] // struct ndmsg
 	nd[0] = family
 	binary.NativeEndian.PutUint32(nd[4:], uint32(ifindex))
-	binary.NativeEndian.PutUint16(nd[8:], unix.NUD_PERMANENT)
-	nd[10] = nlsync.MirrorFlag
+	binary.NativeEndian.PutUint16(nd[8:], state)
+	nd[10] = ndFlags
 	if ip.Is4() {
 		a := ip.As4()
 		msg = appendAttr(msg, unix.NDA_DST, a[:])
@@ -97,7 +110,7 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 		a := ip.As16()
 		msg = appendAttr(msg, unix.NDA_DST, a[:])
 	}
-	msg = appendAttr(msg, ndaProtocol, []byte{nlsync.MirrorProtocol})
+	msg = appendAttr(msg, ndaProtocol, []byte{MirrorProtocol})
 	if mac != nil {
 		msg = appendAttr(msg, unix.NDA_LLADDR, mac)
 	}
@@ -106,7 +119,7 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|flags)
 	binary.NativeEndian.PutUint32(msg[8:], m.seq)
 	if err := unix.Sendto(m.fd, msg, 0, &m.kernel); err != nil {
-		return fmt.Errorf("afxdp: netlink send: %w", err)
+		return fmt.Errorf("nlsync: netlink send: %w", err)
 	}
 	for range 8 { // skip anything that is not our ack, boundedly
 		// Read, not Recvfrom: only the kernel answers on this socket, and
@@ -116,7 +129,7 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 			continue // see readTimeoutEINTR
 		}
 		if err != nil {
-			return fmt.Errorf("afxdp: netlink receive: %w", err)
+			return fmt.Errorf("nlsync: netlink receive: %w", err)
 		}
 		if n < unix.NLMSG_HDRLEN+4 {
 			continue
@@ -133,17 +146,14 @@ func (m *NeighMirror) do(typ uint16, flags uint16, ifindex int, ip netip.Addr, m
 }
 
 var (
-	errInvalidNeigh = errors.New("afxdp: neighbour: invalid address")
-	errNoAck        = errors.New("afxdp: netlink: no ack")
+	errInvalidNeigh = errors.New("nlsync: neighbour: invalid address")
+	errNoAck        = errors.New("nlsync: netlink: no ack")
 )
 
 // readTimeoutEINTR: the socket has a receive timeout (SO_RCVTIMEO), and a
 // blocking receive on such a socket is not restarted after a signal
 // handler even with SA_RESTART (signal(7)); the Go runtime's preemption
 // signal interrupts it with EINTR, which is not an answer: read again.
-
-// ndaProtocol is NDA_PROTOCOL (linux/neighbour.h; x/sys does not name it).
-const ndaProtocol = 12
 
 // Purge deletes every entry a mirror wrote (its flag and protocol) on the
 // given interfaces — what a previous run that crashed left behind — and
@@ -182,14 +192,14 @@ func (m *NeighMirror) Purge(ifindexes []int) (int, error) {
 				done = true
 				break
 			}
-			if ifindex, ip, ok := nlsync.Mirrored(msg.Header.Type, msg.Data); ok && slices.Contains(ifindexes, ifindex) {
+			if ifindex, ip, ok := Mirrored(msg.Header.Type, msg.Data); ok && slices.Contains(ifindexes, ifindex) {
 				stale = append(stale, mirroredEntry{ifindex, ip})
 			}
 		}
 	}
 	m.mu.Unlock()
 	if err != nil {
-		return 0, fmt.Errorf("afxdp: neighbour dump: %w", err)
+		return 0, fmt.Errorf("nlsync: neighbour dump: %w", err)
 	}
 	for _, e := range stale {
 		if err := m.Delete(e.ifindex, e.ip); err != nil {

@@ -1,4 +1,4 @@
-package afxdp
+package nlsync
 
 import (
 	"net"
@@ -43,11 +43,11 @@ func TestNeighMirrorMarkAndPurge(t *testing.T) {
 	defer mirror.Close()
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	for _, a := range []string{"198.18.9.1", "198.18.9.2", "2001:db8:9::1"} {
-		if err := mirror.Set(if0, netip.MustParseAddr(a), mac); err != nil {
+		if err := mirror.Set(if0, netip.MustParseAddr(a), mac, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := mirror.Set(if1, netip.MustParseAddr("198.18.9.5"), mac); err != nil {
+	if err := mirror.Set(if1, netip.MustParseAddr("198.18.9.5"), mac, true); err != nil {
 		t.Fatal(err)
 	}
 	out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m0")
@@ -68,6 +68,50 @@ func TestNeighMirrorMarkAndPurge(t *testing.T) {
 	}
 	if out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m1"); !strings.Contains(out, "198.18.9.5 ") {
 		t.Fatalf("purge reached another interface:\n%s", out)
+	}
+}
+
+// An unconfirmed entry is written as the kernel would make it from a
+// solicitation: STALE, ours by protocol only, not extern_learn (so the
+// kernel's garbage collection bounds such entries); its confirmation
+// makes it permanent.
+func TestNeighMirrorUnconfirmed(t *testing.T) {
+	nstest.RequireRoot(t)
+	ns, peer := nstest.New(t, "nmu"), nstest.New(t, "nmu")
+	nstest.Link(t, ns, "m0", peer, "x0")
+	nstest.Run(t, ns, "ip", "link", "set", "m0", "up")
+	var mirror *NeighMirror
+	var ifindex int
+	if err := ns.Do(func() (err error) {
+		if mirror, err = NewNeighMirror(); err != nil {
+			return err
+		}
+		ifi, err := net.InterfaceByName("m0")
+		if err == nil {
+			ifindex = ifi.Index
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer mirror.Close()
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	for _, a := range []string{"198.18.9.1", "2001:db8:9::1"} {
+		ip := netip.MustParseAddr(a)
+		if err := mirror.Set(ifindex, ip, mac, false); err != nil {
+			t.Fatal(err)
+		}
+		out := nstest.Run(t, ns, "ip", "neigh", "show", a, "dev", "m0")
+		if !strings.Contains(out, "lladdr 02:00:00:00:00:01") || !strings.Contains(out, "STALE") ||
+			!strings.Contains(out, "proto 245") || strings.Contains(out, "extern_learn") || strings.Contains(out, "PERMANENT") {
+			t.Fatalf("unconfirmed %s written as:\n%s", a, out)
+		}
+		if err := mirror.Set(ifindex, ip, mac, true); err != nil {
+			t.Fatal(err)
+		}
+		if out := nstest.Run(t, ns, "ip", "neigh", "show", a, "dev", "m0"); !strings.Contains(out, "extern_learn PERMANENT proto 245") {
+			t.Fatalf("confirmed %s written as:\n%s", a, out)
+		}
 	}
 }
 
@@ -100,7 +144,7 @@ func TestNeighMirrorNoGarbage(t *testing.T) {
 	var err error
 	allocs := testing.AllocsPerRun(200, func() {
 		for _, a := range []netip.Addr{v4, v6} {
-			if e := mirror.Set(ifindex, a, mac); e != nil {
+			if e := mirror.Set(ifindex, a, mac, true); e != nil {
 				err = e
 			}
 			if e := mirror.Delete(ifindex, a); e != nil {
@@ -114,7 +158,7 @@ func TestNeighMirrorNoGarbage(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per two writes and two deletes", allocs)
 	}
-	if err := mirror.Set(ifindex, v6, mac); err != nil {
+	if err := mirror.Set(ifindex, v6, mac, true); err != nil {
 		t.Fatal(err)
 	}
 	if out := nstest.Run(t, ns, "ip", "neigh", "show", "dev", "m0"); !strings.Contains(out, "2001:db8:9::1 lladdr 02:00:00:00:00:01 extern_learn PERMANENT proto 245") {

@@ -1,11 +1,10 @@
-package afxdp
+package nlsync
 
 import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,14 +31,14 @@ func TestParseMirrored(t *testing.T) {
 		ours  bool
 		index int
 	}{
-		{"ours", ndmsg(7, nlsync.MirrorFlag, ip, nlsync.MirrorProtocol), unix.RTM_NEWNEIGH, true, 7},
-		{"no flag (an operator rewrote it)", ndmsg(7, 0, ip, nlsync.MirrorProtocol), unix.RTM_NEWNEIGH, false, 0},
-		{"another learner's protocol", ndmsg(7, nlsync.MirrorFlag, ip, 3), unix.RTM_NEWNEIGH, false, 0},
-		{"no protocol", ndmsg(7, nlsync.MirrorFlag, ip, 0), unix.RTM_NEWNEIGH, false, 0},
-		{"a deletion", ndmsg(7, nlsync.MirrorFlag, ip, nlsync.MirrorProtocol), unix.RTM_DELNEIGH, false, 0},
+		{"ours", ndmsg(7, MirrorFlag, ip, MirrorProtocol), unix.RTM_NEWNEIGH, true, 7},
+		{"no flag (an operator rewrote it)", ndmsg(7, 0, ip, MirrorProtocol), unix.RTM_NEWNEIGH, false, 0},
+		{"another learner's protocol", ndmsg(7, MirrorFlag, ip, 3), unix.RTM_NEWNEIGH, false, 0},
+		{"no protocol", ndmsg(7, MirrorFlag, ip, 0), unix.RTM_NEWNEIGH, false, 0},
+		{"a deletion", ndmsg(7, MirrorFlag, ip, MirrorProtocol), unix.RTM_DELNEIGH, false, 0},
 		{"short", []byte{2, 0, 0}, unix.RTM_NEWNEIGH, false, 0},
 	} {
-		ifindex, got, ok := nlsync.Mirrored(c.typ, c.b)
+		ifindex, got, ok := Mirrored(c.typ, c.b)
 		if ok != c.ours || ok && (ifindex != c.index || got != ip) {
 			t.Errorf("%s: %d %v %v", c.name, ifindex, got, ok)
 		}
@@ -50,11 +49,11 @@ func TestParseMirrored(t *testing.T) {
 // without a panic, and what is taken as ours has an address.
 func FuzzParseMirrored(f *testing.F) {
 	ip := netip.MustParseAddr("2001:db8:9::1")
-	f.Add(ndmsg(3, nlsync.MirrorFlag, ip, nlsync.MirrorProtocol))
+	f.Add(ndmsg(3, MirrorFlag, ip, MirrorProtocol))
 	f.Add(ndmsg(3, 0, ip, 0))
 	f.Add([]byte{10, 0, 0, 0, 3, 0, 0, 0, 128, 0, 16, 0, 255, 255, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if ifindex, ip, ok := nlsync.Mirrored(unix.RTM_NEWNEIGH, b); ok && !ip.IsValid() {
+		if ifindex, ip, ok := Mirrored(unix.RTM_NEWNEIGH, b); ok && !ip.IsValid() {
 			t.Fatalf("taken as ours without an address: %d %v", ifindex, ip)
 		}
 	})
