@@ -18,6 +18,7 @@ type Config struct {
 	Export     Export
 	Metrics    Metrics
 	Status     Status
+	Management Management
 	Log        Log
 	NAT        []NAT
 	NATOptions NATOptions
@@ -321,6 +322,7 @@ type Metrics struct {
 // Status is [status]: the unix socket `ovfwd status` talks to.
 type Status struct {
 	Socket string // absolute path, default /run/ovfwd/ovfwd.sock, "" = off
+	File   StatusFile
 }
 
 // Log is [log].
@@ -373,7 +375,8 @@ func Default() *Config {
 		Netlink:    Netlink{Table: 254},
 		Export:     Export{Device: "ovfwd-export", Table: 200, Protocol: 201, WorkerStall: 3 * time.Second},
 		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
-		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock"},
+		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock", File: DefaultStatusFile()},
+		Management: DefaultManagement(),
 		Log:        Log{Level: "info", Format: "text"},
 		NATOptions: DefaultNATOptions(),
 	}

@@ -28,6 +28,7 @@ func (d *decoder) decodeRoot(root *table, c *Config) {
 	d.export(root.sub("export"), &c.Export)
 	d.metrics(root.sub("metrics"), &c.Metrics)
 	d.status(root.sub("status"), &c.Status)
+	d.management(root.sub("management"), &c.Management)
 	d.log(root.sub("log"), &c.Log)
 	for _, t := range root.list("nat") {
 		var n NAT
@@ -557,6 +558,7 @@ func (d *decoder) status(t *table, s *Status) {
 	if t.str("socket", &s.Socket) && s.Socket != "" && !strings.HasPrefix(s.Socket, "/") {
 		d.errorf(t.key("socket"), `use an absolute path, e.g. "/run/ovfwd/ovfwd.sock", or "" to turn it off`, "socket path %q is not absolute", s.Socket)
 	}
+	d.statusFile(t, &s.File)
 	t.done()
 }
 

@@ -110,6 +110,17 @@ type VPNPeer struct {
 	Rx       Traffic   `json:"rx"`
 	Tx       Traffic   `json:"tx"`
 	LastSeen time.Time `json:"last_seen"`
+	ClientID uint64    `json:"client_id"` // the management interface's CID: unique per connection since start
+	PeerID   uint32    `json:"peer_id"`
+	Username string    `json:"username,omitempty"` // the authenticated username; "" without auth_user_pass_verify
+	Cipher   string    `json:"cipher,omitempty"`   // the data channel's cipher, as openvpn names it
+	Since    time.Time `json:"connected_since"`
+	IRoutes  []string  `json:"iroutes,omitempty"` // networks routed to this client
+	// LinkRx and LinkTx count the data channel's datagrams as on the wire
+	// (Rx/Tx plus each packet's header, packet id and tag): openvpn's
+	// "Bytes Received/Sent" without its keepalives and control packets.
+	LinkRx uint64 `json:"link_rx_bytes"`
+	LinkTx uint64 `json:"link_tx_bytes"`
 }
 
 // Uplink is one [[vpn.client]] site-to-site uplink.
