@@ -69,6 +69,7 @@ type daemon struct {
 	cpus    []int             // cpus[q]: worker q's CPU, -1 when not pinned
 	beats   []heartbeat       // beats[q]: worker q's loop counter
 	so      *scaleOut         // readiness, drain and route export
+	mon     *monitoring       // management interface and status file (mgmt.go)
 
 	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
 	control sync.WaitGroup // those goroutines
@@ -97,7 +98,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 		d.logs = newLogSwitch(os.Stderr, cfg.Log)
 		logger = slog.New(d.logs)
 	}
-	d.rateLog = newRateLog(logger.Handler())
+	d.rateLog = newRateLog(d.logHistory(logger.Handler()))
 	d.log = slog.New(d.rateLog)
 	if err := d.start(cfg); err != nil {
 		d.log.Error("start failed", "err", err)
@@ -158,6 +159,9 @@ func (d *daemon) start(cfg *config.Config) error {
 		return err
 	}
 	if err := d.startServers(cfg); err != nil {
+		return err
+	}
+	if err := d.startMonitoring(cfg); err != nil {
 		return err
 	}
 	return d.startScaleOut()
@@ -258,6 +262,7 @@ func (d *daemon) shutdown() error {
 	var errs []error
 	// The routing daemon withdraws the pools before the tunnels go.
 	errs = append(errs, d.stopScaleOut())
+	d.stopMonitoring()
 	if d.status != nil {
 		errs = append(errs, d.status.Close())
 	}

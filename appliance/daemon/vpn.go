@@ -58,6 +58,10 @@ type vpnServer struct {
 	// two sessions of one common name the newest wins, and the older one
 	// going away must not take the route with it.
 	irouteOwner map[netip.Prefix]uint32
+	// cids are the management interface's client ids by peer id: unique
+	// for the daemon's life, as openvpn's (multi.c cid_counter).
+	cids    map[uint32]uint64
+	nextCID uint64
 }
 
 var _ control.DataPlane = (*vpnServer)(nil)
@@ -66,7 +70,7 @@ var _ control.DataPlane = (*vpnServer)(nil)
 // server. Call it before the workers start.
 func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{}), maxPeers: c.MaxPeers,
-		iroutes: map[string][]netip.Prefix{}, irouteOwner: map[netip.Prefix]uint32{}}
+		iroutes: map[string][]netip.Prefix{}, irouteOwner: map[netip.Prefix]uint32{}, cids: map[uint32]uint64{}}
 	for _, ir := range c.IRoutes {
 		v.iroutes[ir.CommonName] = ir.Routes
 	}
@@ -439,6 +443,8 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 		v.irouteOwner[pfx] = p.PeerID
 	}
 	v.peers[p.PeerID] = p
+	v.cids[p.PeerID] = v.nextCID
+	v.nextCID++
 	v.mu.Unlock()
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
@@ -458,6 +464,7 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Lock()
 	p, ok := v.peers[id]
 	delete(v.peers, id)
+	delete(v.cids, id)
 	if ok {
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
@@ -521,13 +528,22 @@ func (v *vpnServer) snapshot() *status.VPN {
 	s := &status.VPN{Listen: []string{v.listen}, Drops: status.Counters{}}
 	v.mu.Lock()
 	peers := make([]control.Peer, 0, len(v.peers))
+	cids := make(map[uint32]uint64, len(v.cids))
 	for _, p := range v.peers {
 		peers = append(peers, p)
+		cids[p.PeerID] = v.cids[p.PeerID]
+	}
+	owned := map[uint32][]string{}
+	for pfx, id := range v.irouteOwner {
+		owned[id] = append(owned[id], pfx.String())
 	}
 	v.mu.Unlock()
 	sort.Slice(peers, func(i, j int) bool { return peers[i].PeerID < peers[j].PeerID })
 	for _, p := range peers {
-		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String()}
+		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String(), ClientID: cids[p.PeerID], PeerID: p.PeerID,
+			Username: p.Username, Cipher: p.Cipher.String(), Since: p.Since}
+		vp.IRoutes = owned[p.PeerID]
+		sort.Strings(vp.IRoutes)
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
 				vp.Addrs = append(vp.Addrs, a.String())
@@ -537,6 +553,8 @@ func (v *vpnServer) snapshot() *status.VPN {
 			vp.Real = ps.Remote.String()
 			vp.Rx = status.Traffic{Packets: ps.RxPackets, Bytes: ps.RxBytes}
 			vp.Tx = status.Traffic{Packets: ps.TxPackets, Bytes: ps.TxBytes}
+			over := uint64(dataOverhead(p.Comp))
+			vp.LinkRx, vp.LinkTx = ps.RxBytes+over*ps.RxPackets, ps.TxBytes+over*ps.TxPackets
 		}
 		if rx, _ := v.tun.LastActivity(p.PeerID); !rx.IsZero() {
 			vp.LastSeen = rx

@@ -485,7 +485,8 @@ func (s *session) runKey(ks *keyState) {
 		return
 	}
 	if ks.first {
-		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName})
+		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName,
+			Username: s.username, Cipher: s.cipher, Since: s.created})
 		s.peerAdded = err == nil
 	}
 	if err == nil {

@@ -33,6 +33,8 @@ type ServerOptions struct {
 	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
 	// after it (e.g. [[vpn.ccd]]).
 	VPN, Tail string
+	// Status is extra TOML lines for ovfwd's [status] table.
+	Status string
 	// MaxPeers is ovfwd's max_peers (0: 64).
 	MaxPeers int
 	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
@@ -125,6 +127,7 @@ listen = ""
 
 [status]
 socket = %q
+%s
 
 [log]
 level = "info"
@@ -154,7 +157,7 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
-		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock)
+		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock, o.Status)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
 	}
