@@ -1,0 +1,17 @@
+// Package monitor is the suite of an OpenVPN operator's monitoring tools
+// against `ovfwd run` (as its unit runs it) with stock openvpn 2.6
+// clients connected, in the vpne2e namespace lab: unmodified third-party
+// clients of the management interface and of the status file read them,
+// kill clients and follow their traffic.
+//
+//   - Debian's Go management library
+//     (golang-github-apparentlymart-go-openvpn-mgmt-dev, Go source under
+//     /usr/share/gocode): testdata/gomgmt is built against it in GOPATH
+//     mode (GO111MODULE=off GOPATH=/usr/share/gocode), so the library never
+//     enters go.mod.
+//   - collectd's openvpn plugin (Debian collectd-core,
+//     /usr/lib/collectd/openvpn.so), run in the foreground with the csv
+//     plugin, on status files of versions 1, 2 and 3.
+//
+// The package holds tests only.
+package monitor

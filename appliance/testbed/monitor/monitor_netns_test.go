@@ -1,0 +1,387 @@
+package monitor
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
+	"github.com/ovfwd/ovfwd/vpn/pki"
+)
+
+// tag names this package's namespaces.
+const tag = "mon"
+
+// lab is ovfwd with the management interface and a status file, and two
+// stock clients, alice and bob, that have sent traffic.
+type lab struct {
+	*vpne2e.Lab
+	srv        *vpne2e.Server
+	mgmt, file string
+	clients    []*vpne2e.Client
+}
+
+func setup(t *testing.T, tools ...string) *lab {
+	t.Helper()
+	nstest.RequireRoot(t)
+	for _, tool := range append([]string{"openvpn", "ping"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (.ci/install-deps installs it)", tool)
+		}
+	}
+	bin := nstest.BuildOvfwd(t)
+	dir := unittest.TempDir(t, unittest.Load(t))
+	l, err := vpne2e.NewLab(tag, dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Logf = t.Logf
+	t.Cleanup(func() {
+		l.Close()
+		if t.Failed() {
+			for _, p := range []string{"ovfwd.log", "client0.log", "client1.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, p))
+				t.Logf("--- %s (end):\n%s", p, tail(string(b), 5000))
+			}
+		}
+	})
+	m := &lab{Lab: l, mgmt: filepath.Join(dir, "run", "management.sock"), file: filepath.Join(dir, "run", "openvpn-status.log")}
+	m.srv, err = l.StartOvfwd(bin, vpne2e.ServerOptions{
+		Ciphers: []string{"AES-256-GCM"},
+		Status:  fmt.Sprintf("file = %q\nfile_interval = \"1s\"\nfile_version = 2\n", m.file),
+		Tail:    fmt.Sprintf("[management]\nsocket = %q\n", m.mgmt),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"alice", "bob"} {
+		profile, err := l.NewProfile(i, pki.Profile{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := l.StartClient(i, profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitUp(45 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.NS.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", vpne2e.LANHost4.String()); err != nil {
+			t.Fatalf("%s cannot reach the LAN: %v", name, err)
+		}
+		m.clients = append(m.clients, c)
+	}
+	return m
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func waitCond(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cond()
+}
+
+func (m *lab) snapshot(t *testing.T) *status.Snapshot {
+	t.Helper()
+	s, err := status.Fetch(m.srv.Status, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (m *lab) log() string { b, _ := os.ReadFile(m.srv.Log); return string(b) }
+
+// peerByName is the snapshot's client with common name cn.
+func peerByName(s *status.Snapshot, cn string) *status.VPNPeer {
+	for i := range s.VPN.Peers {
+		if s.VPN.Peers[i].Name == cn {
+			return &s.VPN.Peers[i]
+		}
+	}
+	return nil
+}
+
+// TestThirdPartyClients: with alice and bob connected through ovfwd,
+// Debian's Go management library reads the pid, the state, status 3 and
+// >BYTECOUNT_CLI events for both, kills bob by client id (bob's stock
+// client is told to restart and comes back with a new id) and sends
+// SIGHUP (ovfwd reloads); then collectd's openvpn plugin reads the status
+// file in versions 1, 2 and 3 and reports each client's traffic.
+func TestThirdPartyClients(t *testing.T) {
+	m := setup(t, "collectd", "go")
+	t.Run("status file", func(t *testing.T) { m.checkStatusFile(t) })
+	t.Run("go-openvpn-mgmt", func(t *testing.T) { m.goMgmt(t) })
+	for v := 1; v <= 3; v++ {
+		t.Run(fmt.Sprintf("collectd v%d", v), func(t *testing.T) { m.collectd(t, v) })
+	}
+}
+
+// checkStatusFile: the file (version 2) lists both clients with the
+// snapshot's values, openvpn's column by column.
+func (m *lab) checkStatusFile(t *testing.T) {
+	// Both clients, and the file written after their pings (it is
+	// rewritten every second): three pings and their replies at least,
+	// 84 bytes each in IPv4 and 24 of data channel overhead.
+	const pings = 3 * (84 + 24)
+	var text string
+	traffic := regexp.MustCompile(`(?m)^CLIENT_LIST,[^,]*,[^,]*,[^,]*,[^,]*,(\d{3,}),(\d{3,}),`)
+	ok := waitCond(5*time.Second, func() bool {
+		b, _ := os.ReadFile(m.file)
+		text = string(b)
+		n := 0
+		for _, f := range traffic.FindAllStringSubmatch(text, -1) {
+			rx, _ := strconv.Atoi(f[1])
+			tx, _ := strconv.Atoi(f[2])
+			if rx >= pings && tx >= pings {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if !ok {
+		t.Fatalf("status file without both clients' traffic:\n%s", text)
+	}
+	snap := m.snapshot(t)
+	for _, c := range m.clients {
+		cn := strings.TrimSuffix(filepath.Base(c.Profile), ".ovpn")
+		p := peerByName(snap, cn)
+		if p == nil {
+			t.Fatalf("%s not in the snapshot", cn)
+		}
+		re := regexp.MustCompile(`(?m)^CLIENT_LIST,` + cn + `,([^,]*),([^,]*),([^,]*),(\d+),(\d+),([^,]*),(\d+),([^,]*),(\d+),(\d+),([^,]*)$`)
+		f := re.FindStringSubmatch(text)
+		if f == nil {
+			t.Fatalf("no CLIENT_LIST line for %s:\n%s", cn, text)
+		}
+		want := []string{status.RealAddress(p.Real), c.V4.String(), c.V6.String()}
+		if f[1] != want[0] || f[2] != want[1] || f[3] != want[2] || !strings.HasPrefix(f[1], vpne2e.ClientAddr(c.Index).String()+":") {
+			t.Errorf("%s: addresses %q, want %q (client at %v)", cn, f[1:4], want, vpne2e.ClientAddr(c.Index))
+		}
+		rx, _ := strconv.ParseUint(f[4], 10, 64)
+		tx, _ := strconv.ParseUint(f[5], 10, 64)
+		if rx < pings || tx < pings {
+			t.Errorf("%s: bytes received %d, sent %d", cn, rx, tx)
+		}
+		if f[7] != strconv.FormatInt(p.Since.Unix(), 10) || f[8] != "UNDEF" || f[9] != strconv.FormatUint(p.ClientID, 10) ||
+			f[10] != strconv.FormatUint(uint64(p.PeerID), 10) || f[11] != "AES-256-GCM" {
+			t.Errorf("%s: since/user/cid/peer/cipher %q, snapshot %+v", cn, f[7:], p)
+		}
+		if !strings.Contains(text, "\nROUTING_TABLE,"+c.V4.String()+","+cn+","+f[1]+",") ||
+			!strings.Contains(text, "\nROUTING_TABLE,"+c.V6.String()+","+cn+","+f[1]+",") {
+			t.Errorf("%s: routing table lacks its addresses:\n%s", cn, text)
+		}
+	}
+	if !strings.HasPrefix(text, "TITLE,OpenVPN 2.6 (ovfwd ") || !strings.HasSuffix(text, "\nGLOBAL_STATS,dco_enabled,0\nEND\n") {
+		t.Errorf("status file shape:\n%s", text)
+	}
+}
+
+// goMgmt runs testdata/gomgmt, built against Debian's library.
+func (m *lab) goMgmt(t *testing.T) {
+	const lib = "/usr/share/gocode/src/github.com/apparentlymart/go-openvpn-mgmt/openvpn"
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("Debian's golang-github-apparentlymart-go-openvpn-mgmt-dev is not installed (.ci/install-deps): %v", err)
+	}
+	prog := filepath.Join(t.TempDir(), "gomgmt")
+	build := exec.Command("go", "build", "-o", prog, ".")
+	build.Dir = filepath.Join("testdata", "gomgmt")
+	build.Env = append(os.Environ(), "GO111MODULE=off", "GOPATH=/usr/share/gocode", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building gomgmt against /usr/share/gocode: %v\n%s", err, out)
+	}
+	before := m.snapshot(t)
+	bob := peerByName(before, "bob")
+	reloads := strings.Count(m.log(), `msg=reloaded`)
+	out, err := m.App.Run(prog, m.mgmt, "2", "bob")
+	t.Logf("gomgmt:\n%s", out)
+	if err != nil {
+		t.Fatalf("gomgmt: %v", err)
+	}
+	lines := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		lines[f[0]] = append(lines[f[0]], strings.Join(f[1:], " "))
+	}
+	if got := lines["pid"]; len(got) != 1 || got[0] != strconv.Itoa(before.PID) {
+		t.Errorf("pid %q, want %d", got, before.PID)
+	}
+	if got := lines["state"]; len(got) != 1 || got[0] != "CONNECTED SUCCESS "+vpne2e.Pool4.Addr().Next().String() {
+		t.Errorf("state %q", got)
+	}
+	// >BYTECOUNT_CLI for both clients' ids, with traffic.
+	ids := map[string]bool{}
+	for _, bc := range lines["bytecount"] {
+		var id string
+		var in, out int
+		if _, err := fmt.Sscan(bc, &id, &in, &out); err != nil || in <= 0 || out <= 0 {
+			t.Errorf("bytecount %q", bc)
+		}
+		ids[id] = true
+	}
+	for _, p := range before.VPN.Peers {
+		if !ids[strconv.FormatUint(p.ClientID, 10)] {
+			t.Errorf("no bytecount for %s (client id %d): %q", p.Name, p.ClientID, lines["bytecount"])
+		}
+	}
+	if len(lines["client"]) != 2 {
+		t.Errorf("status 3 clients %q", lines["client"])
+	}
+	for _, c := range lines["client"] {
+		f := strings.Fields(c)
+		if p := peerByName(before, f[0]); p == nil || f[1] != strconv.FormatUint(p.ClientID, 10) {
+			t.Errorf("status 3 client %q, snapshot %+v", c, p)
+		}
+	}
+	if got := lines["kill"]; len(got) != 1 || got[0] != "SUCCESS: client-kill command succeeded" {
+		t.Errorf("client-kill: %q", got)
+	}
+	if got := lines["signal"]; len(got) != 1 || got[0] != "<nil>" {
+		t.Errorf("signal: %q", got)
+	}
+	if !waitCond(10*time.Second, func() bool { return strings.Count(m.log(), `msg=reloaded`) > reloads }) {
+		t.Error("ovfwd did not reload on the management interface's SIGHUP")
+	}
+	// bob was told to restart (openvpn's client-kill default message) and
+	// comes back as a new client id; alice stays.
+	bobClient := m.clients[1]
+	if !waitCond(20*time.Second, func() bool {
+		return strings.Contains(bobClient.LogText(), "Connection reset command was pushed by server")
+	}) {
+		t.Errorf("bob's client was not told to restart:\n%s", tail(bobClient.LogText(), 3000))
+	}
+	var now *status.Snapshot
+	if !waitCond(30*time.Second, func() bool {
+		now = m.snapshot(t)
+		p := peerByName(now, "bob")
+		return p != nil && p.ClientID != bob.ClientID
+	}) {
+		t.Errorf("bob did not come back with a new client id (was %d): %+v", bob.ClientID, now.VPN.Peers)
+	}
+	if a, b := peerByName(before, "alice"), peerByName(now, "alice"); b == nil || a.ClientID != b.ClientID {
+		t.Errorf("alice was disturbed: %+v -> %+v", a, b)
+	}
+	// Traffic on bob's new session, for collectd to see.
+	if !waitCond(15*time.Second, func() bool {
+		_, err := bobClient.NS.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", vpne2e.LANHost4.String())
+		return err == nil
+	}) {
+		t.Error("bob cannot reach the LAN after reconnecting")
+	}
+}
+
+// collectd switches the status file to version v (a reload) and runs
+// collectd's openvpn plugin on it for a few seconds: the csv plugin must
+// record both clients' traffic and the user count.
+func (m *lab) collectd(t *testing.T, v int) {
+	b, err := os.ReadFile(m.srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := regexp.MustCompile(`file_version = \d`).ReplaceAllString(string(b), fmt.Sprintf("file_version = %d", v))
+	if err := os.WriteFile(m.srv.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.srv.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	first := map[int]string{1: "OpenVPN CLIENT LIST\n", 2: "TITLE,", 3: "TITLE\t"}[v]
+	var text string
+	if !waitCond(10*time.Second, func() bool {
+		b, _ := os.ReadFile(m.file)
+		text = string(b)
+		return strings.HasPrefix(text, first) && strings.Contains(text, "alice") && strings.Contains(text, "bob")
+	}) {
+		t.Fatalf("status file not in version %d after the reload:\n%s", v, text)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "collectd.conf")
+	err = os.WriteFile(conf, []byte(fmt.Sprintf(`Hostname "mon"
+FQDNLookup false
+Interval 1
+BaseDir %q
+PIDFile %q
+PluginDir "/usr/lib/collectd"
+TypesDB "/usr/share/collectd/types.db"
+LoadPlugin openvpn
+LoadPlugin csv
+<Plugin openvpn>
+  StatusFile %q
+  CollectIndividualUsers true
+  CollectUserCount true
+</Plugin>
+<Plugin csv>
+  DataDir %q
+  StoreRates false
+</Plugin>
+`, dir, filepath.Join(dir, "collectd.pid"), m.file, filepath.Join(dir, "csv"))), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd, err := m.App.Start(&stdout, &stderr, "collectd", "-f", "-C", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := func(glob string) [][]string {
+		files, _ := filepath.Glob(filepath.Join(dir, "csv", "mon", glob))
+		if len(files) != 1 {
+			return nil
+		}
+		b, _ := os.ReadFile(files[0])
+		var rows [][]string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+			rows = append(rows, strings.Split(l, ","))
+		}
+		return rows
+	}
+	ok := waitCond(15*time.Second, func() bool {
+		return len(csv("openvpn-alice/if_octets-*")) >= 2 && len(csv("openvpn-bob/if_octets-*")) >= 2
+	})
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	_ = cmd.Wait()
+	if !ok {
+		t.Fatalf("collectd recorded no traffic for both clients from the version %d file:\nstdout:\n%s\nstderr:\n%s\nfile:\n%s",
+			v, stdout.String(), stderr.String(), text)
+	}
+	snap := m.snapshot(t)
+	for _, cn := range []string{"alice", "bob"} {
+		rows := csv("openvpn-" + cn + "/if_octets-*")
+		last := rows[len(rows)-1]
+		rx, _ := strconv.ParseFloat(last[1], 64)
+		tx, _ := strconv.ParseFloat(last[2], 64)
+		p := peerByName(snap, cn)
+		if rx <= 0 || tx <= 0 || p == nil || rx > float64(p.LinkRx) || tx > float64(p.LinkTx) {
+			t.Errorf("collectd v%d %s: rx %v tx %v; ovfwd since: %+v", v, cn, rx, tx, p)
+		}
+		t.Logf("collectd v%d: %s rx %.0f tx %.0f bytes", v, cn, rx, tx)
+	}
+	users, _ := filepath.Glob(filepath.Join(dir, "csv", "mon", "openvpn-*", "users-*"))
+	if len(users) != 1 {
+		t.Errorf("collectd v%d: user count files %q", v, users)
+	} else if b, _ := os.ReadFile(users[0]); !strings.Contains(string(b), ",2.000000") {
+		t.Errorf("collectd v%d: user count:\n%s", v, b)
+	}
+}
