@@ -9,6 +9,9 @@
 //     /usr/share/gocode): testdata/gomgmt is built against it in GOPATH
 //     mode (GO111MODULE=off GOPATH=/usr/share/gocode), so the library never
 //     enters go.mod.
+//   - the npm package telnet-openvpn (0.1.9, with telnet-client 0.16),
+//     installed with npm into a temporary directory, on the loopback TCP
+//     interface with its password (testdata/npm/client.js).
 //   - collectd's openvpn plugin (Debian collectd-core,
 //     /usr/lib/collectd/openvpn.so), run in the foreground with the csv
 //     plugin, on status files of versions 1, 2 and 3.

@@ -2,11 +2,13 @@ package monitor
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +24,12 @@ import (
 
 // tag names this package's namespaces.
 const tag = "mon"
+
+// The TCP management interface, in the appliance namespace.
+const (
+	mgmtTCP      = "127.0.0.1:7505"
+	mgmtPassword = "sesame"
+)
 
 // lab is ovfwd with the management interface and a status file, and two
 // stock clients, alice and bob, that have sent traffic.
@@ -57,10 +65,14 @@ func setup(t *testing.T, tools ...string) *lab {
 		}
 	})
 	m := &lab{Lab: l, mgmt: filepath.Join(dir, "run", "management.sock"), file: filepath.Join(dir, "run", "openvpn-status.log")}
+	pw := filepath.Join(dir, "management.pw")
+	if err := os.WriteFile(pw, []byte(mgmtPassword+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	m.srv, err = l.StartOvfwd(bin, vpne2e.ServerOptions{
 		Ciphers: []string{"AES-256-GCM"},
 		Status:  fmt.Sprintf("file = %q\nfile_interval = \"1s\"\nfile_version = 2\n", m.file),
-		Tail:    fmt.Sprintf("[management]\nsocket = %q\n", m.mgmt),
+		Tail:    fmt.Sprintf("[management]\nsocket = %q\nlisten = %q\npassword_file = %q\n", m.mgmt, mgmtTCP, pw),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +145,7 @@ func peerByName(s *status.Snapshot, cn string) *status.VPNPeer {
 func TestThirdPartyClients(t *testing.T) {
 	m := setup(t, "collectd", "go")
 	t.Run("status file", func(t *testing.T) { m.checkStatusFile(t) })
+	t.Run("telnet-openvpn", func(t *testing.T) { m.npm(t) })
 	t.Run("go-openvpn-mgmt", func(t *testing.T) { m.goMgmt(t) })
 	for v := 1; v <= 3; v++ {
 		t.Run(fmt.Sprintf("collectd v%d", v), func(t *testing.T) { m.collectd(t, v) })
@@ -283,13 +296,100 @@ func (m *lab) goMgmt(t *testing.T) {
 	if a, b := peerByName(before, "alice"), peerByName(now, "alice"); b == nil || a.ClientID != b.ClientID {
 		t.Errorf("alice was disturbed: %+v -> %+v", a, b)
 	}
-	// Traffic on bob's new session, for collectd to see.
+	m.reping(t, bobClient)
+}
+
+// reping sends traffic on a reconnected client's new session, for the
+// next readers to see.
+func (m *lab) reping(t *testing.T, c *vpne2e.Client) {
+	t.Helper()
 	if !waitCond(15*time.Second, func() bool {
-		_, err := bobClient.NS.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", vpne2e.LANHost4.String())
+		_, err := c.NS.Run("ping", "-c", "3", "-i", "0.2", "-W", "2", vpne2e.LANHost4.String())
 		return err == nil
 	}) {
-		t.Error("bob cannot reach the LAN after reconnecting")
+		t.Errorf("client %d cannot reach the LAN after reconnecting", c.Index)
 	}
+}
+
+// npm installs the npm package telnet-openvpn in a temporary directory
+// and runs testdata/npm/client.js with it against the TCP management
+// interface: password, pid, status 2, >BYTECOUNT_CLI, kill bob by name.
+func (m *lab) npm(t *testing.T) {
+	dir := t.TempDir()
+	inst := exec.Command("npm", "install", "--no-audit", "--no-fund", "--prefix", dir, "telnet-openvpn@0.1.9")
+	if out, err := inst.CombinedOutput(); err != nil {
+		t.Fatalf("npm install telnet-openvpn: %v\n%s", err, out)
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "npm", "client.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.snapshot(t)
+	bob := peerByName(before, "bob")
+	host, port, _ := strings.Cut(mgmtTCP, ":")
+	out, err := m.App.Run("env", "NODE_PATH="+filepath.Join(dir, "node_modules"), "node", script, host, port, mgmtPassword, "bob")
+	t.Logf("telnet-openvpn:\n%s", out)
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	type event struct {
+		Data  map[string]any `json:"data"`
+		Log   string         `json:"log"`
+		Error string         `json:"error"`
+	}
+	var evs []event
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		evs = append(evs, e)
+	}
+	var pid string
+	var logs, successes []string
+	counts := map[string]bool{}
+	for _, e := range evs {
+		if e.Error != "" {
+			t.Errorf("telnet-openvpn error: %s", e.Error)
+		}
+		logs = append(logs, strings.TrimSpace(e.Log))
+		if p, ok := e.Data["pid"].(string); ok {
+			pid = p
+		}
+		if s, ok := e.Data["success"].(string); ok {
+			successes = append(successes, strings.TrimSpace(s))
+		}
+		if bc, ok := e.Data["bytecount_cli"].([]any); ok && len(bc) == 3 && bc[1] != "0" && bc[2] != "0" {
+			counts[fmt.Sprint(bc[0])] = true
+		}
+	}
+	all := strings.Join(logs, "\n")
+	if !strings.Contains(all, "SUCCESS: password is correct") {
+		t.Errorf("password not accepted: %q", logs)
+	}
+	if pid != strconv.Itoa(before.PID) {
+		t.Errorf("pid %q, want %d", pid, before.PID)
+	}
+	for _, p := range before.VPN.Peers {
+		if !regexp.MustCompile(`(?m)^CLIENT_LIST,` + p.Name + `,` + regexp.QuoteMeta(status.RealAddress(p.Real)) + `,`).MatchString(all) {
+			t.Errorf("status 2 lacks %s:\n%s", p.Name, all)
+		}
+		if !counts[strconv.FormatUint(p.ClientID, 10)] {
+			t.Errorf("no >BYTECOUNT_CLI with traffic for %s (client id %d)", p.Name, p.ClientID)
+		}
+	}
+	if !slices.Contains(successes, "common name 'bob' found, 1 client(s) killed") {
+		t.Errorf("kill bob: %q", successes)
+	}
+	var now *status.Snapshot
+	if !waitCond(30*time.Second, func() bool {
+		now = m.snapshot(t)
+		p := peerByName(now, "bob")
+		return p != nil && p.ClientID != bob.ClientID
+	}) {
+		t.Errorf("bob did not come back after the kill (was client id %d): %+v", bob.ClientID, now.VPN.Peers)
+	}
+	m.reping(t, m.clients[1])
 }
 
 // collectd switches the status file to version v (a reload) and runs
