@@ -1,9 +1,11 @@
 package monitor
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +38,8 @@ const (
 type lab struct {
 	*vpne2e.Lab
 	srv        *vpne2e.Server
+	bin        string
+	opts       vpne2e.ServerOptions
 	mgmt, file string
 	clients    []*vpne2e.Client
 }
@@ -69,12 +73,13 @@ func setup(t *testing.T, tools ...string) *lab {
 	if err := os.WriteFile(pw, []byte(mgmtPassword+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.srv, err = l.StartOvfwd(bin, vpne2e.ServerOptions{
+	m.bin = bin
+	m.opts = vpne2e.ServerOptions{
 		Ciphers: []string{"AES-256-GCM"},
 		Status:  fmt.Sprintf("file = %q\nfile_interval = \"1s\"\nfile_version = 2\n", m.file),
 		Tail:    fmt.Sprintf("[management]\nsocket = %q\nlisten = %q\npassword_file = %q\n", m.mgmt, mgmtTCP, pw),
-	})
-	if err != nil {
+	}
+	if m.srv, err = l.StartOvfwd(bin, m.opts); err != nil {
 		t.Fatal(err)
 	}
 	for i, name := range []string{"alice", "bob"} {
@@ -150,6 +155,7 @@ func TestThirdPartyClients(t *testing.T) {
 	for v := 1; v <= 3; v++ {
 		t.Run(fmt.Sprintf("collectd v%d", v), func(t *testing.T) { m.collectd(t, v) })
 	}
+	t.Run("like openvpn", func(t *testing.T) { m.compareWithOpenVPN(t) })
 }
 
 // checkStatusFile: the file (version 2) lists both clients with the
@@ -483,5 +489,203 @@ LoadPlugin csv
 		t.Errorf("collectd v%d: user count files %q", v, users)
 	} else if b, _ := os.ReadFile(users[0]); !strings.Contains(string(b), ",2.000000") {
 		t.Errorf("collectd v%d: user count:\n%s", v, b)
+	}
+}
+
+// mgmtStatus asks the management interface on sock for "status N" and
+// returns the answer through END.
+func mgmtStatus(t *testing.T, sock string, version int) string {
+	t.Helper()
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if l, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(l, ">INFO:") {
+		t.Fatalf("greeting %q %v", l, err)
+	}
+	fmt.Fprintf(c, "status %d\n", version)
+	var b strings.Builder
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("status %d: %v after %q", version, err, b.String())
+		}
+		if strings.HasPrefix(l, ">") {
+			continue
+		}
+		b.WriteString(l)
+		if l == "END\r\n" {
+			return b.String()
+		}
+	}
+}
+
+// normalize turns a status output (version 2 or 3, lines ended by eol)
+// into lines without what differs between two runs of the same clients:
+// the title, times, byte counts, client ports, the broadcast queue length
+// (ovfwd has none); client and routing rows are sorted (openvpn prints
+// them in hash order). Each value taken out must have openvpn's form.
+func normalize(t *testing.T, text, eol string, version int) []string {
+	t.Helper()
+	sep := ","
+	if version == 3 {
+		sep = "\t"
+	}
+	date := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`)
+	num := regexp.MustCompile(`^\d+$`)
+	real := regexp.MustCompile(`^(198\.18\.140\.\d+):\d+$`)
+	var head, clients, routes, tail []string
+	for _, l := range strings.Split(strings.TrimSuffix(text, eol), eol) {
+		f := strings.Split(l, sep)
+		must := func(ok bool, what string) {
+			if !ok {
+				t.Errorf("%s not in openvpn's form in %q", what, l)
+			}
+		}
+		switch f[0] {
+		case "TITLE":
+			must(len(f) == 2 && strings.HasPrefix(f[1], "OpenVPN 2.6"), "title")
+			head = append(head, "TITLE")
+		case "TIME":
+			must(len(f) == 3 && date.MatchString(f[1]) && num.MatchString(f[2]), "time")
+			head = append(head, "TIME")
+		case "CLIENT_LIST":
+			must(len(f) == 13 && real.MatchString(f[2]) && num.MatchString(f[5]) && num.MatchString(f[6]) &&
+				date.MatchString(f[7]) && num.MatchString(f[8]), "client")
+			if len(f) == 13 {
+				f[2] = real.ReplaceAllString(f[2], "$1:PORT")
+				f[5], f[6], f[7], f[8] = "BYTES", "BYTES", "DATE", "TIME_T"
+			}
+			clients = append(clients, strings.Join(f, sep))
+		case "ROUTING_TABLE":
+			must(len(f) == 6 && real.MatchString(f[3]) && date.MatchString(f[4]) && num.MatchString(f[5]), "route")
+			if len(f) == 6 {
+				f[3] = real.ReplaceAllString(f[3], "$1:PORT")
+				f[4], f[5] = "DATE", "TIME_T"
+			}
+			routes = append(routes, strings.Join(f, sep))
+		case "HEADER":
+			if f[1] == "ROUTING_TABLE" {
+				slices.Sort(clients)
+				head = append(head, clients...)
+			}
+			head = append(head, l)
+		default:
+			if len(f) == 3 && f[1] == "Max bcast/mcast queue length" {
+				f[2] = "N"
+			}
+			tail = append(tail, strings.Join(f, sep))
+		}
+	}
+	slices.Sort(routes)
+	return append(append(head, routes...), tail...)
+}
+
+// compareWithOpenVPN runs the same clients against a stock openvpn 2.6
+// server in the same namespaces, with the same pools, status file and
+// management socket, and compares its status file (versions 2 and 3) and
+// its "status 3" with ovfwd's, field by field.
+func (m *lab) compareWithOpenVPN(t *testing.T) {
+	if _, err := exec.LookPath("openvpn"); err != nil {
+		t.Fatal("openvpn is not installed")
+	}
+	readFile := func(prefix string) string {
+		var text string
+		if !waitCond(10*time.Second, func() bool {
+			b, _ := os.ReadFile(m.file)
+			text = string(b)
+			return strings.HasPrefix(text, prefix) && strings.Count(text, "\nCLIENT_LIST"+prefix[5:6]) == 2
+		}) {
+			t.Fatalf("status file:\n%s", text)
+		}
+		return text
+	}
+	setVersion := func(v int) {
+		b, err := os.ReadFile(m.srv.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := regexp.MustCompile(`file_version = \d`).ReplaceAllString(string(b), fmt.Sprintf("file_version = %d", v))
+		if err := os.WriteFile(m.srv.Config, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.srv.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fresh ovfwd, so that client ids start at 0 as openvpn's, and the
+	// clients connected one after the other, in the same order for both.
+	restart := func(start func()) {
+		for _, c := range m.clients {
+			c.Stop()
+		}
+		start()
+		for _, c := range m.clients {
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.WaitUp(45 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	restart(func() {
+		m.srv.Stop()
+		var err error
+		if m.srv, err = m.StartOvfwd(m.bin, m.opts); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ours := map[string]string{}
+	setVersion(3)
+	ours["file 3"] = readFile("TITLE\t")
+	ours["status 3"] = mgmtStatus(t, m.mgmt, 3)
+	setVersion(2)
+	ours["file 2"] = readFile("TITLE,")
+
+	// The same clients, in the same order, against openvpn.
+	theirs := map[string]string{}
+	var ovpn *vpne2e.Server
+	for _, v := range []int{2, 3} {
+		sock := filepath.Join(m.Dir, fmt.Sprintf("openvpn-mgmt%d.sock", v))
+		restart(func() {
+			if ovpn != nil {
+				ovpn.Stop()
+			} else {
+				m.srv.Stop()
+			}
+			var err error
+			ovpn, err = m.StartOpenVPN(vpne2e.ServerOptions{Ciphers: []string{"AES-256-GCM"}, OpenVPN: []string{
+				"status " + m.file + " 1", fmt.Sprintf("status-version %d", v), "management " + sock + " unix"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		theirs[fmt.Sprintf("file %d", v)] = readFile(map[int]string{2: "TITLE,", 3: "TITLE\t"}[v])
+		if v == 3 {
+			theirs["status 3"] = mgmtStatus(t, sock, 3)
+		}
+	}
+	for _, c := range m.clients {
+		c.Stop()
+	}
+	ovpn.Stop()
+	for _, k := range []string{"file 2", "file 3", "status 3"} {
+		eol, v := "\n", 2
+		if k == "status 3" {
+			eol = "\r\n"
+		}
+		if strings.HasSuffix(k, "3") {
+			v = 3
+		}
+		a, b := normalize(t, ours[k], eol, v), normalize(t, theirs[k], eol, v)
+		if !slices.Equal(a, b) {
+			t.Errorf("%s: ovfwd's differs from openvpn's:\novfwd:\n%s\nopenvpn:\n%s\n(as written:\n%s\n%s)",
+				k, strings.Join(a, "\n"), strings.Join(b, "\n"), ours[k], theirs[k])
+		}
+		t.Logf("%s: ovfwd:\n%s\nopenvpn:\n%s", k, ours[k], theirs[k])
 	}
 }

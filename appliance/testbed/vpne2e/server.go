@@ -33,8 +33,10 @@ type ServerOptions struct {
 	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
 	// after it (e.g. [[vpn.ccd]]).
 	VPN, Tail string
-	// Status is extra TOML lines for ovfwd's [status] table.
-	Status string
+	// Status is extra TOML lines for ovfwd's [status] table; OpenVPN extra
+	// lines for the openvpn server's config.
+	Status  string
+	OpenVPN []string
 	// MaxPeers is ovfwd's max_peers (0: 64).
 	MaxPeers int
 	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
@@ -222,6 +224,7 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 		// client's own default mssfix sizes the segments for both.
 		"mssfix 0",
 	}
+	lines = append(lines, o.OpenVPN...)
 	cfgPath := filepath.Join(l.Dir, "openvpn-server.conf")
 	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return nil, err
