@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/mgmt"
 	"github.com/ovfwd/ovfwd/appliance/status"
@@ -90,7 +89,6 @@ func (d *daemon) stopMonitoring() {
 		return
 	}
 	if m.server != nil {
-		m.history.SetState(time.Now(), "EXITING", "exit", "", "")
 		m.server.Close()
 		m.server = nil
 	}
