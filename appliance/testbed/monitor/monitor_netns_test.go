@@ -76,14 +76,20 @@ func setup(t *testing.T, tools ...string) *lab {
 	m.bin = bin
 	m.opts = vpne2e.ServerOptions{
 		Ciphers: []string{"AES-256-GCM"},
-		Status:  fmt.Sprintf("file = %q\nfile_interval = \"1s\"\nfile_version = 2\n", m.file),
-		Tail:    fmt.Sprintf("[management]\nsocket = %q\nlisten = %q\npassword_file = %q\n", m.mgmt, mgmtTCP, pw),
+		// Every login is accepted: the username shows in the status.
+		VPN:    `auth_user_pass_verify = ["/bin/true"]`,
+		Status: fmt.Sprintf("file = %q\nfile_interval = \"1s\"\nfile_version = 2\n", m.file),
+		Tail:   fmt.Sprintf("[management]\nsocket = %q\nlisten = %q\npassword_file = %q\n", m.mgmt, mgmtTCP, pw),
 	}
 	if m.srv, err = l.StartOvfwd(bin, m.opts); err != nil {
 		t.Fatal(err)
 	}
 	for i, name := range []string{"alice", "bob"} {
-		profile, err := l.NewProfile(i, pki.Profile{Name: name})
+		up := filepath.Join(dir, name+".up")
+		if err := os.WriteFile(up, []byte("u-"+name+"\nsecret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		profile, err := l.NewProfile(i, pki.Profile{Name: name, Extra: []string{"auth-user-pass " + up}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +210,7 @@ func (m *lab) checkStatusFile(t *testing.T) {
 		if rx < pings || tx < pings {
 			t.Errorf("%s: bytes received %d, sent %d", cn, rx, tx)
 		}
-		if f[7] != strconv.FormatInt(p.Since.Unix(), 10) || f[8] != "UNDEF" || f[9] != strconv.FormatUint(p.ClientID, 10) ||
+		if f[7] != strconv.FormatInt(p.Since.Unix(), 10) || f[8] != "u-"+cn || p.Username != f[8] || f[9] != strconv.FormatUint(p.ClientID, 10) ||
 			f[10] != strconv.FormatUint(uint64(p.PeerID), 10) || f[11] != "AES-256-GCM" {
 			t.Errorf("%s: since/user/cid/peer/cipher %q, snapshot %+v", cn, f[7:], p)
 		}
@@ -659,7 +665,8 @@ func (m *lab) compareWithOpenVPN(t *testing.T) {
 			}
 			var err error
 			ovpn, err = m.StartOpenVPN(vpne2e.ServerOptions{Ciphers: []string{"AES-256-GCM"}, OpenVPN: []string{
-				"status " + m.file + " 1", fmt.Sprintf("status-version %d", v), "management " + sock + " unix"}})
+				"status " + m.file + " 1", fmt.Sprintf("status-version %d", v), "management " + sock + " unix",
+				"script-security 2", "auth-user-pass-verify /bin/true via-file"}})
 			if err != nil {
 				t.Fatal(err)
 			}
