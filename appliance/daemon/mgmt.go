@@ -58,7 +58,7 @@ func (d *daemon) startMonitoring(cfg *config.Config) error {
 		return nil
 	}
 	o := mgmt.Options{Socket: mc.Socket, Listen: mc.Listen, MaxClients: mc.MaxClients, Version: d.version,
-		StatusFormat: cfg.Status.File.Version, History: m.history, Authorized: status.Authorized}
+		StatusFormat: cfg.Status.File.Version, History: m.history, Authorized: status.Authorized, Log: d.log}
 	if mc.PasswordFile != "" {
 		b, err := os.ReadFile(mc.PasswordFile)
 		if err != nil {

@@ -308,7 +308,8 @@ func TestReadOnly(t *testing.T) {
 func TestSlowReader(t *testing.T) {
 	h := NewHistory()
 	log := slog.New(h.Handler(slog.NewTextHandler(discard{}, nil)))
-	s := start(t, Options{History: h}, &fakeBackend{peers: []status.VPNPeer{alice()}})
+	var serverLog syncBuffer
+	s := start(t, Options{History: h, Log: slog.New(slog.NewTextHandler(&serverLog, nil))}, &fakeBackend{peers: []status.VPNPeer{alice()}})
 	slow := dial(t, "unix", s.opt.Socket)
 	slow.line()
 	slow.do("log on")
@@ -337,6 +338,31 @@ func TestSlowReader(t *testing.T) {
 	if got := other.do("load-stats"); !strings.HasPrefix(got, "SUCCESS: nclients=1") {
 		t.Errorf("another client: %q", got)
 	}
+	// The slow client leaving is logged with what it lost.
+	slow.c.Close()
+	for i := 0; i < 500 && !strings.Contains(serverLog.String(), "notifications dropped"); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(serverLog.String(), `notifications dropped" dropped=`) {
+		t.Errorf("no log line for the slow client's losses:\n%s", serverLog.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestLimits: connections past MaxClients are refused; a line longer than

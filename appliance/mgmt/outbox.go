@@ -25,6 +25,7 @@ type outbox struct {
 
 	mu     sync.Mutex
 	buf    []byte
+	lost   uint64 // this connection's dropped notifications
 	closed bool
 	ready  chan struct{} // something to write
 	room   chan struct{} // the writer took the buffer
@@ -42,6 +43,7 @@ func newOutbox(c net.Conn, dropped *atomic.Uint64) *outbox {
 func (o *outbox) notify(b []byte) {
 	o.mu.Lock()
 	if o.closed || len(o.buf)+len(b) > outboxLimit {
+		o.lost++
 		o.mu.Unlock()
 		o.dropped.Add(1)
 		return
@@ -121,11 +123,14 @@ func (o *outbox) run() {
 }
 
 // close lets the writer finish what is queued (within writeTimeout) and
-// stop.
-func (o *outbox) close() {
+// stop; it returns how many notifications the connection lost.
+func (o *outbox) close() uint64 {
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
 	o.signal(o.ready)
 	<-o.done
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lost
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -48,6 +49,9 @@ type Options struct {
 	// (kill, client-kill, signal): status.Authorized, the status socket's
 	// rule.
 	Authorized func(net.Conn) error
+	// Log hears of refused connections, failed logins, refused commands
+	// and clients that lost notifications (nil: nobody).
+	Log *slog.Logger
 }
 
 // Stats are the server's counters.
@@ -89,6 +93,9 @@ func Listen(o Options, be Backend) (*Server, error) {
 	s := &Server{opt: o, be: be, hist: o.History, conns: map[net.Conn]bool{}}
 	if s.hist == nil {
 		s.hist = NewHistory()
+	}
+	if s.opt.Log == nil {
+		s.opt.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Socket != "" {
 		ln, err := listenUnix(o.Socket)
@@ -196,6 +203,7 @@ func (s *Server) serve(ln net.Listener) {
 		if int(s.active.Add(1)) > s.opt.MaxClients {
 			s.active.Add(-1)
 			s.refused.Add(1)
+			s.opt.Log.Warn("management connection refused: too many", "max_clients", s.opt.MaxClients)
 			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 			_, _ = io.WriteString(c, "ERROR: too many management connections\r\n")
 			c.Close()
@@ -244,11 +252,14 @@ func (s *Server) handle(nc net.Conn) {
 	defer func() {
 		s.hist.unsubscribeAll(c)
 		c.setBytecount(0)
-		c.out.close()
+		if lost := c.out.close(); lost > 0 {
+			s.opt.Log.Warn("management client fell behind; notifications dropped", "dropped", lost)
+		}
 	}()
 	r := bufio.NewReaderSize(nc, maxLine)
 	if _, tcp := nc.(*net.TCPConn); tcp {
 		if !c.login(r) {
+			s.opt.Log.Warn("management login failed", "remote", nc.RemoteAddr().String())
 			return
 		}
 		c.write = true // the password is the credential, as openvpn's
@@ -356,6 +367,7 @@ func (c *conn) command(line string) bool {
 	}
 	if writeCommands[p[0]] && !c.write {
 		c.s.denied.Add(1)
+		c.s.opt.Log.Warn("management command refused to a read-only connection", "command", p[0])
 		c.printf("ERROR: permission denied: '%s' needs the daemon's user or group (read-only connection)", p[0])
 		return true
 	}
