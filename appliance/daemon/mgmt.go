@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/ovfwd/ovfwd/appliance/mgmt"
@@ -20,9 +21,11 @@ import (
 // management interface acts through the status socket's kill path.
 type monitoring struct {
 	history *mgmt.History // the daemon's log and states, for "log" and "state"
-	server  *mgmt.Server  // nil without [management]
-	file    *status.File  // nil without [status] file
-	cfg     config.Config // the [management] and [status] file they run with
+	// server and file are nil when off; snapshots read them from any
+	// goroutine while a reload replaces them.
+	server atomic.Pointer[mgmt.Server]
+	file   atomic.Pointer[status.File]
+	cfg    config.Config // the [management] and [status] file they run with (Run's goroutine only)
 }
 
 // logHistory wraps the daemon's log handler so the management interface
@@ -50,7 +53,7 @@ func (d *daemon) startMonitoring(cfg *config.Config) error {
 		if err != nil {
 			return err
 		}
-		m.file = sf
+		m.file.Store(sf)
 		d.log.Info("status file", "path", f.Path, "interval", f.Interval, "version", f.Version)
 	}
 	mc := cfg.Management
@@ -75,7 +78,7 @@ func (d *daemon) startMonitoring(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	m.server = s
+	m.server.Store(s)
 	local4, local6 := d.tunnelAddrs()
 	m.history.SetState(d.started, "CONNECTED", "SUCCESS", local4, local6)
 	d.log.Info("management interface", "socket", mc.Socket, "listen", mc.Listen)
@@ -88,13 +91,11 @@ func (d *daemon) stopMonitoring() {
 	if m == nil {
 		return
 	}
-	if m.server != nil {
-		m.server.Close()
-		m.server = nil
+	if s := m.server.Swap(nil); s != nil {
+		s.Close()
 	}
-	if m.file != nil {
-		m.file.Close()
-		m.file = nil
+	if f := m.file.Swap(nil); f != nil {
+		f.Close()
 	}
 }
 
@@ -125,6 +126,30 @@ func (d *daemon) tunnelAddrs() (v4, v6 string) {
 		return p.Masked().Addr().Next().String()
 	}
 	return first(c.PoolV4), first(c.PoolV6)
+}
+
+// monitoringCounters are the management interface's and the status
+// file's counters for status; nil when neither runs.
+func (d *daemon) monitoringCounters() status.Counters {
+	m := d.mon
+	if m == nil {
+		return nil
+	}
+	srv, file := m.server.Load(), m.file.Load()
+	if srv == nil && file == nil {
+		return nil
+	}
+	c := status.Counters{}
+	if s := srv; s != nil {
+		st := s.Stats()
+		c["management_connections"], c["management_refused"] = st.Connections, st.Refused
+		c["management_notifications_dropped"], c["management_denied"] = st.Dropped, st.Denied
+		c["management_bad_passwords"] = st.BadPassword
+	}
+	if f := file; f != nil {
+		c["status_file_writes"], c["status_file_failures"] = f.Counts()
+	}
+	return c
 }
 
 // dataOverhead is what a P_DATA_V2 packet adds to its payload on the wire:

@@ -123,5 +123,6 @@ func (d *daemon) snapshot() status.Snapshot {
 	}
 	s.Routes.Total = len(distinct)
 	d.scaleOutSnapshot(&s)
+	s.Monitoring = d.monitoringCounters()
 	return s
 }

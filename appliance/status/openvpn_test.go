@@ -263,3 +263,22 @@ func waitFor(t *testing.T, ok func() bool) {
 	}
 	t.Fatal("condition not met in 5 s")
 }
+
+func TestTextMonitoring(t *testing.T) {
+	s := sample()
+	var b strings.Builder
+	if err := WriteText(&b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "monitoring:") {
+		t.Errorf("monitoring line without monitoring:\n%s", b.String())
+	}
+	s.Monitoring = Counters{"management_connections": 3, "status_file_writes": 9, "management_refused": 0}
+	b.Reset()
+	if err := WriteText(&b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\nmonitoring: management_connections=3 status_file_writes=9\n") {
+		t.Errorf("monitoring line:\n%s", b.String())
+	}
+}

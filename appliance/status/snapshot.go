@@ -27,6 +27,9 @@ type Snapshot struct {
 	NotReady string  `json:"not_ready,omitempty"` // why not: "starting: worker 0 not polling yet", draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
 	Drain    *Drain  `json:"drain,omitempty"`
 	Export   *Export `json:"export,omitempty"`
+	// Monitoring is the management interface's and the status file's
+	// counters (nil when neither is on).
+	Monitoring Counters `json:"monitoring,omitempty"`
 }
 
 // Drain is an `ovfwd drain` in progress.

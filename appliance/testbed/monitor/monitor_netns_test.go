@@ -219,6 +219,9 @@ func (m *lab) checkStatusFile(t *testing.T) {
 			t.Errorf("%s: routing table lacks its addresses:\n%s", cn, text)
 		}
 	}
+	if snap.Monitoring["status_file_writes"] == 0 {
+		t.Errorf("status shows no status file writes: %v", snap.Monitoring)
+	}
 	if !strings.HasPrefix(text, "TITLE,OpenVPN 2.6 (ovfwd ") || !strings.HasSuffix(text, "\nGLOBAL_STATS,dco_enabled,0\nEND\n") {
 		t.Errorf("status file shape:\n%s", text)
 	}
@@ -282,6 +285,9 @@ func (m *lab) goMgmt(t *testing.T) {
 	}
 	if got := lines["kill"]; len(got) != 1 || got[0] != "SUCCESS: client-kill command succeeded" {
 		t.Errorf("client-kill: %q", got)
+	}
+	if n := m.snapshot(t).Monitoring["management_connections"]; n < 2 {
+		t.Errorf("status counts %d management connections", n)
 	}
 	if got := lines["signal"]; len(got) != 1 || got[0] != "<nil>" {
 		t.Errorf("signal: %q", got)
