@@ -393,6 +393,9 @@ func TestLimits(t *testing.T) {
 	if s.Stats().Refused != 1 {
 		t.Errorf("refused %d", s.Stats().Refused)
 	}
+	if _, err := Listen(Options{Socket: s.opt.Socket}, &fakeBackend{}); err == nil {
+		t.Error("a second server took over a live socket")
+	}
 }
 
 // TestPassword: TCP asks for the password first (openvpn's prompt, no

@@ -98,7 +98,12 @@ func Listen(o Options, be Backend) (*Server, error) {
 		s.opt.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Socket != "" {
-		ln, err := listenUnix(o.Socket)
+		if err := os.MkdirAll(filepath.Dir(o.Socket), 0o750); err != nil {
+			return nil, fmt.Errorf("management: %w", err)
+		}
+		// The status socket's: bound with its mode, never over a live
+		// socket or anything that is not a stale one.
+		ln, err := status.ListenUnix(o.Socket, 0o660)
 		if err != nil {
 			return nil, fmt.Errorf("management: %w", err)
 		}
@@ -121,31 +126,6 @@ func Listen(o Options, be Backend) (*Server, error) {
 		go s.serve(ln)
 	}
 	return s, nil
-}
-
-// listenUnix replaces a stale socket (a crashed run's) but never a live
-// one, and leaves the socket mode 0660.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, err
-	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: another process is listening on it", path)
-	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != os.ModeSocket {
-		return nil, fmt.Errorf("%s exists and is not a socket", path)
-	}
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
 }
 
 // Addr is the TCP listener's address (nil without one).
