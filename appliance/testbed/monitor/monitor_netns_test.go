@@ -604,12 +604,22 @@ func (m *lab) compareWithOpenVPN(t *testing.T) {
 	if _, err := exec.LookPath("openvpn"); err != nil {
 		t.Fatal("openvpn is not installed")
 	}
+	// readFile waits for the file in the format prefix starts, written
+	// (its TIME) a second or more after both clients were up, so that
+	// neither is still connecting in it.
+	var upAt time.Time
+	timeLine := regexp.MustCompile(`(?m)^TIME[,\t][^,\t]*[,\t](\d+)$`)
 	readFile := func(prefix string) string {
 		var text string
 		if !waitCond(10*time.Second, func() bool {
 			b, _ := os.ReadFile(m.file)
 			text = string(b)
-			return strings.HasPrefix(text, prefix) && strings.Count(text, "\nCLIENT_LIST"+prefix[5:6]) == 2
+			f := timeLine.FindStringSubmatch(text)
+			if f == nil || !strings.HasPrefix(text, prefix) {
+				return false
+			}
+			at, _ := strconv.ParseInt(f[1], 10, 64)
+			return at > upAt.Unix() && strings.Count(text, "\nCLIENT_LIST"+prefix[5:6]) == 2
 		}) {
 			t.Fatalf("status file:\n%s", text)
 		}
@@ -643,6 +653,7 @@ func (m *lab) compareWithOpenVPN(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		upAt = time.Now()
 	}
 	restart(func() {
 		m.srv.Stop()
