@@ -12,6 +12,8 @@
 //   - the npm package telnet-openvpn (0.1.9, with telnet-client 0.16),
 //     installed with npm into a temporary directory, on the loopback TCP
 //     interface with its password (testdata/npm/client.js).
+//   - a process of another user (setpriv) on the management socket opened
+//     to everyone: it reads, its kill is refused by the daemon.
 //   - collectd's openvpn plugin (Debian collectd-core,
 //     /usr/lib/collectd/openvpn.so), run in the foreground with the csv
 //     plugin, on status files of versions 1, 2 and 3.

@@ -154,8 +154,13 @@ func peerByName(s *status.Snapshot, cn string) *status.VPNPeer {
 // SIGHUP (ovfwd reloads); then collectd's openvpn plugin reads the status
 // file in versions 1, 2 and 3 and reports each client's traffic.
 func TestThirdPartyClients(t *testing.T) {
-	m := setup(t, "collectd", "go")
+	if sock := os.Getenv(readOnlyHelperEnv); sock != "" {
+		readOnlyHelper(sock)
+		return
+	}
+	m := setup(t, "collectd", "go", "setpriv")
 	t.Run("status file", func(t *testing.T) { m.checkStatusFile(t) })
+	t.Run("read-only", func(t *testing.T) { m.readOnly(t) })
 	t.Run("telnet-openvpn", func(t *testing.T) { m.npm(t) })
 	t.Run("go-openvpn-mgmt", func(t *testing.T) { m.goMgmt(t) })
 	for v := 1; v <= 3; v++ {
@@ -711,5 +716,65 @@ func (m *lab) compareWithOpenVPN(t *testing.T) {
 				k, strings.Join(a, "\n"), strings.Join(b, "\n"), ours[k], theirs[k])
 		}
 		t.Logf("%s: ovfwd:\n%s\nopenvpn:\n%s", k, ours[k], theirs[k])
+	}
+}
+
+// readOnlyHelperEnv makes the test binary the client of readOnly.
+const readOnlyHelperEnv = "OVFWD_MONITOR_READONLY_SOCKET"
+
+// readOnlyHelper asks for "status 2" and "kill alice" on sock and prints
+// both answers' first lines.
+func readOnlyHelper(sock string) {
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	r.ReadString('\n') // greeting
+	for _, cmd := range []string{"status 2", "kill alice"} {
+		fmt.Fprintf(c, "%s\n", cmd)
+		l, err := r.ReadString('\n')
+		fmt.Printf("%s: %q %v\n", cmd, strings.TrimSpace(l), err)
+		for strings.HasPrefix(cmd, "status") && err == nil && l != "END\r\n" {
+			l, err = r.ReadString('\n')
+		}
+	}
+}
+
+// readOnly: with the management socket opened to everyone (as an operator
+// might for a monitoring user), a process that is not root, the daemon's
+// user or in its group reads the status, and its kill is refused by the
+// status socket's rule in the running daemon; alice stays connected.
+func (m *lab) readOnly(t *testing.T) {
+	for _, p := range []string{filepath.Dir(m.mgmt), m.mgmt} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, fi.Mode().Perm()|0o005|map[bool]os.FileMode{true: 0o002}[p == m.mgmt]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := m.snapshot(t)
+	cmd := exec.Command("setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", os.Args[0], "-test.run=^TestThirdPartyClients$")
+	cmd.Env = append(os.Environ(), readOnlyHelperEnv+"="+m.mgmt)
+	out, err := cmd.CombinedOutput()
+	t.Logf("as uid 65533:\n%s", out)
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	if !strings.Contains(string(out), `status 2: "TITLE,OpenVPN 2.6`) ||
+		!strings.Contains(string(out), `kill alice: "ERROR: permission denied`) {
+		t.Errorf("a read-only peer was not served read-only:\n%s", out)
+	}
+	now := m.snapshot(t)
+	if a, b := peerByName(before, "alice"), peerByName(now, "alice"); b == nil || a.ClientID != b.ClientID {
+		t.Errorf("alice was disconnected by a read-only peer: %+v -> %+v", a, b)
+	}
+	if now.Monitoring["management_denied"] == 0 {
+		t.Errorf("the refusal is not counted: %v", now.Monitoring)
 	}
 }
