@@ -82,7 +82,7 @@ func TestDebianSample(t *testing.T) {
 	if v.MaxPeers != 253 {
 		t.Errorf("max_peers %d, want 253", v.MaxPeers)
 	}
-	if r := row(t, res, "status"); r.Verdict != Refused || !strings.Contains(r.Note, "no status file") {
+	if r := row(t, res, "status"); r.Verdict != Refused || !strings.Contains(r.Note, "[status] file") {
 		t.Errorf("status: %+v", r)
 	}
 	if r := row(t, res, "dh"); r.Verdict != NotNeeded {
@@ -126,7 +126,7 @@ func TestOpenVPNInstall(t *testing.T) {
 	if strings.Join(v.RedirectGateway, ",") != "ipv4,ipv6" || len(v.DNS) != 4 || len(v.PushRoutes) != 1 {
 		t.Errorf("redirect %v dns %v routes %v", v.RedirectGateway, v.DNS, v.PushRoutes)
 	}
-	if r := row(t, res, "management"); r.Verdict != Refused || !strings.Contains(r.Note, "ovfwd status") {
+	if r := row(t, res, "management"); r.Verdict != Refused || !strings.Contains(r.Note, "[management]") {
 		t.Errorf("management: %+v", r)
 	}
 	if r := row(t, res, "auth"); r.Verdict != NotNeeded {

@@ -26,8 +26,8 @@ const (
 		"serve these clients over UDP (their profiles need proto udp), or keep openvpn for them"
 	noScripts = "not supported: ovfwd runs no per-client scripts or plugins; per-client settings are [[vpn.ccd]], " +
 		"addresses and routes are in `ovfwd status`"
-	noManagement = "not supported: ovfwd has no OpenVPN management interface; `ovfwd status` (-json) and " +
-		"`ovfwd kill NAME` talk to its [status] socket (group ovfwd)"
+	noManagement = "not imported: set [management] socket, or listen with password_file, by hand (docs/monitoring.md); " +
+		"`ovfwd status` (-json) and `ovfwd kill NAME` also talk to the [status] socket (group ovfwd)"
 	unitUser = "the packaged systemd unit runs ovfwd as user ovfwd with only the capabilities it needs"
 )
 
@@ -200,13 +200,13 @@ func init() {
 		"daemon":               notNeeded("systemd runs ovfwd in the foreground"),
 		"writepid":             notNeeded("systemd tracks the process"),
 		"nice":                 notNeeded("the data-plane workers set their own priority (the unit's LimitNICE)"),
-		"status": refused("not supported: ovfwd writes no status file; `ovfwd status` (-json) reads the [status] socket, " +
-			"Prometheus the [metrics] endpoint; tools that parse openvpn-status.log need changing"),
-		"status-version":         refused("not supported: no status file (see status)"),
+		"status": refused("not imported: set [status] file and file_interval by hand (docs/monitoring.md), at a path " +
+			"the ovfwd user can write, e.g. /run/ovfwd/openvpn-status.log, and point the tools that read it there"),
+		"status-version":         refused("not imported: [status] file_version (see status)"),
 		"management":             refused(noManagement),
-		"management-client-auth": refused(noManagement),
-		"management-hold":        refused(noManagement),
-		"management-log-cache":   refused(noManagement),
+		"management-client-auth": refused("not supported: clients are authenticated by auth_user_pass_verify"),
+		"management-hold":        refused("not supported: ovfwd serves clients from its start, with no hold to release"),
+		"management-log-cache":   notNeeded("the management interface keeps the last 250 log lines"),
 		"verb": {verdict: Mapped, keys: "log.level", note: "0 error, 1-2 warn, 3-4 info, 5+ debug", apply: func(t *translator, d Directive, r *Row) {
 			if n, ok := atoi(d, r, 0, 0, 11); ok {
 				t.logLevel = logLevel(n)
