@@ -7,9 +7,42 @@ import (
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
-// The per-packet halves of the Tunnel. Everything here runs on a worker:
-// no allocation (but a float's new endpoint), no locks, no interface calls
-// except the AEAD's own.
+// The per-packet halves of the Tunnel, in the order a packet meets them.
+//
+// Inbound (client to LAN): a P_DATA_V2 datagram to the tunnel's port
+//
+//   1. fwd's worker parses the frame, finds it local and for the tunnel's UDP
+//      port, and collects it into the worker's decap batch (fwd/router.go
+//      localInput, fwd/tunnel.go runDecap), one call per batch;
+//   2. Decap: loads the peer table and the coarse clock once per batch;
+//   3. decap, per packet: checks the outer IP and UDP headers; a control
+//      opcode goes to punt (a copy into the queue's ring for the control
+//      plane); P_DATA_V2 looks up the peer by peer-id and the key by key_id,
+//      Open authenticates and decrypts in place (datakey.go), the replay
+//      window admits the packet-id, the peer may float to the new source,
+//      the compression framing comes off (comp.go), pings and OCC are
+//      consumed, innerLen checks the inner IP header, sourceAllowed the
+//      inner source (peer.go); the Packet is rewritten to the inner packet;
+//   4. back in fwd (afterTunnel): the inner packet is parsed and routed,
+//      to the LAN, or to another peer through Encap (client-to-client).
+//
+// Outbound (LAN to client): an IP packet routed to a tunnel peer
+//
+//   1. fwd's FIB finds a tunnel adjacency (NextHop{Tunnel, Peer}); the
+//      worker strips the link layer and collects the packet into its encap
+//      batch (fwd/tunnel.go toEncap, runEncap), one call per batch;
+//   2. Encap: loads the peer table and the clock once per batch, finds the
+//      peer by the Packet's Peer;
+//   3. encap, per packet: takes the primary key and the peer's endpoint,
+//      checks headroom and tailroom, draws the next packet-id
+//      (nextPacketID, tunnel.go), adds the compression framing, Seal
+//      encrypts in place behind the P_DATA_V2 header it writes in the
+//      headroom, then the outer UDP and IP headers go in front;
+//   4. back in fwd (afterTunnel): the outer datagram is parsed and routed
+//      out of the port towards the client, never into the tunnel again.
+//
+// Everything here runs on a worker: no allocation (but a float's new
+// endpoint), no locks, no interface calls except the AEAD's own.
 
 const (
 	ipv4HeaderLen = 20
@@ -164,6 +197,18 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	return DropNone
 }
 
+// punt copies a control packet to the control plane's ring.
+func (t *Tunnel) punt(qs *queueState, p *fwd.Packet, from, to netip.AddrPort, payload []byte) TunnelDrop {
+	if len(payload) > MaxControlPacket {
+		return DropPuntTooBig
+	}
+	if !qs.punt.put(from, to, payload) {
+		return DropPuntFull
+	}
+	p.Verdict = fwd.VerdictConsumed
+	return DropNone
+}
+
 // innerLen checks that b starts with an IPv4 or IPv6 header and returns the
 // IP packet's length (which may be less than len(b)) and its family flag,
 // or 0 when it is not a sane IP packet.
@@ -193,18 +238,6 @@ func innerLen(b []byte) (int, fwd.Flags) {
 		return tot, fwd.FlagIPv6
 	}
 	return 0, 0
-}
-
-// punt copies a control packet to the control plane's ring.
-func (t *Tunnel) punt(qs *queueState, p *fwd.Packet, from, to netip.AddrPort, payload []byte) TunnelDrop {
-	if len(payload) > MaxControlPacket {
-		return DropPuntTooBig
-	}
-	if !qs.punt.put(from, to, payload) {
-		return DropPuntFull
-	}
-	p.Verdict = fwd.VerdictConsumed
-	return DropNone
 }
 
 // Encap implements fwd.Tunnel.
