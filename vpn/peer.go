@@ -1,6 +1,7 @@
 package vpn
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -94,7 +95,7 @@ type peer struct {
 	timeout   int64 // ns, 0 = off
 
 	ep      atomic.Pointer[endpoint]
-	sources atomic.Pointer[[]netip.Prefix] // nil or empty: no check
+	sources atomic.Pointer[sourceSet] // nil: no check
 	keys    atomic.Pointer[keySet]
 
 	lastRecv atomic.Int64 // tunnel clock (ns) of the last authenticated packet
@@ -141,20 +142,57 @@ func (t *peerTable) get(id uint32) *peer {
 	return nil
 }
 
+// sourceSet is a peer's AllowedSources as the per-packet check reads
+// them: IPv4 prefixes as address and mask words, so the common check (the
+// client's one /32) is a load, a mask and a compare.
+type sourceSet struct {
+	v4 []source4
+	v6 []netip.Prefix
+}
+
+type source4 struct{ addr, mask uint32 }
+
+// newSourceSet compiles prefixes (the caller keeps its slice), canonical
+// and unmapped; no prefixes means no check (nil).
+func newSourceSet(prefixes []netip.Prefix) *sourceSet {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	s := &sourceSet{}
+	for _, pfx := range prefixes {
+		if pfx.Addr().Is4In6() && pfx.Bits() >= 96 {
+			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+		}
+		pfx = pfx.Masked()
+		if pfx.Addr().Is4() {
+			a := pfx.Addr().As4()
+			// A shift by 32 (a /0) leaves 0: every address matches.
+			s.v4 = append(s.v4, source4{addr: binary.BigEndian.Uint32(a[:]), mask: ^uint32(0) << (32 - pfx.Bits())})
+		} else {
+			s.v6 = append(s.v6, pfx)
+		}
+	}
+	return s
+}
+
 // sourceAllowed reports whether the inner packet's source address is one
 // the peer may use. b is a checked IPv4 or IPv6 packet.
 func (p *peer) sourceAllowed(b []byte) bool {
-	list := p.sources.Load()
-	if list == nil || len(*list) == 0 {
+	s := p.sources.Load()
+	if s == nil {
 		return true
 	}
-	var src netip.Addr
 	if b[0]>>4 == 4 {
-		src = netip.AddrFrom4([4]byte(b[12:16]))
-	} else {
-		src = netip.AddrFrom16([16]byte(b[8:24]))
+		src := binary.BigEndian.Uint32(b[12:16])
+		for _, e := range s.v4 {
+			if src&e.mask == e.addr {
+				return true
+			}
+		}
+		return false
 	}
-	for _, pfx := range *list {
+	src := netip.AddrFrom16([16]byte(b[8:24]))
+	for _, pfx := range s.v6 {
 		if pfx.Contains(src) {
 			return true
 		}
