@@ -87,30 +87,23 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	if p.Flags&fwd.FlagFrag != 0 {
 		return DropFragment
 	}
-	var src, dst netip.Addr
 	switch data[l3] >> 4 {
 	case 4:
 		if l3+ipv4HeaderLen > l4 {
 			return DropBadOuter
 		}
-		src = netip.AddrFrom4([4]byte(data[l3+12 : l3+16]))
-		dst = netip.AddrFrom4([4]byte(data[l3+16 : l3+20]))
 	case 6:
 		if l3+ipv6HeaderLen > l4 {
 			return DropBadOuter
 		}
-		src = netip.AddrFrom16([16]byte(data[l3+8 : l3+24]))
-		dst = netip.AddrFrom16([16]byte(data[l3+24 : l3+40]))
 	default:
 		return DropBadOuter
 	}
-	udp := data[l4:]
+	ip, udp := data[l3:l4], data[l4:]
 	ulen := int(binary.BigEndian.Uint16(udp[4:]))
 	if ulen < udpHeaderLen || ulen > len(udp) {
 		return DropBadOuter
 	}
-	from := netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:]))
-	to := netip.AddrPortFrom(dst, binary.BigEndian.Uint16(udp[2:]))
 	payload := udp[udpHeaderLen:ulen]
 	if len(payload) == 0 {
 		return DropShort
@@ -120,6 +113,7 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	case PDataV1:
 		return DropDataV1
 	default:
+		from, to := outerAddrs(ip, udp)
 		return t.punt(qs, p, from, to, payload)
 	}
 	if len(payload) < DataHeaderLen {
@@ -153,10 +147,12 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 		return DropReplayOld
 	}
 	// Authenticated and new: now the source may move the peer (float).
-	if ep := pe.ep.Load(); ep.remote != from || ep.local != to {
-		pe.ep.Store(&endpoint{remote: from, local: to})
-		if ep.remote != from {
-			t.event(qs, Event{Kind: EventFloat, Peer: pe.id, KeyID: k.key.keyID, Addr: from})
+	if ep := pe.ep.Load(); !ep.carriedBy(ip, udp) {
+		if from, to := outerAddrs(ip, udp); ep.remote != from || ep.local != to {
+			pe.ep.Store(newEndpointOf(from, to))
+			if ep.remote != from {
+				t.event(qs, Event{Kind: EventFloat, Peer: pe.id, KeyID: k.key.keyID, Addr: from})
+			}
 		}
 	}
 	if pe.lastRecv.Load() != now {
@@ -195,6 +191,20 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	p.L3Off, p.L4Off = 0, 0
 	p.Peer = peerID
 	return DropNone
+}
+
+// outerAddrs reads a datagram's source and destination from its IP header
+// ip (checked: IPv4 or IPv6, whole) and UDP header udp.
+func outerAddrs(ip, udp []byte) (from, to netip.AddrPort) {
+	var src, dst netip.Addr
+	if ip[0]>>4 == 4 {
+		src = netip.AddrFrom4([4]byte(ip[12:16]))
+		dst = netip.AddrFrom4([4]byte(ip[16:20]))
+	} else {
+		src = netip.AddrFrom16([16]byte(ip[8:24]))
+		dst = netip.AddrFrom16([16]byte(ip[24:40]))
+	}
+	return netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:])), netip.AddrPortFrom(dst, binary.BigEndian.Uint16(udp[2:]))
 }
 
 // punt copies a control packet to the control plane's ring.

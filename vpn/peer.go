@@ -40,6 +40,32 @@ type PeerConfig struct {
 // endpoint is a peer's address pair; immutable, replaced whole on a float.
 type endpoint struct {
 	remote, local netip.AddrPort
+	// For an IPv4 pair with both ends known, the bytes a packet from the
+	// peer carries (IPv4 source and destination, UDP source and destination
+	// ports), so that Decap's float check compares them in place.
+	is4   bool
+	ip4   [8]byte
+	ports [4]byte
+}
+
+func newEndpointOf(remote, local netip.AddrPort) *endpoint {
+	e := &endpoint{remote: remote, local: local}
+	if remote.Addr().Is4() && local.IsValid() && local.Addr().Is4() {
+		r, l := remote.Addr().As4(), local.Addr().As4()
+		e.is4 = true
+		copy(e.ip4[:4], r[:])
+		copy(e.ip4[4:], l[:])
+		binary.BigEndian.PutUint16(e.ports[0:], remote.Port())
+		binary.BigEndian.PutUint16(e.ports[2:], local.Port())
+	}
+	return e
+}
+
+// carriedBy reports whether an IPv4 packet with header ip and UDP header
+// udp comes from remote to local. False may also mean "not known in place"
+// (IPv6, or no local address yet): the caller then compares the addresses.
+func (e *endpoint) carriedBy(ip, udp []byte) bool {
+	return e.is4 && [8]byte(ip[12:20]) == e.ip4 && [4]byte(udp[:4]) == e.ports
 }
 
 // slotKey is one installed key with its send and receive state.

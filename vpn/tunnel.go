@@ -136,7 +136,7 @@ func newEndpoint(remote, local netip.AddrPort) (*endpoint, error) {
 	if !remote.IsValid() || local.IsValid() && remote.Addr().Is4() != local.Addr().Is4() {
 		return nil, ErrAddress
 	}
-	return &endpoint{remote: remote, local: local}, nil
+	return newEndpointOf(remote, local), nil
 }
 
 // publish sets peers[id] = p. Caller holds t.mu.

@@ -450,6 +450,27 @@ func TestFloat(t *testing.T) {
 	if got, _ := l.cli.open(t, &out, srvLocal4, moved); !bytes.Equal(got, inner4(100)) {
 		t.Fatal("reply after float")
 	}
+	// A NAT rebinding (the same address, another port) floats too: the
+	// in-place comparison covers the ports.
+	rebound := netip.AddrPortFrom(moved.Addr(), moved.Port()+1)
+	if p := decapOne(l.tun, 0, outerPacket(rebound, srvLocal4, l.cli.seal(l.id, inner4(40)))); p.Verdict != fwd.VerdictForward {
+		t.Fatal("authentic packet after rebinding dropped")
+	}
+	if ev := l.tun.Poll(time.Now(), nil); len(ev) != 1 || ev[0].Kind != EventFloat || ev[0].Addr != rebound {
+		t.Fatalf("rebinding events %+v", ev)
+	}
+	// The same peer reaching another of our addresses moves the local end
+	// alone: replies leave from there, and it is no float.
+	local2 := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.3"), srvLocal4.Port())
+	if p := decapOne(l.tun, 0, outerPacket(rebound, local2, l.cli.seal(l.id, inner4(40)))); p.Verdict != fwd.VerdictForward {
+		t.Fatal("authentic packet to another local address dropped")
+	}
+	if ev := l.tun.Poll(time.Now(), nil); len(ev) != 0 {
+		t.Fatalf("a new local address raised %+v", ev)
+	}
+	if s, _ := l.tun.PeerStats(l.id); s.Local != local2 || s.Remote != rebound {
+		t.Fatalf("endpoint %v -> %v, want %v -> %v", s.Remote, s.Local, rebound, local2)
+	}
 }
 
 // TestKeyRotation walks a renegotiation: the new key arrives as secondary,
