@@ -286,7 +286,7 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 	if !ep.local.IsValid() {
 		return DropNoAddress
 	}
-	v4 := ep.remote.Addr().Is4()
+	v4 := ep.is4
 	ipLen := ipv6HeaderLen
 	if v4 {
 		ipLen = ipv4HeaderLen
@@ -310,30 +310,25 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 	off -= DataHeaderLen
 	n += DataHeaderLen
 
-	off -= udpHeaderLen
-	udp := p.Buf[off : off+udpHeaderLen]
 	n += udpHeaderLen
-	binary.BigEndian.PutUint16(udp[0:], ep.local.Port())
-	binary.BigEndian.PutUint16(udp[2:], ep.remote.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(n))
-	binary.BigEndian.PutUint16(udp[6:], 0) // IPv4: zero means "no checksum" (RFC 768)
-
-	off -= ipLen
-	ip := p.Buf[off : off+ipLen]
+	off -= udpHeaderLen + ipLen
 	if v4 {
+		// The endpoint's header with this packet's lengths and ID; the
+		// checksum adds them to the sum of the rest (RFC 1071).
+		h := (*[ipv4HeaderLen + udpHeaderLen]byte)(p.Buf[off : off+ipv4HeaderLen+udpHeaderLen])
+		*h = ep.out4
 		qs.ipID++
-		ip[0], ip[1] = 0x45, 0
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+n))
-		binary.BigEndian.PutUint16(ip[4:], qs.ipID)
-		binary.BigEndian.PutUint16(ip[6:], 0) // no DF: the router may fragment the outer packet
-		ip[8], ip[9] = outerTTL, protoUDP
-		binary.BigEndian.PutUint16(ip[10:], 0)
-		src, dst := ep.local.Addr().As4(), ep.remote.Addr().As4()
-		copy(ip[12:16], src[:])
-		copy(ip[16:20], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], fold(sum(0, ip)))
+		binary.BigEndian.PutUint16(h[2:], uint16(ipLen+n))
+		binary.BigEndian.PutUint16(h[4:], qs.ipID)
+		binary.BigEndian.PutUint16(h[10:], fold(ep.out4Sum+uint64(ipLen+n)+uint64(qs.ipID)))
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen+4:], uint16(n))
 		p.Flags = fwd.FlagL3Only | fwd.FlagParsed | fwd.FlagUDP | fwd.FlagIPv4
 	} else {
+		ip, udp := p.Buf[off:off+ipLen], p.Buf[off+ipLen:off+ipLen+udpHeaderLen]
+		binary.BigEndian.PutUint16(udp[0:], ep.local.Port())
+		binary.BigEndian.PutUint16(udp[2:], ep.remote.Port())
+		binary.BigEndian.PutUint16(udp[4:], uint16(n))
+		binary.BigEndian.PutUint16(udp[6:], 0)
 		binary.BigEndian.PutUint32(ip[0:], 6<<28)
 		binary.BigEndian.PutUint16(ip[4:], uint16(n))
 		ip[6], ip[7] = protoUDP, outerTTL

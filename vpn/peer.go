@@ -46,6 +46,11 @@ type endpoint struct {
 	is4   bool
 	ip4   [8]byte
 	ports [4]byte
+	// For the same pair, the IPv4 and UDP headers Encap puts in front of a
+	// packet to the peer, lengths, ID and checksum zero, and the checksum's
+	// sum of the rest.
+	out4    [ipv4HeaderLen + udpHeaderLen]byte
+	out4Sum uint64
 }
 
 func newEndpointOf(remote, local netip.AddrPort) *endpoint {
@@ -57,6 +62,15 @@ func newEndpointOf(remote, local netip.AddrPort) *endpoint {
 		copy(e.ip4[4:], l[:])
 		binary.BigEndian.PutUint16(e.ports[0:], remote.Port())
 		binary.BigEndian.PutUint16(e.ports[2:], local.Port())
+		h := &e.out4
+		h[0] = 0x45 // no DF (h[6:8] zero): a router may fragment the outer packet
+		h[8], h[9] = outerTTL, protoUDP
+		copy(h[12:16], l[:])
+		copy(h[16:20], r[:])
+		e.out4Sum = sum(0, h[:ipv4HeaderLen])
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen:], local.Port())
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen+2:], remote.Port())
+		// h[ipv4HeaderLen+6:] zero: no UDP checksum over IPv4 (RFC 768)
 	}
 	return e
 }
