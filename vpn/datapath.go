@@ -133,11 +133,8 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	// buffer: Buf may be a window onto a larger UMEM).
 	start := int(p.Off) + l4 + udpHeaderLen
 	pkt := p.Buf[start : start+len(payload) : len(p.Buf)]
-	plain, pid, err := k.key.Open(pkt)
+	plain, pid, err := k.key.open(pkt) // length, opcode and key_id checked above
 	if err != nil {
-		if err == ErrShort {
-			return DropShort
-		}
 		return DropAuth
 	}
 	switch k.checkReplay(pid) {
@@ -158,22 +155,16 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	if pe.lastRecv.Load() != now {
 		pe.lastRecv.Store(now)
 	}
-	plain, ok := pe.comp.unframe(plain)
-	if !ok {
-		return DropCompression
-	}
-	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
-		qs.pings.Add(1)
-		pe.stats.pings.Add(1)
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
-	}
-	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
-		if plain[16] == OCCExit {
-			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
+	if pe.comp != CompNone {
+		var ok bool
+		if plain, ok = pe.comp.unframe(plain); !ok {
+			return DropCompression
 		}
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
+	}
+	// An IP packet starts with its version; a ping and an OCC message with
+	// their magic, whose first nibble is 2.
+	if len(plain) > 0 && plain[0]>>4 != 4 && plain[0]>>4 != 6 {
+		return t.consume(qs, pe, k, p, plain)
 	}
 	n, flag := innerLen(plain)
 	if n == 0 {
@@ -191,6 +182,25 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	p.L3Off, p.L4Off = 0, 0
 	p.Peer = peerID
 	return DropNone
+}
+
+// consume takes a keepalive ping or an OCC message off the data channel;
+// anything else that is not an IP packet is dropped.
+func (t *Tunnel) consume(qs *queueState, pe *peer, k *slotKey, p *fwd.Packet, plain []byte) TunnelDrop {
+	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
+		qs.pings.Add(1)
+		pe.stats.pings.Add(1)
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
+		if plain[16] == OCCExit {
+			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
+		}
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	return DropBadInner
 }
 
 // outerAddrs reads a datagram's source and destination from its IP header
