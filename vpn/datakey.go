@@ -164,9 +164,10 @@ func (k *DataKey) Seal(dst []byte, peerID uint32, packetID uint32, plain []byte)
 	binary.BigEndian.PutUint32(pkt[packetIDOff:], packetID)
 	// The nonce is built in the tag's place (pkt[4:16]); the tag overwrites
 	// it once the AEAD is done with it.
-	copy(pkt[adLen:], k.sendIV[:])
+	*(*[8]byte)(pkt[adLen:]) = k.sendIV
 	out := pkt[DataHeaderLen:]
 	k.send.Seal(out[:0], pkt[packetIDOff:packetIDOff+nonceLen], plain, pkt[:adLen])
-	copy(pkt[tagOff:DataHeaderLen], pkt[n:])
+	// Fixed-size: copy would not know the source's length and call memmove.
+	*(*[TagLen]byte)(pkt[tagOff:DataHeaderLen]) = [TagLen]byte(pkt[n:])
 	return pkt[:n]
 }

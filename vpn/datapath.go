@@ -315,7 +315,9 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 		return DropKeyExhausted
 	}
 	inner := n
-	off, n = pe.comp.frame(p.Buf, off, n)
+	if pe.comp != CompNone {
+		off, n = pe.comp.frame(p.Buf, off, n)
+	}
 	k.key.Seal(p.Buf[off-DataHeaderLen:off:len(p.Buf)], pe.id, pid, p.Buf[off:off+n])
 	off -= DataHeaderLen
 	n += DataHeaderLen
