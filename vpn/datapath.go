@@ -16,13 +16,15 @@ import (
 //      localInput, fwd/tunnel.go runDecap), one call per batch;
 //   2. Decap: loads the peer table and the coarse clock once per batch;
 //   3. decap, per packet: checks the outer IP and UDP headers; a control
-//      opcode goes to punt (a copy into the queue's ring for the control
-//      plane); P_DATA_V2 looks up the peer by peer-id and the key by key_id,
-//      Open authenticates and decrypts in place (datakey.go), the replay
-//      window admits the packet-id, the peer may float to the new source,
-//      the compression framing comes off (comp.go), pings and OCC are
-//      consumed, innerLen checks the inner IP header, sourceAllowed the
-//      inner source (peer.go); the Packet is rewritten to the inner packet;
+//      opcode goes, with its addresses (outerAddrs), to punt (a copy into
+//      the queue's ring for the control plane); P_DATA_V2 looks up the peer
+//      by peer-id and the key by key_id, DataKey.open authenticates and
+//      decrypts in place (datakey.go), the replay window admits the
+//      packet-id, the peer may float to the new source (its endpoint
+//      compared in place, peer.go), the compression framing comes off
+//      (comp.go), consume takes pings and OCC messages, innerLen checks
+//      the inner IP header, sourceAllowed the inner source (peer.go); the
+//      Packet is rewritten to the inner packet;
 //   4. back in fwd (afterTunnel): the inner packet is parsed and routed,
 //      to the LAN, or to another peer through Encap (client-to-client).
 //
@@ -37,7 +39,8 @@ import (
 //      checks headroom and tailroom, draws the next packet-id
 //      (nextPacketID, tunnel.go), adds the compression framing, Seal
 //      encrypts in place behind the P_DATA_V2 header it writes in the
-//      headroom, then the outer UDP and IP headers go in front;
+//      headroom, then the outer UDP and IP headers go in front (for IPv4,
+//      the endpoint's prepared ones);
 //   4. back in fwd (afterTunnel): the outer datagram is parsed and routed
 //      out of the port towards the client, never into the tunnel again.
 //
@@ -184,25 +187,6 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	return DropNone
 }
 
-// consume takes a keepalive ping or an OCC message off the data channel;
-// anything else that is not an IP packet is dropped.
-func (t *Tunnel) consume(qs *queueState, pe *peer, k *slotKey, p *fwd.Packet, plain []byte) TunnelDrop {
-	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
-		qs.pings.Add(1)
-		pe.stats.pings.Add(1)
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
-	}
-	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
-		if plain[16] == OCCExit {
-			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
-		}
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
-	}
-	return DropBadInner
-}
-
 // outerAddrs reads a datagram's source and destination from its IP header
 // ip (checked: IPv4 or IPv6, whole) and UDP header udp.
 func outerAddrs(ip, udp []byte) (from, to netip.AddrPort) {
@@ -227,6 +211,25 @@ func (t *Tunnel) punt(qs *queueState, p *fwd.Packet, from, to netip.AddrPort, pa
 	}
 	p.Verdict = fwd.VerdictConsumed
 	return DropNone
+}
+
+// consume takes a keepalive ping or an OCC message off the data channel;
+// anything else that is not an IP packet is dropped.
+func (t *Tunnel) consume(qs *queueState, pe *peer, k *slotKey, p *fwd.Packet, plain []byte) TunnelDrop {
+	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
+		qs.pings.Add(1)
+		pe.stats.pings.Add(1)
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
+		if plain[16] == OCCExit {
+			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
+		}
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	return DropBadInner
 }
 
 // innerLen checks that b starts with an IPv4 or IPv6 header and returns the
