@@ -41,13 +41,13 @@ var (
 )
 
 const (
-	ebVPNPort  = 1194
-	ebBufSize  = fwd.Headroom + 2048
-	ebPoolBufs = 1024 // frames prepared between rounds of polls
-	ebWANPort  = 0
-	ebLANPort  = 1
-	ebEthLen   = 14
-	ebUDPPorts = 5000 // inner UDP source port
+	ebVPNPort   = 1194
+	ebBufSize   = fwd.Headroom + 2048
+	ebPoolBufs  = 1024 // frames prepared between rounds of polls
+	ebWANPort   = 0
+	ebLANPort   = 1
+	ebEthLen    = 14
+	ebInnerPort = 5000 // the inner packets' UDP source port
 )
 
 // Traffic the rig prepares.
@@ -254,7 +254,7 @@ func ipFrame(f []byte, dstMAC, srcMAC net.HardwareAddr, src, dst netip.Addr, n i
 	copy(f[0:6], dstMAC)
 	copy(f[6:12], srcMAC)
 	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ipUDP(f[ebEthLen:], src, dst, ebUDPPorts, 9, n)
+	ipUDP(f[ebEthLen:], src, dst, ebInnerPort, 9, n)
 	return ebEthLen + n
 }
 
@@ -281,7 +281,7 @@ func ipUDP(ip []byte, src, dst netip.Addr, sport, dport uint16, n int) {
 func (r *engineRig) sealedFrame(f []byte, pe *ebPeer, id uint32) int {
 	const hdr = ebEthLen + ipv4HeaderLen + udpHeaderLen
 	plain := f[hdr+DataHeaderLen : hdr+DataHeaderLen+r.size]
-	ipUDP(plain, pe.inner, ebHost, ebUDPPorts, 9, r.size)
+	ipUDP(plain, pe.inner, ebHost, ebInnerPort, 9, r.size)
 	pe.pid++
 	pe.key.Seal(f[hdr:hdr:len(f)], id, pe.pid, plain)
 	n := ipv4HeaderLen + udpHeaderLen + DataHeaderLen + r.size
