@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
+	"github.com/ovfwd/ovfwd/fwd/acl"
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
@@ -40,9 +41,14 @@ type Worker struct {
 	// worker already applied may be missing from the events.
 	learnLost atomic.Bool
 	punts     *spscRing[puntSlot]
-	uplinks   *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
-	inject    *injectQueue          // worker 0 only: frames from the control plane (inject.go)
-	nat       *nat.Table            // this worker's NAT sessions (nat.go)
+	uplinks   *spscRing[puntSlot] // IP packets routed to an uplink (uplink.go)
+	inject    *injectQueue        // worker 0 only: frames from the control plane (inject.go)
+	nat       *nat.Table          // this worker's NAT sessions (nat.go)
+	acl       *ACL                // the filter for this poll, nil: none (acl.go)
+	aclRules  *acl.Rules          // the rules aclHits counts for
+	aclHits   []uint64
+	aclPub    atomic.Pointer[aclCounters]
+	aclKey    acl.Key
 	natRel    natRelease            // clients whose NAT state to end (ReleaseNATClient)
 	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 	handed    []bool                // handed[j]: this poll handed worker j packets
@@ -116,6 +122,7 @@ func (w *Worker) Poll() int {
 	w.refillICMP()
 	t := w.e.tables.Load()
 	w.nat.Refresh(w.e.nat.Load(), w.now)
+	w.refreshACL()
 	if w.natRel.pending.Load() {
 		w.releaseNATClients()
 	}
@@ -165,6 +172,7 @@ func (w *Worker) Poll() int {
 		w.wakeHanded()
 	}
 	w.publishCounters()
+	w.publishACL()
 	w.nat.Publish()
 	return total
 }
