@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/ovfwd/ovfwd/fwd/acl"
@@ -73,17 +74,25 @@ func (w *Worker) refreshACL() {
 	w.aclRules = a.Rules
 	n := a.Rules.NumRules()
 	w.aclHits = make([]uint64, n)
+	w.aclDirty = make([]uint64, (n+63)/64)
 	w.aclPub.Store(&aclCounters{rules: a.Rules, hits: make([]atomic.Uint64, n)})
 }
 
+// publishACL publishes the counters this poll changed (a poll touches
+// few rules; publishing all would cost every poll the rules' number).
 func (w *Worker) publishACL() {
 	c := w.aclPub.Load()
 	if c == nil || c.rules != w.aclRules {
 		return
 	}
-	for i, v := range w.aclHits {
-		if c.hits[i].Load() != v {
-			c.hits[i].Store(v)
+	for j, m := range w.aclDirty {
+		if m == 0 {
+			continue
+		}
+		w.aclDirty[j] = 0
+		for ; m != 0; m &= m - 1 {
+			i := j*64 + bits.TrailingZeros64(m)
+			c.hits[i].Store(w.aclHits[i])
 		}
 	}
 }
@@ -106,10 +115,9 @@ func (w *Worker) aclPass(t *tables, p *Packet, how uint8) bool {
 	if li < 0 {
 		return true
 	}
-	k := &w.aclKey
-	aclKeyOf(p, k)
-	act, id := a.Rules.Match(int(li), k)
+	act, id := aclMatch(a.Rules, int(li), p)
 	w.aclHits[id]++
+	w.aclDirty[id>>6] |= 1 << (id & 63)
 	switch act {
 	case acl.Allow:
 		return true
@@ -120,42 +128,39 @@ func (w *Worker) aclPass(t *tables, p *Packet, how uint8) bool {
 	return false
 }
 
-// aclKeyOf fills k from parsed packet p. An IPv6 packet whose transport
-// header Parse did not reach (a later fragment, an unknown upper layer
-// after extension headers) is matched by its first next header.
-func aclKeyOf(p *Packet, k *acl.Key) {
+// aclMatch matches parsed packet p against list li. An IPv6 packet whose
+// transport header Parse did not reach (a later fragment, an unknown
+// upper layer after extension headers) is matched by its first next
+// header.
+func aclMatch(r *acl.Rules, li int, p *Packet) (acl.Action, int) {
 	d := p.Data()
 	l3 := d[p.L3Off:]
-	k.V6 = p.Flags&FlagIPv4 == 0
-	if k.V6 {
-		k.Proto = l3[6]
-		k.Src, k.Dst = [16]byte(l3[8:24]), [16]byte(l3[24:40])
-	} else {
-		k.Proto = l3[9]
-		copy(k.Src[:4], l3[12:16])
-		copy(k.Dst[:4], l3[16:20])
+	v4 := p.Flags&FlagIPv4 != 0
+	proto := l3[6]
+	if v4 {
+		proto = l3[9]
 	}
-	k.HasL4 = p.L4Off != 0
-	k.SPort, k.DPort, k.Flags = 0, 0, 0
-	if !k.HasL4 {
-		return
-	}
-	l4 := d[p.L4Off:]
-	switch {
-	case p.Flags&FlagTCP != 0:
-		k.Proto = protoTCP
-		k.SPort, k.DPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-		k.Flags = l4[13] & 0x3f
-	case p.Flags&FlagUDP != 0:
-		k.Proto = protoUDP
-		k.SPort, k.DPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-	case p.Flags&FlagICMP != 0:
-		k.Proto = protoICMP
-		if k.V6 {
-			k.Proto = protoICMPv6
+	var sport, dport uint16
+	var flags uint8
+	l4 := p.L4Off != 0
+	if l4 {
+		t := d[p.L4Off:]
+		switch {
+		case p.Flags&FlagTCP != 0:
+			proto, sport, dport, flags = protoTCP, binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:]), t[13]&0x3f
+		case p.Flags&FlagUDP != 0:
+			proto, sport, dport = protoUDP, binary.BigEndian.Uint16(t), binary.BigEndian.Uint16(t[2:])
+		case p.Flags&FlagICMP != 0:
+			proto, dport = protoICMP, uint16(t[0])
+			if !v4 {
+				proto = protoICMPv6
+			}
+		default:
+			l4 = false
 		}
-		k.DPort = uint16(l4[0])
-	default:
-		k.HasL4 = false
 	}
+	if v4 {
+		return r.Match4(li, binary.BigEndian.Uint32(l3[12:16]), binary.BigEndian.Uint32(l3[16:20]), proto, l4, sport, dport, flags)
+	}
+	return r.Match6(li, (*[16]byte)(l3[8:24]), (*[16]byte)(l3[24:40]), proto, l4, sport, dport, flags)
 }

@@ -142,8 +142,11 @@ type dim32 struct {
 	sets   []uint64
 }
 
+// dim128 keeps the starts' high and low words apart; hiOnly: every low
+// word is 0 (no prefix longer than /64), the search reads only hi.
 type dim128 struct {
-	starts [][2]uint64
+	hi, lo []uint64
+	hiOnly bool
 	sets   []uint64
 }
 
@@ -167,6 +170,11 @@ func (r *Rules) NumRules() int { return len(r.info) }
 
 // Info describes rule number id.
 func (r *Rules) Info(id int) RuleInfo { return r.info[id] }
+
+// ListRules is the range of rule numbers of list li (its default last).
+func (r *Rules) ListRules(li int) (first, n int) {
+	return r.first[li], len(r.lists[li].actions) + 1
+}
 
 // NumLists is the number of lists, numbered as given to Compile.
 func (r *Rules) NumLists() int { return len(r.lists) }
@@ -337,7 +345,11 @@ func build128(rules []Rule, w int, of func(*Rule) []rng128) dim128 {
 		return 0
 	})
 	starts = slices.Compact(starts)
-	d := dim128{starts: starts, sets: make([]uint64, len(starts)*w)}
+	d := dim128{sets: make([]uint64, len(starts)*w), hiOnly: true}
+	for _, s := range starts {
+		d.hi, d.lo = append(d.hi, s[0]), append(d.lo, s[1])
+		d.hiOnly = d.hiOnly && s[1] == 0
+	}
 	for k, s := range starts {
 		for i := range rules {
 			in := per[i] == nil
@@ -355,65 +367,114 @@ func build128(rules []Rule, w int, of func(*Rule) []rng128) dim128 {
 	return d
 }
 
-// find32 is the index of the last start <= v (starts[0] is 0).
+// find32 is the index of the last start <= v (starts[0] is 0). The
+// loop has a fixed trip count for a list and its step compiles to a
+// conditional move: no branch for the packet's value to mispredict.
 func find32(starts []uint32, v uint32) int {
-	lo, hi := 0, len(starts)
-	for hi-lo > 1 {
-		m := int(uint(lo+hi) >> 1)
-		if starts[m] <= v {
-			lo = m
-		} else {
-			hi = m
+	base, n := 0, len(starts)
+	for n > 1 {
+		half := n >> 1
+		if starts[base+half] <= v {
+			base += half
 		}
+		n -= half
 	}
-	return lo
+	return base
 }
 
-func find128(starts [][2]uint64, v [2]uint64) int {
-	lo, hi := 0, len(starts)
-	for hi-lo > 1 {
-		m := int(uint(lo+hi) >> 1)
-		if !less128(v, starts[m]) {
-			lo = m
-		} else {
-			hi = m
+func find64(starts []uint64, v uint64) int {
+	base, n := 0, len(starts)
+	for n > 1 {
+		half := n >> 1
+		if starts[base+half] <= v {
+			base += half
 		}
+		n -= half
 	}
-	return lo
+	return base
+}
+
+func find128(d *dim128, hi, lo uint64) int {
+	if d.hiOnly {
+		return find64(d.hi, hi)
+	}
+	base, n := 0, len(d.hi)
+	for n > 1 {
+		half := n >> 1
+		if h := d.hi[base+half]; h < hi || h == hi && d.lo[base+half] <= lo {
+			base += half
+		}
+		n -= half
+	}
+	return base
 }
 
 // Match returns the action list li takes on k and the global number of
 // the rule (or default) that decided it.
 func (r *Rules) Match(li int, k *Key) (Action, int) {
-	c := &r.lists[li]
-	w := c.w
-	var s, d []uint64
-	if k.V6 {
-		s = set128(&c.src6, k.Src, w)
-		d = set128(&c.dst6, k.Dst, w)
-	} else {
-		i := find32(c.src4.starts, binary.BigEndian.Uint32(k.Src[:4]))
-		s = c.src4.sets[i*w : i*w+w]
-		i = find32(c.dst4.starts, binary.BigEndian.Uint32(k.Dst[:4]))
-		d = c.dst4.sets[i*w : i*w+w]
-	}
-	pr := c.proto[int(k.Proto)*w : int(k.Proto)*w+w]
-	var sp, dp []uint64
+	var sp, dp uint16
+	var fl uint8
 	if k.HasL4 {
-		i := find32(c.sport.starts, uint32(k.SPort))
-		sp = c.sport.sets[i*w : i*w+w]
-		i = find32(c.dport.starts, uint32(k.DPort))
-		dp = c.dport.sets[i*w : i*w+w]
-	} else {
-		sp, dp = c.noL4, c.noL4
+		sp, dp, fl = k.SPort, k.DPort, k.Flags
+	}
+	if k.V6 {
+		return r.Match6(li, &k.Src, &k.Dst, k.Proto, k.HasL4, sp, dp, fl)
+	}
+	return r.Match4(li, binary.BigEndian.Uint32(k.Src[:4]), binary.BigEndian.Uint32(k.Dst[:4]), k.Proto, k.HasL4, sp, dp, fl)
+}
+
+// Match4 is Match for an IPv4 packet, its fields as arguments (in
+// registers: the data plane builds no Key).
+func (r *Rules) Match4(li int, src, dst uint32, proto uint8, l4 bool, sport, dport uint16, flags uint8) (Action, int) {
+	c := &r.lists[li]
+	return c.decide(find32(c.src4.starts, src), find32(c.dst4.starts, dst), &c.src4.sets, &c.dst4.sets, proto, l4, sport, dport, flags)
+}
+
+// Match6 is Match for an IPv6 packet.
+func (r *Rules) Match6(li int, src, dst *[16]byte, proto uint8, l4 bool, sport, dport uint16, flags uint8) (Action, int) {
+	c := &r.lists[li]
+	si := find128(&c.src6, binary.BigEndian.Uint64(src[:8]), binary.BigEndian.Uint64(src[8:]))
+	di := find128(&c.dst6, binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:]))
+	return c.decide(si, di, &c.src6.sets, &c.dst6.sets, proto, l4, sport, dport, flags)
+}
+
+// decide intersects the address sets si of ss and di of ds with the
+// protocol's and the ports' sets and returns the first rule left.
+func (c *compiled) decide(si, di int, ss, ds *[]uint64, proto uint8, l4 bool, sport, dport uint16, flags uint8) (Action, int) {
+	w := c.w
+	spi, dpi := -1, -1
+	if l4 {
+		spi, dpi = find32(c.sport.starts, uint32(sport)), find32(c.dport.starts, uint32(dport))
 	}
 	base := int(c.defID) - len(c.actions)
+	if w == 1 { // up to 64 rules: one word a set
+		m := (*ss)[si] & (*ds)[di] & c.proto[proto]
+		if l4 {
+			m &= c.sport.sets[spi] & c.dport.sets[dpi]
+		} else {
+			m &= c.noL4[0]
+		}
+		for m != 0 {
+			i := bits.TrailingZeros64(m)
+			if c.flagged[0]&(1<<i) == 0 || c.flagsMatch(i, flags) {
+				return c.actions[i], base + i
+			}
+			m &= m - 1
+		}
+		return c.def, int(c.defID)
+	}
+	s, d := (*ss)[si*w:si*w+w], (*ds)[di*w:di*w+w]
+	pr := c.proto[int(proto)*w : int(proto)*w+w]
+	sp, dp := c.noL4, c.noL4
+	if l4 {
+		sp, dp = c.sport.sets[spi*w:spi*w+w], c.dport.sets[dpi*w:dpi*w+w]
+	}
 	for j := range w {
 		m := s[j] & d[j] & pr[j] & sp[j] & dp[j]
 		for m != 0 {
 			b := bits.TrailingZeros64(m)
 			i := j*64 + b
-			if c.flagged[j]&(1<<b) == 0 || k.Flags&c.mask[i] == c.val[i] && (c.any[i] == 0 || k.Flags&c.any[i] != 0) {
+			if c.flagged[j]&(1<<b) == 0 || c.flagsMatch(i, flags) {
 				return c.actions[i], base + i
 			}
 			m &= m - 1
@@ -422,7 +483,6 @@ func (r *Rules) Match(li int, k *Key) (Action, int) {
 	return c.def, int(c.defID)
 }
 
-func set128(d *dim128, a [16]byte, w int) []uint64 {
-	i := find128(d.starts, [2]uint64{binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])})
-	return d.sets[i*w : i*w+w]
+func (c *compiled) flagsMatch(i int, flags uint8) bool {
+	return flags&c.mask[i] == c.val[i] && (c.any[i] == 0 || flags&c.any[i] != 0)
 }
