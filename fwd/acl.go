@@ -72,6 +72,7 @@ func (w *Worker) refreshACL() {
 		return
 	}
 	w.aclRules = a.Rules
+	w.aclCache.Reset(a.Rules)
 	n := a.Rules.NumRules()
 	w.aclHits = make([]uint64, n)
 	w.aclDirty = make([]uint64, (n+63)/64)
@@ -115,7 +116,7 @@ func (w *Worker) aclPass(t *tables, p *Packet, how uint8) bool {
 	if li < 0 {
 		return true
 	}
-	act, id := aclMatch(a.Rules, int(li), p)
+	act, id := aclMatch(&w.aclCache, int(li), p)
 	w.aclHits[id]++
 	w.aclDirty[id>>6] |= 1 << (id & 63)
 	switch act {
@@ -128,11 +129,12 @@ func (w *Worker) aclPass(t *tables, p *Packet, how uint8) bool {
 	return false
 }
 
-// aclMatch matches parsed packet p against list li. An IPv6 packet whose
+// aclMatch matches parsed packet p against list li (through the
+// worker's cache of recent decisions). An IPv6 packet whose
 // transport header Parse did not reach (a later fragment, an unknown
 // upper layer after extension headers) is matched by its first next
 // header.
-func aclMatch(r *acl.Rules, li int, p *Packet) (acl.Action, int) {
+func aclMatch(r *acl.Cache, li int, p *Packet) (acl.Action, int) {
 	d := p.Data()
 	l3 := d[p.L3Off:]
 	v4 := p.Flags&FlagIPv4 != 0

@@ -10,16 +10,20 @@ import (
 // the last rule of their list) routed plainly and through an ACL of
 // 1,000 rules, side by side in one run (natPair's alternating slices):
 // in 50 lists of 20 (the port's list is one of them) and in one list of
-// 1,000. acl/route is the ratio of the thread CPU times per packet over
+// 1,000; two flows (every packet after the first two found in the
+// worker's decision cache) and, Spread, 8,192 (a packet's key is never
+// in the cache: the search's cost with the cache's on top). acl/route is the ratio of the thread CPU times per packet over
 // the slices no context switch touched, acl-extra-ns/pkt their
 // difference.
 func BenchmarkPollACL(b *testing.B) {
 	for _, c := range []struct {
 		name       string
 		lists, per int
-	}{{"50x20", 50, 20}, {"1x1000", 1, 1000}} {
+		frames     func() [][]byte
+	}{{"50x20", 50, 20, aclFrames}, {"1x1000", 1, 1000, aclFrames},
+		{"50x20Spread", 50, 20, aclSpreadFrames}, {"1x1000Spread", 1, 1000, aclSpreadFrames}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := &natPair{route: aclHotRig(b, aclFrames(), nil), nat: aclHotRig(b, aclFrames(), benchRules(c.lists, c.per))}
+			p := &natPair{route: aclHotRig(b, c.frames(), nil), nat: aclHotRig(b, c.frames(), benchRules(c.lists, c.per))}
 			runtime.GC()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -72,4 +76,15 @@ func aclPollLoop(r *rig, n int) {
 	for range n {
 		r.poll()
 	}
+}
+
+// aclSpreadFrames are 8,192 UDP flows, half IPv4, half IPv6: eight times
+// the decision cache, each seen once in 8,192 packets.
+func aclSpreadFrames() [][]byte {
+	var out [][]byte
+	for i := range 4096 {
+		out = append(out, eth(macR0, macA, 0x0800, ipv4(aV4, bV4, 17, 64, true, udp(uint16(10000+i), 2000, []byte("spread")))),
+			eth(macR0, macA, 0x86dd, ipv6(aV6, bV6, 17, 64, udp(uint16(10000+i), 2000, []byte("spread")))))
+	}
+	return out
 }

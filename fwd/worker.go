@@ -48,7 +48,8 @@ type Worker struct {
 	aclRules  *acl.Rules          // the rules aclHits counts for
 	aclHits   []uint64
 	aclPub    atomic.Pointer[aclCounters]
-	aclDirty  []uint64              // lists whose counters changed this poll
+	aclDirty  []uint64 // rules whose counters changed this poll
+	aclCache  acl.Cache
 	natRel    natRelease            // clients whose NAT state to end (ReleaseNATClient)
 	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 	handed    []bool                // handed[j]: this poll handed worker j packets

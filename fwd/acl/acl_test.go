@@ -206,8 +206,15 @@ func checkAgainstNaive(t *testing.T, seed1, seed2 uint64, rules, keys int) {
 	rng := rand.New(rand.NewPCG(seed1, seed2))
 	lists := []List{randList(rng, rules), randList(rng, rng.IntN(rules+1)), randList(rng, 70+rng.IntN(70))}
 	r := Compile(lists)
-	for range keys {
+	var c Cache
+	c.Reset(r)
+	seen := make([]*Key, 0, keys)
+	for j := range keys {
 		k := randKey(rng)
+		if j%3 == 2 { // a key again: answered by the cache, unless evicted
+			k = seen[rng.IntN(len(seen))]
+		}
+		seen = append(seen, k)
 		for li := range lists {
 			wa, wi := naive(&lists[li], k)
 			ga, gi := r.Match(li, k)
@@ -215,7 +222,14 @@ func checkAgainstNaive(t *testing.T, seed1, seed2 uint64, rules, keys int) {
 			if ga != wa || gi != wi {
 				t.Fatalf("list %d key %+v: got %v rule %d, naive %v rule %d", li, k, ga, gi, wa, wi)
 			}
+			ca, ci := cachedMatch(&c, li, k)
+			if ca != wa || ci != wi {
+				t.Fatalf("list %d key %+v: cache %v rule %d, naive %v rule %d", li, k, ca, ci, wa, wi)
+			}
 		}
+	}
+	if c.Hits == 0 {
+		t.Fatal("the cache answered nothing")
 	}
 }
 
@@ -239,5 +253,34 @@ func TestMatchAllocs(t *testing.T) {
 	k := randKey(rng)
 	if n := testing.AllocsPerRun(1000, func() { r.Match(0, k) }); n != 0 {
 		t.Fatalf("%v allocs per match", n)
+	}
+}
+
+func cachedMatch(c *Cache, li int, k *Key) (Action, int) {
+	var sp, dp uint16
+	var fl uint8
+	if k.HasL4 {
+		sp, dp, fl = k.SPort, k.DPort, k.Flags
+	}
+	if k.V6 {
+		return c.Match6(li, &k.Src, &k.Dst, k.Proto, k.HasL4, sp, dp, fl)
+	}
+	return c.Match4(li, binary.BigEndian.Uint32(k.Src[:4]), binary.BigEndian.Uint32(k.Dst[:4]), k.Proto, k.HasL4, sp, dp, fl)
+}
+
+// TestCacheEmptiedOnReset: a decision of the old rules is not an answer
+// for the new ones.
+func TestCacheEmptiedOnReset(t *testing.T) {
+	allow := Compile([]List{{Default: Allow}})
+	deny := Compile([]List{{Default: Deny}})
+	var c Cache
+	c.Reset(allow)
+	k := key4("198.18.0.1", "198.18.1.1", 17, 1, 2, 0)
+	if a, _ := cachedMatch(&c, 0, k); a != Allow {
+		t.Fatal(a)
+	}
+	c.Reset(deny)
+	if a, _ := cachedMatch(&c, 0, k); a != Deny {
+		t.Fatalf("after Reset: %v", a)
 	}
 }
