@@ -21,6 +21,8 @@ type Config struct {
 	Log        Log
 	NAT        []NAT
 	NATOptions NATOptions
+	ACL        []ACL
+	ACLGroups  []ACLGroup
 }
 
 // Modes of [appliance] mode.
@@ -252,6 +254,7 @@ type VPNCCD struct {
 	PushRoutes []netip.Prefix // pushed to this client besides [vpn] push_routes
 	IRoutes    []netip.Prefix // networks behind this client, as [[vpn.iroute]] routes
 	Disable    bool           // refuse this client (AUTH_FAILED)
+	Group      string         // its [[acl]] group (ingress "group:NAME")
 }
 
 // VPNIRoute is one [[vpn.iroute]]: networks behind one client (a site-to-site
