@@ -440,6 +440,7 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	}
 	v.peers[p.PeerID] = p
 	v.mu.Unlock()
+	v.d.aclPeer(p.PeerID, p.CommonName, true)
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
 		"iroutes", iroutes)
@@ -473,6 +474,7 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	}
 	v.mu.Unlock()
 	if ok {
+		v.d.aclPeer(id, "", false)
 		v.d.so.poke()
 		// Its NAT sessions and port blocks end before the pool may hand
 		// the address to someone else (the caller frees it after this).
@@ -527,7 +529,7 @@ func (v *vpnServer) snapshot() *status.VPN {
 	v.mu.Unlock()
 	sort.Slice(peers, func(i, j int) bool { return peers[i].PeerID < peers[j].PeerID })
 	for _, p := range peers {
-		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String()}
+		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String(), Group: v.d.aclGroupOf(p.PeerID)}
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
 				vp.Addrs = append(vp.Addrs, a.String())

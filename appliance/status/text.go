@@ -96,6 +96,13 @@ func WriteText(w io.Writer, s *Snapshot) error {
 			fmt.Fprintf(b, "  client %s%s: %s ports %s (%d ports)\n", c.Inside, name, c.Outside, strings.Join(c.Blocks, " "), c.Ports)
 		}
 	}
+	for _, l := range s.ACL {
+		fmt.Fprintf(b, "\nacl %s (%s):", l.Name, strings.Join(l.Ingress, " "))
+		for _, r := range l.Rules {
+			fmt.Fprintf(b, " %s %s %d,", r.Name, r.Action, r.Packets)
+		}
+		fmt.Fprintf(b, " default %s %d\n", l.Default, l.DefaultPackets)
+	}
 	fmt.Fprintf(b, "\nreloads: %d ok, %d rejected", s.Reload.Count, s.Reload.Failed)
 	if s.Reload.LastError != "" {
 		fmt.Fprintf(b, "; last rejected: %s", s.Reload.LastError)
