@@ -27,8 +27,20 @@ type aclState struct {
 	groupNum map[string]int
 	// cnGroup: a common name's group ([[acl_group]], [[vpn.ccd]] group).
 	cnGroup map[string]string
-	// peerCN: the connected peers' common names.
-	peerCN map[uint32]string
+	// peers: the connected peers' common names and the groups their
+	// authentication command named.
+	peers map[uint32]aclMember
+}
+
+type aclMember struct{ cn, group string }
+
+// groupOf is a peer's group: the authentication command's, else its
+// common name's.
+func (s *aclState) groupOf(m aclMember) string {
+	if m.group != "" {
+		return m.group
+	}
+	return s.cnGroup[m.cn]
 }
 
 // aclCompile turns cfg's [[acl]] into a state ready to publish; nil
@@ -38,7 +50,7 @@ func aclCompile(cfg *config.Config, portIndex func(string) (int, bool), nports i
 		return nil, nil
 	}
 	s := &aclState{lists: cfg.ACL, ports: make([]int16, nports), vpn: -1, groupNum: map[string]int{},
-		cnGroup: map[string]string{}, peerCN: map[uint32]string{}}
+		cnGroup: map[string]string{}, peers: map[uint32]aclMember{}}
 	for i := range s.ports {
 		s.ports[i] = -1
 	}
@@ -134,7 +146,7 @@ func (d *daemon) applyACL(cfg *config.Config) error {
 	if d.vpn != nil {
 		d.vpn.mu.Lock()
 		for id, p := range d.vpn.peers {
-			s.peerCN[id] = p.CommonName
+			s.peers[id] = aclMember{p.CommonName, p.Group}
 		}
 		d.vpn.mu.Unlock()
 	}
@@ -142,18 +154,19 @@ func (d *daemon) applyACL(cfg *config.Config) error {
 	return nil
 }
 
-// aclPeer records a peer's arrival (cn) or departure ("") and publishes
+// aclPeer records a peer's arrival (up: with its common name and the
+// group its authentication command named) or departure, and publishes
 // its group.
-func (d *daemon) aclPeer(id uint32, cn string, up bool) {
+func (d *daemon) aclPeer(id uint32, m aclMember, up bool) {
 	d.aclMu.Lock()
 	defer d.aclMu.Unlock()
 	if d.acl == nil {
 		return
 	}
 	if up {
-		d.acl.peerCN[id] = cn
+		d.acl.peers[id] = m
 	} else {
-		delete(d.acl.peerCN, id)
+		delete(d.acl.peers, id)
 	}
 	d.publishACL()
 }
@@ -164,12 +177,12 @@ func (d *daemon) publishACL() { d.engine.SetACL(d.acl.engineACL()) }
 // engineACL is s as the engine takes it, the peers placed in their groups.
 func (s *aclState) engineACL() *fwd.ACL {
 	n := uint32(0)
-	for id := range s.peerCN {
+	for id := range s.peers {
 		n = max(n, id+1)
 	}
 	pg := make([]uint16, n)
-	for id, cn := range s.peerCN {
-		if g, ok := s.groupNum[s.cnGroup[cn]]; ok {
+	for id, m := range s.peers {
+		if g, ok := s.groupNum[s.groupOf(m)]; ok {
 			pg[id] = uint16(g + 1)
 		}
 	}
@@ -217,7 +230,11 @@ func (d *daemon) aclGroupOf(id uint32) string {
 	if d.acl == nil {
 		return ""
 	}
-	return d.acl.cnGroup[d.acl.peerCN[id]]
+	m, ok := d.acl.peers[id]
+	if !ok {
+		return ""
+	}
+	return d.acl.groupOf(m)
 }
 
 // fastACL keeps the XDP fast path off the ports an [[acl]] filters: the

@@ -30,13 +30,14 @@ func TestACLCompileGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.peerCN = map[uint32]string{1: "alice", 2: "carol", 3: "gina", 5: "nobody"}
+	s.peers = map[uint32]aclMember{1: {cn: "alice"}, 2: {cn: "carol"}, 3: {cn: "gina"}, 5: {cn: "nobody"},
+		4: {cn: "alice", group: "staff"}} // the authentication command's group wins
 	a := s.engineACL()
 	if !reflect.DeepEqual(a.Ports, []int16{-1, 2}) || a.VPN != 1 || !reflect.DeepEqual(a.Groups, []int16{0, 1}) {
 		t.Fatalf("ports %v vpn %d groups %v", a.Ports, a.VPN, a.Groups)
 	}
 	// staff is group 0, contractors 1; gina's guests have no list.
-	if want := []uint16{0, 2, 1, 0, 0, 0}; !reflect.DeepEqual(a.PeerGroup, want) {
+	if want := []uint16{0, 2, 1, 0, 1, 0}; !reflect.DeepEqual(a.PeerGroup, want) {
 		t.Fatalf("peer groups %v, want %v", a.PeerGroup, want)
 	}
 	var k acl.Key

@@ -440,7 +440,7 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	}
 	v.peers[p.PeerID] = p
 	v.mu.Unlock()
-	v.d.aclPeer(p.PeerID, p.CommonName, true)
+	v.d.aclPeer(p.PeerID, aclMember{p.CommonName, p.Group}, true)
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
 		"iroutes", iroutes)
@@ -474,7 +474,7 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	}
 	v.mu.Unlock()
 	if ok {
-		v.d.aclPeer(id, "", false)
+		v.d.aclPeer(id, aclMember{}, false)
 		v.d.so.poke()
 		// Its NAT sessions and port blocks end before the pool may hand
 		// the address to someone else (the caller frees it after this).

@@ -15,6 +15,7 @@ type Peer struct {
 	VPNIPv6    netip.Addr
 	Comp       vpn.Comp // compression stub framing (never real compression)
 	CommonName string
+	Group      string // the access group the authentication command named ("" none)
 }
 
 // DataPlane is the data-channel peer table the control plane drives, in
