@@ -403,3 +403,51 @@ func TestACLRoutedFastPath(t *testing.T) {
 		})
 	}
 }
+
+// TestACLAuthGroup: the group a user-pass-verify command prints wins over
+// the certificate's: client1, a contractor by its [[vpn.ccd]], logs in as
+// a user the command puts in staff, and is filtered as staff.
+func TestACLAuthGroup(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ovfwd-acl-auth-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // the unit's user runs the command
+		t.Fatal(err)
+	}
+	script := dir + "/verify.sh"
+	body := "#!/bin/sh\nu=$(sed -n 1p \"$1\"); p=$(sed -n 2p \"$1\")\n[ \"$u:$p\" = \"dave:secret\" ] || exit 1\necho \"group staff\"\nexit 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, bin := newLab(t, 2)
+	lanServices(t, l.LAN)
+	srv, err := l.StartOvfwd(bin, vpne2e.ServerOptions{VPN: fmt.Sprintf("auth_user_pass_verify = [%q]", script), Tail: ccd("contractors") + lists})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := l.Dir + "/creds-dave"
+	if err := os.WriteFile(creds, []byte("dave\nsecret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prof, err := l.NewProfile(1, pki.Profile{Extra: []string{"auth-user-pass " + creds}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.StartClient(1, prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitUp(45 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "client1 placed in staff by the command", c.NS, want{ok, timeout, ok, ok})
+	st, err := status.Fetch(srv.Status, 2*time.Second)
+	if err != nil || st.VPN == nil {
+		t.Fatalf("status: %v", err)
+	}
+	if len(st.VPN.Peers) != 1 || st.VPN.Peers[0].Group != "staff" {
+		t.Fatalf("status peers %+v, want one in group staff", st.VPN.Peers)
+	}
+}
