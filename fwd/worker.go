@@ -41,20 +41,24 @@ type Worker struct {
 	// worker already applied may be missing from the events.
 	learnLost atomic.Bool
 	punts     *spscRing[puntSlot]
-	uplinks   *spscRing[puntSlot] // IP packets routed to an uplink (uplink.go)
-	inject    *injectQueue        // worker 0 only: frames from the control plane (inject.go)
-	nat       *nat.Table          // this worker's NAT sessions (nat.go)
-	acl       *ACL                // the filter for this poll, nil: none (acl.go)
-	aclRules  *acl.Rules          // the rules aclHits counts for
-	aclHits   []uint64
-	aclPub    atomic.Pointer[aclCounters]
-	aclDirty  []uint64 // rules whose counters changed this poll
-	aclCache  acl.Cache
+	uplinks   *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
+	inject    *injectQueue          // worker 0 only: frames from the control plane (inject.go)
+	nat       *nat.Table            // this worker's NAT sessions (nat.go)
 	natRel    natRelease            // clients whose NAT state to end (ReleaseNATClient)
 	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 	handed    []bool                // handed[j]: this poll handed worker j packets
 	wake      func()                // wakes this worker's runner from its idle sleep (SetWake)
 	sleeping  atomic.Bool           // the runner is (about to be) asleep
+
+	// The ACL stage (acl.go): the filter for this poll (nil: none), the
+	// rules aclHits counts for, the rules whose counters changed this
+	// poll, the cache of recent decisions.
+	acl      *ACL
+	aclRules *acl.Rules
+	aclHits  []uint64
+	aclPub   atomic.Pointer[aclCounters]
+	aclDirty []uint64
+	aclCache acl.Cache
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject, tmpHand Packet

@@ -64,14 +64,15 @@ type daemon struct {
 	vpn     *vpnServer        // nil unless [vpn] enabled
 	uplinks *uplinks          // nil without [[vpn.client]]
 	nat     *natState         // nil until [[nat]] rules are first applied
-	aclMu   sync.Mutex
-	acl     *aclState      // nil without [[acl]] (under aclMu)
-	wake    *runner.Wake   // wakes worker 0 for the uplinks' injected packets; nil without uplinks
-	taps    exctap.Ports   // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
-	runner  *runner.Runner // the workers and the control loop; nil until started
-	cpus    []int          // cpus[q]: worker q's CPU, -1 when not pinned
-	beats   []heartbeat    // beats[q]: worker q's loop counter
-	so      *scaleOut      // readiness, drain and route export
+	wake    *runner.Wake      // wakes worker 0 for the uplinks' injected packets; nil without uplinks
+	taps    exctap.Ports      // exception TAPs of vfio/mlx5-sim ports, by port index; nil without any
+	runner  *runner.Runner    // the workers and the control loop; nil until started
+	cpus    []int             // cpus[q]: worker q's CPU, -1 when not pinned
+	beats   []heartbeat       // beats[q]: worker q's loop counter
+	so      *scaleOut         // readiness, drain and route export
+
+	aclMu sync.Mutex
+	acl   *aclState // nil without [[acl]] (under aclMu)
 
 	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
 	control sync.WaitGroup // those goroutines
