@@ -16,7 +16,8 @@ import (
 // forwardIP one nil test.
 //
 // A list applies by the packet's ingress: a tunnel peer's packets by its
-// group's list (else the VPN's), anything else by its port's.
+// group's list (else the VPN's), a port's by its port's; an uplink's
+// ([[vpn.client]]) are not filtered.
 
 // ACL is the filter configuration the engine publishes to its workers:
 // immutable once given to SetACL (build a new one to change it).
@@ -110,7 +111,9 @@ func (w *Worker) aclPass(t *tables, p *Packet, how uint8) bool {
 				li = a.Groups[g]
 			}
 		}
-	} else if int(p.InPort) < len(a.Ports) {
+	} else if how&rInner == 0 && int(p.InPort) < len(a.Ports) {
+		// rInner without rFromPeer: from a site-to-site uplink, whose
+		// packets carry port 0 as InPort but never entered by it.
 		li = a.Ports[p.InPort]
 	}
 	if li < 0 {

@@ -195,3 +195,17 @@ func TestACLPollDoesNotAllocate(t *testing.T) {
 		t.Fatalf("the allowing rule counted %d", c[rules.NumRules()-2])
 	}
 }
+
+// TestACLUplinkNotFiltered: a packet out of a site-to-site uplink (InjectIP)
+// is not judged by port 0's list, though it is built in port 0's buffers.
+func TestACLUplinkNotFiltered(t *testing.T) {
+	r, rules := aclPortRig(t)
+	must(t, r.e.InjectIP(ipv4(netip.MustParseAddr("198.19.5.5"), bV4, 17, 64, true, udp(4000, 54, []byte("q")))))
+	r.poll()
+	if n := len(r.drain(1)); n != 1 {
+		t.Fatalf("uplink packet: %d forwarded, want 1", n)
+	}
+	if c := r.e.ACLCounters(rules); c != nil && c[3] != 0 {
+		t.Fatalf("port 0's default counted the uplink's packet: %v", c)
+	}
+}
