@@ -64,6 +64,7 @@ var allDescs = []*prometheus.Desc{
 	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops,
 	uplinkUp, uplinkCounter,
 	natSessions, natCounter, natGauge, natDrops, natRate, natClient,
+	aclPackets,
 	ready, draining, exportedRoutes,
 	startTime, buildInfo,
 }
