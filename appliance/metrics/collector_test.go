@@ -54,6 +54,8 @@ func sample() status.Snapshot {
 			TranslationsPerSec: 12.5,
 			Clients:            []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
 		},
+		ACL: []status.ACL{{Name: "contractors", Ingress: []string{"group:contractors"}, Default: "deny", DefaultPackets: 7,
+			Rules: []status.ACLRule{{Name: "web", Action: "allow", Packets: 40}, {Name: "ssh", Action: "reject", Packets: 2}}}},
 		Ready:  true,
 		Export: &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
 	}
@@ -174,6 +176,9 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	for k, v := range s.VPN.Drops {
 		check(float64(v), "ovfwd_vpn_drops_total", "reason", k)
 	}
+	check(40, "ovfwd_acl_packets_total", "list", "contractors", "rule", "web", "action", "allow")
+	check(2, "ovfwd_acl_packets_total", "list", "contractors", "rule", "ssh", "action", "reject")
+	check(7, "ovfwd_acl_packets_total", "list", "contractors", "rule", "default", "action", "deny")
 	check(float64(s.Started.Unix()), "ovfwd_start_time_seconds")
 	check(1, "ovfwd_ready")
 	check(0, "ovfwd_draining")
