@@ -3,7 +3,7 @@
 #
 #   packaging/build.sh [outdir]      (default: dist)
 #
-# Environment: VERSION (default: git describe, else "dev"), OVFWD_BIN (the
+# Environment: VERSION (default: packaging/version.sh), OVFWD_BIN (the
 # binary to package, default bin/ovfwd from `make build`), NFPM (the nfpm
 # command; default runs the pinned module without touching go.mod).
 set -euo pipefail
@@ -19,18 +19,26 @@ if [ ! -x "$OVFWD_BIN" ]; then
 	echo "build.sh: $OVFWD_BIN is missing; run \`make build\` first" >&2
 	exit 1
 fi
-: "${VERSION:=$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
-
-# Both dpkg and rpm want a version that starts with a digit and has no '-'
-# (rpm reserves it for the release): v1.2.3 -> 1.2.3, 1.2.3-4-gabc -> 1.2.3.4.gabc,
-# abc1234-dirty -> 0.0.0~git.abc1234.dirty ('~' sorts before any release).
-v=${VERSION#v}
-v=${v//-/.}
-v=$(printf '%s' "$v" | tr -c 'A-Za-z0-9.+~' '.')
-case "$v" in
+: "${VERSION:=$(packaging/version.sh)}"
+# dpkg and rpm both take it as is: it starts with a digit and has no '-'
+# (the release separator of both).
+case "$VERSION" in
 [0-9]*) ;;
-*) v="0.0.0~git.$v" ;;
+*)
+	echo "build.sh: VERSION $VERSION does not start with a digit" >&2
+	exit 1
+	;;
 esac
+if printf '%s' "$VERSION" | grep -q '[^A-Za-z0-9.+~]'; then
+	echo "build.sh: VERSION $VERSION has characters outside [A-Za-z0-9.+~]" >&2
+	exit 1
+fi
+# The package's version is the binary's: refuse a binary built for another.
+if ! got=$("$OVFWD_BIN" version) || [ "$got" != "ovfwd $VERSION" ]; then
+	echo "build.sh: $OVFWD_BIN says \"$got\", not \"ovfwd $VERSION\"; build it with this VERSION (make build)" >&2
+	exit 1
+fi
+v=$VERSION
 
 # nfpm expands environment variables in version but not in contents, so
 # the binary's path is substituted into a private copy of the config.
