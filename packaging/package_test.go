@@ -178,28 +178,52 @@ func TestDebInstallCheckPurge(t *testing.T) {
 		t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
 	}
 
-	// Simulate a daemon that ran (state and a changed config), then purge.
-	if err := os.MkdirAll("/var/lib/ovfwd/pki", 0o750); err != nil {
-		t.Fatal(err)
+	// Simulate a daemon that ran (a PKI in both places the docs name, a
+	// changed config, a status socket's directory), then purge: the keys
+	// stay, and so do their owner's user and group.
+	kept := map[string]string{
+		"/var/lib/ovfwd/pki/ca.key": "state key\n",
+		"/etc/ovfwd/pki/ca.key":     "config key\n",
 	}
-	if err := os.WriteFile("/var/lib/ovfwd/pki/ca.crt", []byte("test\n"), 0o640); err != nil {
-		t.Fatal(err)
+	for p, body := range kept {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	t.Cleanup(func() { os.RemoveAll("/etc/ovfwd"); os.RemoveAll("/var/lib/ovfwd") })
+	t.Cleanup(func() {
+		run(t, "", nil, "userdel", "ovfwd")
+		run(t, "", nil, "groupdel", "ovfwd")
+	})
 	if err := os.WriteFile("/etc/ovfwd/ovfwd.toml", []byte("# changed by the operator\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, "", nil, "dpkg", "-P", "ovfwd")
+	if err := os.MkdirAll("/run/ovfwd", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	out = mustRun(t, "", nil, "dpkg", "-P", "ovfwd")
 	if out, err := run(t, "", nil, "dpkg-query", "-W", "-f=${Status}", "ovfwd"); err == nil && !strings.Contains(out, "not-installed") {
 		t.Errorf("after dpkg -P, dpkg still knows ovfwd: %q", out)
 	}
-	for _, p := range append(files, "/etc/ovfwd", "/var/lib/ovfwd", "/usr/share/doc/ovfwd") {
+	for _, p := range append(files, "/run/ovfwd", "/usr/share/doc/ovfwd") {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is left behind after dpkg -P", p)
 		}
 	}
+	for p, body := range kept {
+		if got, err := os.ReadFile(p); err != nil || string(got) != body {
+			t.Errorf("dpkg -P did not keep %s: %q, %v", p, got, err)
+		}
+	}
+	if !strings.Contains(out, "purge left /etc/ovfwd") || !strings.Contains(out, "purge left /var/lib/ovfwd") {
+		t.Errorf("dpkg -P did not say where the keys stay:\n%s", out)
+	}
 	for _, db := range []string{"passwd", "group"} {
-		if _, err := run(t, "", nil, "getent", db, "ovfwd"); err == nil {
-			t.Errorf("the ovfwd %s entry is left behind after dpkg -P", db)
+		if _, err := run(t, "", nil, "getent", db, "ovfwd"); err != nil {
+			t.Errorf("the ovfwd %s entry, owner of the kept keys, is gone after dpkg -P", db)
 		}
 	}
 }

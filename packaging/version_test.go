@@ -96,4 +96,3 @@ func TestVersionsSortAcrossTags(t *testing.T) {
 	git("add", "f")
 	step(point{"on v0.2.0, uncommitted change", `0\.2\.0\.dirty`})
 }
-
