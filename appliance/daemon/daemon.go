@@ -74,6 +74,7 @@ type daemon struct {
 	cpus    []int             // cpus[q]: worker q's CPU, -1 when not pinned
 	beats   []heartbeat       // beats[q]: worker q's loop counter
 	so      *scaleOut         // readiness, drain and route export
+	notify  *notifier         // systemd's notify socket; nil outside systemd
 
 	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
 	control sync.WaitGroup // those goroutines
@@ -111,6 +112,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 	}
 	d.log.Info("running", "config", cfgPath, "mode", cfg.Appliance.Mode, "ports", len(d.ports),
 		"workers", len(d.engine.Workers()), "poll", cfg.Appliance.Poll, "pid", os.Getpid())
+	d.startNotify()
 	for {
 		select {
 		case <-ctx.Done():
@@ -459,6 +461,7 @@ func (d *daemon) startServers(cfg *config.Config) error {
 // neighbours ovfwd added removed.
 func (d *daemon) shutdown() error {
 	var errs []error
+	d.stopNotify()
 	// The routing daemon withdraws the pools before the tunnels go.
 	errs = append(errs, d.stopScaleOut())
 	if d.status != nil {
