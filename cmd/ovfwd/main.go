@@ -35,6 +35,7 @@ commands:
   run      run the appliance from a config file      ovfwd run -c /etc/ovfwd/ovfwd.toml
   check    validate a config file                     ovfwd check [-c] FILE
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
+  reload   reload the running daemon's config, fail if it rejects it  ovfwd reload [-s SOCKET | -c FILE] [-pid PID]
   kill     disconnect a VPN client                   ovfwd kill [-s SOCKET | -c FILE] [-halt] NAME|ADDR
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
   pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME | pki revoke DIR NAME
@@ -59,6 +60,7 @@ var commands = map[string]func(args []string) error{
 	"run":     runCmd,
 	"check":   checkCmd,
 	"status":  statusCmd,
+	"reload":  reloadCmd,
 	"kill":    killCmd,
 	"lab":     labCmd,
 	"pki":     pkiCmd,
