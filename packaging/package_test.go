@@ -133,7 +133,7 @@ func TestDebInstallCheckPurge(t *testing.T) {
 	if got := rpmFiles(t, rpm); !slices.Equal(files, got) {
 		t.Errorf("rpm -qpl lists %v, the .deb has %v", got, files)
 	}
-	for _, want := range []string{"/usr/bin/ovfwd", "/etc/ovfwd/ovfwd.toml", "/usr/lib/systemd/system/ovfwd.service",
+	for _, want := range []string{"/usr/bin/ovfwd", "/etc/ovfwd/ovfwd.toml", "/usr/lib/systemd/system/ovfwd.service", "/usr/lib/systemd/system/ovfwd@.service",
 		"/usr/share/doc/ovfwd/README.md"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the .deb lacks %s (has %v)", want, files)
