@@ -389,22 +389,8 @@ step "stopped: no XDP program left on the ports" sh -c "! ip -d link show p0 | g
 step "stopped: no pinned neighbour or BPF object left" sh -c '[ -z "$(ip neigh show nud permanent)" ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ]'
 journal_tail
 
-purge() {
-	set -e
-	dpkg -P ovfwd
-	test ! -e /usr/bin/ovfwd
-	test ! -e /etc/ovfwd
-	test ! -e /var/lib/ovfwd
-	test ! -e /usr/lib/systemd/system/ovfwd.service
-	test ! -e /etc/systemd/system/multi-user.target.wants/ovfwd.service
-	not getent passwd ovfwd
-	not getent group ovfwd
-	not systemctl cat ovfwd
-}
-step "dpkg -P leaves no file, user or unit" purge
-for f in /etc/ovfwd /var/lib/ovfwd /etc/systemd/system/multi-user.target.wants/ovfwd.service; do
-	[ -e "$f" ] && echo "  | left behind: $f"
-done
+# Upgrade, instances, reload verdicts, watchdog and purge.
+. /vmtest/lifecycle.sh
 
 echo "VMTEST done fails=$fails"
 echo "VMTEST end uptime $(cut -d' ' -f1 /proc/uptime)"
