@@ -41,11 +41,58 @@ fi
 v=$VERSION
 
 # nfpm expands environment variables in version but not in contents, so
-# the binary's path is substituted into a private copy of the config.
+# the paths of the binary and of the files made here (compressed man pages,
+# changelog, copyright) are substituted into a private copy of the config.
 bin=$(cd "$(dirname "$OVFWD_BIN")" && pwd)/$(basename "$OVFWD_BIN")
-cfg=$(mktemp "${TMPDIR:-/tmp}/ovfwd-nfpm.XXXXXX.yaml")
-trap 'rm -f "$cfg"' EXIT
-sed "s|\${OVFWD_BIN}|$bin|g" packaging/nfpm.yaml >"$cfg"
+work=$(mktemp -d "${TMPDIR:-/tmp}/ovfwd-nfpm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+for page in packaging/man/*.[0-9]; do
+	gzip -9n -c "$page" >"$work/$(basename "$page").gz"
+done
+
+# Packaged stripped (the Go runtime's own tables keep stack traces whole).
+cp "$bin" "$work/ovfwd"
+strip --strip-unneeded "$work/ovfwd"
+bin=$work/ovfwd
+
+# changelog.Debian (the version's one entry, dated by its commit) and a
+# copyright file naming the Go modules linked into the binary with their
+# licences, from the module cache.
+when=$(git log -1 --format=%cD 2>/dev/null || date -R)
+{
+	printf 'ovfwd (%s-1) unstable; urgency=medium\n\n' "$v"
+	printf '  * Built from %s.\n\n' "$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'a tree without git')"
+	printf ' -- ovfwd team <ovfwd@example.invalid>  %s\n' "$when"
+} | gzip -9n >"$work/changelog.Debian.gz"
+modcache=$(go env GOMODCACHE)
+{
+	cat packaging/copyright
+	go version -m "$bin" | awk '$1 == "dep" {print $2, $3}' | while read -r mod ver; do
+		# The module cache escapes capitals as '!' + lower case.
+		dir=$modcache/$(printf '%s' "$mod" | sed 's/[A-Z]/!\L&/g')@$ver
+		lic=
+		for f in "$dir"/LICENSE* "$dir"/LICENCE* "$dir"/COPYING*; do
+			if [ -f "$f" ]; then
+				lic=$f
+				break
+			fi
+		done
+		if [ -z "$lic" ]; then
+			echo "build.sh: no licence file for $mod $ver in $dir" >&2
+			exit 1
+		fi
+		printf '\nLinked Go module: %s %s\n' "$mod" "$ver"
+		if grep -q 'Apache License' "$lic" && grep -q 'Version 2.0' "$lic"; then
+			# Debian ships this one text (Debian policy 12.5).
+			printf ' Apache License 2.0: /usr/share/common-licenses/Apache-2.0\n'
+		else
+			sed -e 's/^$/./' -e 's/^/ /' "$lic"
+		fi
+	done
+} >"$work/copyright"
+
+sed -e "s|\${OVFWD_BIN}|$bin|g" -e "s|\${OVFWD_WORK}|$work|g" packaging/nfpm.yaml >"$work/nfpm.yaml"
+cfg=$work/nfpm.yaml
 
 export OVFWD_VERSION=$v
 nfpm=${NFPM:-go run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2}

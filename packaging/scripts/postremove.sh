@@ -10,8 +10,8 @@
 # conffile /etc/ovfwd/ovfwd.toml and /etc/ovfwd when nothing else is left.
 # The ovfwd user and group stay too: they own those files, and a UID freed
 # now could go to a later account that would then own the keys.
-# What purge removes holds no keys: the run directories (the status
-# sockets) and /var/lib/ovfwd when it is empty. rpm has no purge: an erase
+# What purge removes holds no keys: the run directory /run/ovfwd (the
+# status socket) and /var/lib/ovfwd when it is empty. rpm has no purge: an erase
 # leaves all of it and keeps a changed config as ovfwd.toml.rpmsave.
 set -e
 
@@ -20,7 +20,9 @@ if [ -d /run/systemd/system ]; then
 fi
 
 if [ "$1" = purge ]; then
-	rm -rf /run/ovfwd /run/ovfwd-*
+	# systemd removed each instance's /run/ovfwd-NAME when prerm stopped
+	# it; a glob here would also take `ovfwd lab`'s /run/ovfwd-lab.
+	rm -rf /run/ovfwd
 	rmdir /var/lib/ovfwd 2>/dev/null || true
 	for d in /etc/ovfwd /var/lib/ovfwd; do
 		if [ -d "$d" ]; then
