@@ -81,7 +81,10 @@ step "state kept: PKI and CRL unchanged, pool persistence holds alice's address"
 step "systemctl stop ovfwd (after the upgrade)" systemctl stop ovfwd
 
 # --- two instances ---------------------------------------------------------
-instconfig() { # instconfig NAME NET [extra TOML]
+# Router-mode instances on device-model ports each make exception TAPs
+# named ovx-<port index> (appliance/daemon/exception.go), which a second
+# router-mode instance's would collide with: ovfwd@b is a bridge.
+instconfig() { # instconfig NAME NET [extra TOML]: router on two sim ports
 	cat >"/etc/ovfwd/$1.toml" <<TOML
 [appliance]
 mode = "router"
@@ -101,22 +104,43 @@ socket = "/run/ovfwd-$1/ovfwd.sock"
 $3
 TOML
 }
+bridgeconfig() { # bridgeconfig NAME: bridge on two sim ports
+	cat >"/etc/ovfwd/$1.toml" <<TOML
+[appliance]
+mode = "bridge"
+
+[[port]]
+name = "s0"
+driver = "mlx5-sim"
+
+[[port]]
+name = "s1"
+driver = "mlx5-sim"
+
+[status]
+socket = "/run/ovfwd-$1/ovfwd.sock"
+TOML
+}
 ipid() { systemctl show -p MainPID --value "ovfwd@$1"; }
 iactive() { systemctl is-active -q "ovfwd@$1" && ovfwd status -s "/run/ovfwd-$1/ovfwd.sock" >/dev/null; }
 instances() {
 	set -e
 	instconfig a 180
-	instconfig b 190
+	bridgeconfig b
+	ovfwd check /etc/ovfwd/a.toml
+	ovfwd check /etc/ovfwd/b.toml
 	systemctl start ovfwd@a ovfwd@b
 	waitfor 60 iactive a
 	waitfor 60 iactive b
 	test "$(ipid a)" != "$(ipid b)"
 	ovfwd status -s /run/ovfwd-a/ovfwd.sock | head -n 1 | grep -q "config /etc/ovfwd/a.toml"
 	ovfwd status -s /run/ovfwd-b/ovfwd.sock | head -n 1 | grep -q "config /etc/ovfwd/b.toml"
+	test "$(systemctl show -p NRestarts --value ovfwd@a)" = 0 && test "$(systemctl show -p NRestarts --value ovfwd@b)" = 0
 	test "$(stat -c %U /var/lib/ovfwd/a)" = ovfwd && test "$(stat -c %U /var/lib/ovfwd/b)" = ovfwd
 	test "$(stat -c %U /run/ovfwd-a)" = ovfwd
 }
 step "ovfwd@a and ovfwd@b side by side: own config, run directory, status socket, state" instances
+iactive a && iactive b || journalctl -u ovfwd@a -u ovfwd@b --no-pager | grep -v '^ ' | tail -n 20 | sed 's/^/  | journal: /'
 apid=$(ipid a)
 
 reloads() {
