@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,5 +77,30 @@ func TestUnitsVerify(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.Contains(string(out), "ovfwd") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestUnitExposure holds systemd-analyze security's exposure score for
+// the unit at 2.8 or below (what its sandboxing reaches; the score left
+// is the NIC access, capabilities and address families the data plane
+// needs, see the unit's comments).
+func TestUnitExposure(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatalf("systemd-analyze is needed: %v", err)
+	}
+	for _, u := range []string{"ovfwd.service", "ovfwd@.service"} {
+		out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager", u).CombinedOutput()
+		if err != nil {
+			t.Fatalf("systemd-analyze security %s: %v\n%s", u, err, out)
+		}
+		m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("no exposure level in:\n%s", out)
+		}
+		score, _ := strconv.ParseFloat(string(m[1]), 64)
+		t.Logf("%s: exposure %.1f", u, score)
+		if score > 2.8 {
+			t.Errorf("%s: exposure %.1f, above 2.8:\n%s", u, score, out)
+		}
 	}
 }
