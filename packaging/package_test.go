@@ -217,7 +217,19 @@ func TestDebInstallCheckPurge(t *testing.T) {
 	if err := os.MkdirAll("/run/ovfwd", 0o750); err != nil {
 		t.Fatal(err)
 	}
+	// An instance the operator enabled: purge takes its link.
+	wants := "/etc/systemd/system/multi-user.target.wants/ovfwd@pkgtest.service"
+	if err := os.MkdirAll(filepath.Dir(wants), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/lib/systemd/system/ovfwd@.service", wants); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(wants) })
 	out = mustRun(t, "", nil, "dpkg", "-P", "ovfwd")
+	if _, err := os.Lstat(wants); err == nil {
+		t.Errorf("dpkg -P left the enabled instance's link %s", wants)
+	}
 	if out, err := run(t, "", nil, "dpkg-query", "-W", "-f=${Status}", "ovfwd"); err == nil && !strings.Contains(out, "not-installed") {
 		t.Errorf("after dpkg -P, dpkg still knows ovfwd: %q", out)
 	}

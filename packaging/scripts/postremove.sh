@@ -11,7 +11,8 @@
 # The ovfwd user and group stay too: they own those files, and a UID freed
 # now could go to a later account that would then own the keys.
 # What purge removes holds no keys: the run directory /run/ovfwd (the
-# status socket) and /var/lib/ovfwd when it is empty. rpm has no purge: an erase
+# status socket), the links enabling instances, and /var/lib/ovfwd when it
+# is empty. rpm has no purge: an erase
 # leaves all of it and keeps a changed config as ovfwd.toml.rpmsave.
 set -e
 
@@ -23,6 +24,9 @@ if [ "$1" = purge ]; then
 	# systemd removed each instance's /run/ovfwd-NAME when prerm stopped
 	# it; a glob here would also take `ovfwd lab`'s /run/ovfwd-lab.
 	rm -rf /run/ovfwd
+	# Instances enabled by the operator (ovfwd@NAME links in *.wants);
+	# drop-in directories (ovfwd@NAME.service.d) are theirs and stay.
+	find /etc/systemd/system -type l -name 'ovfwd@*.service' -delete 2>/dev/null || true
 	rmdir /var/lib/ovfwd 2>/dev/null || true
 	for d in /etc/ovfwd /var/lib/ovfwd; do
 		if [ -d "$d" ]; then

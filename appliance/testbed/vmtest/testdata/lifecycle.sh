@@ -84,7 +84,8 @@ step "systemctl stop ovfwd (after the upgrade)" systemctl stop ovfwd
 # --- two instances ---------------------------------------------------------
 # Router-mode instances on device-model ports each make exception TAPs
 # named ovx-<port index> (appliance/daemon/exception.go), which a second
-# router-mode instance's would collide with: ovfwd@b is a bridge.
+# router-mode instance's would collide with: ovfwd@b is a bridge. Each
+# instance needs its own metrics address (the default is one for all).
 instconfig() { # instconfig NAME NET [extra TOML]: router on two sim ports
 	cat >"/etc/ovfwd/$1.toml" <<TOML
 [appliance]
@@ -99,6 +100,9 @@ addresses = ["198.18.$2.254/24"]
 name = "s1"
 driver = "mlx5-sim"
 addresses = ["198.18.$(($2 + 1)).254/24"]
+
+[metrics]
+listen = ""
 
 [status]
 socket = "/run/ovfwd-$1/ovfwd.sock"
@@ -117,6 +121,9 @@ driver = "mlx5-sim"
 [[port]]
 name = "s1"
 driver = "mlx5-sim"
+
+[metrics]
+listen = ""
 
 [status]
 socket = "/run/ovfwd-$1/ovfwd.sock"
@@ -146,6 +153,7 @@ apid=$(ipid a)
 
 reloads() {
 	set -e
+	set -x # which command failed, should one
 	instconfig a 180 '
 [[route]]
 prefix = "198.18.170.0/24"
@@ -173,8 +181,10 @@ port = "s2"'
 	printf '%s\n' "$out" | grep -q "reloads: 1 ok, 1 rejected"
 	printf '%s\n' "$out" | grep -q "198.18.170.0/24 via 198.18.181.1"
 	not sh -c 'printf "%s\n" "$0" | grep -q 198.18.171.0' "$out"
-	journalctl -u ovfwd@a --no-pager | grep -q "reload rejected; still running the previous config"
-	systemctl status ovfwd@a --no-pager | grep -q 'Status: "ready: .*; reloads: 1 ok, 1 rejected"'
+	# journald may not have taken the daemon's line in yet.
+	waitfor 10 sh -c 'journalctl -u ovfwd@a --no-pager | grep -q "reload rejected; still running the previous config"'
+	# The notifier's next pass (250 ms) carries the verdict to systemd.
+	waitfor 5 sh -c "systemctl status ovfwd@a --no-pager | grep -q 'Status: \"ready: .*; reloads: 1 ok, 1 rejected\"'"
 	cp /tmp/a.good /etc/ovfwd/a.toml
 }
 step "systemctl reload ovfwd@a: a broken and a rejected config fail the reload, the old config keeps running" reloads
