@@ -180,7 +180,8 @@ port = "s2"'
 	out=$(ovfwd status -s /run/ovfwd-a/ovfwd.sock)
 	printf '%s\n' "$out" | grep -q "reloads: 1 ok, 1 rejected"
 	printf '%s\n' "$out" | grep -q "198.18.170.0/24 via 198.18.181.1"
-	not sh -c 'printf "%s\n" "$0" | grep -q 198.18.171.0' "$out"
+	# Route lines are indented; the rejection names the route too.
+	not sh -c 'printf "%s\n" "$0" | grep -q "^  198.18.171.0/24"' "$out"
 	# journald may not have taken the daemon's line in yet.
 	waitfor 10 sh -c 'journalctl -u ovfwd@a --no-pager | grep -q "reload rejected; still running the previous config"'
 	# The notifier's next pass (250 ms) carries the verdict to systemd.
