@@ -11,7 +11,7 @@ PURE     := ./config/... ./fwd/... ./vpn/... ./mlx5/...
 # (worker loop and wake, reload, uplinks, status, metrics, netlink sync);
 # as root their namespace tests run under it too.
 RACE     := $(PURE) ./appliance/runner ./appliance/daemon ./appliance/status ./appliance/metrics \
-            ./appliance/nlsync ./appliance/afxdp ./appliance/testbed ./appliance/testbed/netns
+            ./appliance/nlsync ./appliance/afxdp ./appliance/testbed ./appliance/testbed/netns/...
 FUZZTIME ?= 20s
 
 .PHONY: build test deps lab bench fuzz vet package clean vmtest

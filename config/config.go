@@ -18,9 +18,12 @@ type Config struct {
 	Export     Export
 	Metrics    Metrics
 	Status     Status
+	Management Management
 	Log        Log
 	NAT        []NAT
 	NATOptions NATOptions
+
+	lines lineIndex // key → line in File, for Line
 }
 
 // Modes of [appliance] mode.
@@ -200,12 +203,15 @@ type VPN struct {
 	KeepaliveTimeout  time.Duration // default 60s, at least twice the interval
 	RenegSec          int           // seconds between data key renegotiations, default 3600, 0 = never
 
-	MaxPeers      int  // default 1024
-	MaxHalfOpen   int  // handshakes in progress at once, default 256
-	HandshakeRate int  // new handshakes accepted per second, default 200
-	ReplayWindow  int  // packets, power of two ≥ 64, default 2048
-	TunMTU        int  // pushed tun-mtu, default 1500
-	CompressStub  bool // accept clients configured with comp-lzo no / compress (framing only); default true
+	MaxPeers    int // default 1024
+	MaxHalfOpen int // handshakes in progress at once, default 256
+	// Per source (IPv4 address, IPv6 /64): handshakes in progress, default 16.
+	MaxHalfOpenPerSource int
+	HandshakeTimeout     time.Duration // a key's TLS handshake, default 10s
+	HandshakeRate        int           // new handshakes accepted per second, default 200
+	ReplayWindow         int           // packets, power of two ≥ 64, default 2048
+	TunMTU               int           // pushed tun-mtu, default 1500
+	CompressStub         bool          // accept clients configured with comp-lzo no / compress (framing only); default true
 
 	// Operator policy (openvpn's client-to-client, duplicate-cn,
 	// crl-verify, ifconfig-pool-persist, push "redirect-gateway" and
@@ -316,6 +322,7 @@ type Metrics struct {
 // Status is [status]: the unix socket `ovfwd status` talks to.
 type Status struct {
 	Socket string // absolute path, default /run/ovfwd/ovfwd.sock, "" = off
+	File   StatusFile
 }
 
 // Log is [log].
@@ -344,29 +351,32 @@ func Default() *Config {
 			FastPath:           FastPathAuto,
 		},
 		VPN: VPN{
-			Listen:            []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()},
-			Port:              1194,
-			Ciphers:           []string{CipherAES256GCM, CipherAES128GCM, CipherChaCha20Poly1305},
-			KeepaliveInterval: 10 * time.Second,
-			KeepaliveTimeout:  60 * time.Second,
-			RenegSec:          3600,
-			MaxPeers:          1024,
-			MaxHalfOpen:       256,
-			HandshakeRate:     200,
-			ReplayWindow:      2048,
-			TunMTU:            1500,
-			CompressStub:      true,
-			TLSAuthDigest:     "SHA1",
-			AuthTimeout:       30 * time.Second,
-			AuthConcurrency:   64,
-			AuthFailLimit:     5,
-			AuthFailWindow:    60 * time.Second,
-			VerifyClientCert:  VerifyRequire,
+			Listen:               []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()},
+			Port:                 1194,
+			Ciphers:              []string{CipherAES256GCM, CipherAES128GCM, CipherChaCha20Poly1305},
+			KeepaliveInterval:    10 * time.Second,
+			KeepaliveTimeout:     60 * time.Second,
+			RenegSec:             3600,
+			MaxPeers:             1024,
+			MaxHalfOpen:          256,
+			MaxHalfOpenPerSource: 16,
+			HandshakeTimeout:     10 * time.Second,
+			HandshakeRate:        200,
+			ReplayWindow:         2048,
+			TunMTU:               1500,
+			CompressStub:         true,
+			TLSAuthDigest:        "SHA1",
+			AuthTimeout:          30 * time.Second,
+			AuthConcurrency:      64,
+			AuthFailLimit:        5,
+			AuthFailWindow:       60 * time.Second,
+			VerifyClientCert:     VerifyRequire,
 		},
 		Netlink:    Netlink{Table: 254},
 		Export:     Export{Device: "ovfwd-export", Table: 200, Protocol: 201, WorkerStall: 3 * time.Second},
 		Metrics:    Metrics{Listen: netip.MustParseAddrPort("127.0.0.1:9469")},
-		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock"},
+		Status:     Status{Socket: "/run/ovfwd/ovfwd.sock", File: DefaultStatusFile()},
+		Management: DefaultManagement(),
 		Log:        Log{Level: "info", Format: "text"},
 		NATOptions: DefaultNATOptions(),
 	}

@@ -93,6 +93,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"export":      func(t *table) { d.export(t, &Export{}) },
 		"metrics":     func(t *table) { d.metrics(t, &Metrics{}) },
 		"status":      func(t *table) { d.status(t, &Status{}) },
+		"management":  func(t *table) { d.management(t, &Management{}) },
 		"log":         func(t *table) { d.log(t, &Log{}) },
 		"nat":         func(t *table) { d.nat(t, &NAT{}) },
 		"nat_options": func(t *table) { d.natOptions(t, &NATOptions{}) },

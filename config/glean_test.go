@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The glean limits (issue 13 item 5) are [appliance] keys: today's
+// The glean limits are [appliance] keys: today's
 // constants are the defaults, a config sets them, and a bad value names
 // the file, line and key with the allowed range.
 func TestGleanKeys(t *testing.T) {

@@ -25,6 +25,10 @@ type NATOptions struct {
 	MaxSessions int // all workers together; default 1048576
 	BlockSize   int // outside ports per client block; default 256
 	MaxBlocks   int // blocks per client; default 8
+	// Sessions one client (inside address) and one mapping (inside
+	// endpoint) may hold; defaults 8192 and 1024.
+	MaxSessionsPerClient  int
+	MaxSessionsPerMapping int
 	// Filtering is "endpoint-dependent" (default: only remotes the inside
 	// endpoint sent to may answer) or "endpoint-independent" (RFC 4787
 	// REQ-8: any remote may reach an existing mapping).
@@ -43,7 +47,8 @@ const (
 
 // DefaultNATOptions are [nat_options]' defaults.
 func DefaultNATOptions() NATOptions {
-	return NATOptions{MaxSessions: 1 << 20, BlockSize: 256, MaxBlocks: 8, Filtering: FilteringEndpointDependent,
+	return NATOptions{MaxSessions: 1 << 20, BlockSize: 256, MaxBlocks: 8, MaxSessionsPerClient: 8192, MaxSessionsPerMapping: 1024,
+		Filtering:      FilteringEndpointDependent,
 		TCPEstablished: 2*time.Hour + 4*time.Minute, TCPTransitory: 4 * time.Minute, UDP: 2 * time.Minute, ICMP: 60 * time.Second}
 }
 
@@ -81,6 +86,8 @@ func (d *decoder) natOptions(t *table, o *NATOptions) {
 	t.integer("max_sessions", &o.MaxSessions, 1, 1<<28)
 	t.integer("block_size", &o.BlockSize, 1, 65536)
 	t.integer("max_blocks", &o.MaxBlocks, 1, 64)
+	t.integer("max_sessions_per_client", &o.MaxSessionsPerClient, 1, 1<<28)
+	t.integer("max_sessions_per_mapping", &o.MaxSessionsPerMapping, 1, 1<<28)
 	t.enum("filtering", &o.Filtering, FilteringEndpointDependent, FilteringEndpointIndependent)
 	t.duration("tcp_established_timeout", &o.TCPEstablished, time.Second, 24*time.Hour)
 	t.duration("tcp_transitory_timeout", &o.TCPTransitory, time.Second, 24*time.Hour)

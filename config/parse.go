@@ -31,6 +31,7 @@ func parse(filename string, data []byte) (*Config, *decoder) {
 	d.lines = indexLines(data)
 	c := Default()
 	c.File = filename
+	c.lines = d.lines
 	d.decodeRoot(&table{d: d, m: root}, c)
 	d.validate(c)
 	resolvePaths(c, filepath.Dir(filename))
@@ -42,7 +43,11 @@ func parse(filename string, data []byte) (*Config, *decoder) {
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, ErrorList{{File: path, Msg: err.Error(), Fix: "check the path given with -c"}}
+		fix := "check the path given with -c"
+		if isPermission(err) {
+			fix = PermissionFix(path, AccessRead)
+		}
+		return nil, ErrorList{{File: path, Msg: err.Error(), Fix: fix}}
 	}
 	c, d := parse(path, data)
 	if c == nil {
@@ -54,8 +59,11 @@ func Load(path string) (*Config, error) {
 		}
 		if err := checkKeyFile(*f.path); err != nil {
 			fix := "correct the path, relative to the config file's directory, or create the file with ovfwd pki init"
-			if errors.Is(err, errNotRegular) {
+			switch {
+			case errors.Is(err, errNotRegular):
 				fix = "point it at a PEM or key file"
+			case isPermission(err):
+				fix = PermissionFix(*f.path, AccessRead)
 			}
 			d.errorf(f.key, fix, "cannot use %s: %v", *f.path, unwrapPathError(err))
 		}

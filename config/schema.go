@@ -28,6 +28,7 @@ func (d *decoder) decodeRoot(root *table, c *Config) {
 	d.export(root.sub("export"), &c.Export)
 	d.metrics(root.sub("metrics"), &c.Metrics)
 	d.status(root.sub("status"), &c.Status)
+	d.management(root.sub("management"), &c.Management)
 	d.log(root.sub("log"), &c.Log)
 	for _, t := range root.list("nat") {
 		var n NAT
@@ -354,6 +355,8 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	t.integer("reneg_sec", &v.RenegSec, 0, 7*24*3600)
 	t.integer("max_peers", &v.MaxPeers, 1, 1<<20)
 	t.integer("max_half_open", &v.MaxHalfOpen, 1, 65536)
+	t.integer("max_half_open_per_source", &v.MaxHalfOpenPerSource, 1, 65536)
+	t.duration("handshake_timeout", &v.HandshakeTimeout, time.Second, 60*time.Second)
 	t.integer("handshake_rate", &v.HandshakeRate, 1, 100_000)
 	t.powerOfTwo("replay_window", &v.ReplayWindow, 64, 65536)
 	t.integer("tun_mtu", &v.TunMTU, 576, 9000)
@@ -555,6 +558,7 @@ func (d *decoder) status(t *table, s *Status) {
 	if t.str("socket", &s.Socket) && s.Socket != "" && !strings.HasPrefix(s.Socket, "/") {
 		d.errorf(t.key("socket"), `use an absolute path, e.g. "/run/ovfwd/ovfwd.sock", or "" to turn it off`, "socket path %q is not absolute", s.Socket)
 	}
+	d.statusFile(t, &s.File)
 	t.done()
 }
 

@@ -22,6 +22,12 @@ type Event struct {
 	Port int
 	Addr netip.Addr
 	MAC  [6]byte
+	// Confirmed (EventNeighbourLearned): the address answered our
+	// question. An unconfirmed entry (made from a request or solicitation
+	// to us) is anyone's claim: forwarding asks before it trusts one, and
+	// a mirror should not make it permanent. An entry's confirmation is
+	// reported as another EventNeighbourLearned.
+	Confirmed bool
 }
 
 // maxEvents bounds the event queue; older events are kept, newer counted
@@ -69,7 +75,10 @@ func (e *Engine) Service() {
 			case n != nil && n.static:
 				return
 			case n == nil:
-				if len(e.neighs) >= e.cfg.NeighTable && !e.makeRoom() {
+				// An unconfirmed newcomer may only take an unconfirmed
+				// entry's place: a flood of requests from made-up
+				// sources must not push out the neighbours that answered.
+				if len(e.neighs) >= e.cfg.NeighTable && !e.makeRoom(!m.confirmed) {
 					e.neighFull++
 					return
 				}
@@ -122,13 +131,14 @@ func (e *Engine) dropNeigh(k neighKey) {
 }
 
 // makeRoom evicts a batch of entries from a full neighbour table:
-// unconfirmed ones first, then the confirmed ones nearest to expiry;
-// static entries never. A batch (1/64 of the table) keeps a flood of new
-// entries from costing a sweep each. It reports whether anything went.
-func (e *Engine) makeRoom() bool {
+// unconfirmed ones first, then (unless onlyUnconfirmed) the confirmed
+// ones nearest to expiry; static entries never. A batch (1/64 of the
+// table) keeps a flood of new entries from costing a sweep each. It
+// reports whether anything went.
+func (e *Engine) makeRoom(onlyUnconfirmed bool) bool {
 	victims := e.victims[:0] // kept: a flood calls this every few entries
 	for _, n := range e.neighs {
-		if !n.static {
+		if !n.static && !(onlyUnconfirmed && n.confirmed.Load()) {
 			victims = append(victims, n)
 		}
 	}
@@ -162,7 +172,7 @@ func (e *Engine) event(kind EventKind, n *neighbour, mac uint64) {
 	if kind == EventNeighbourLearned {
 		n.reported = mac
 	}
-	ev := Event{Kind: kind, Port: int(n.port)}
+	ev := Event{Kind: kind, Port: int(n.port), Confirmed: n.confirmed.Load()}
 	unpackMAC(mac, ev.MAC[:])
 	ev.Addr = netip.AddrFrom16(n.addr)
 	if n.is4 {
@@ -206,7 +216,7 @@ func (e *Engine) Neighbours() []Event {
 	defer e.mu.Unlock()
 	var out []Event
 	for _, n := range e.neighs {
-		ev := Event{Kind: EventNeighbourLearned, Port: int(n.port)}
+		ev := Event{Kind: EventNeighbourLearned, Port: int(n.port), Confirmed: n.confirmed.Load()}
 		unpackMAC(n.mac.Load(), ev.MAC[:])
 		ev.Addr = netip.AddrFrom16(n.addr)
 		if n.is4 {

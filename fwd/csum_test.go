@@ -4,36 +4,9 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
-)
 
-// The RFC 1624 update must equal a full recomputation, at even and odd
-// field offsets alike (the odd case is what MSS clamping may meet).
-func TestIncrementalChecksumMatchesFull(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 10000 {
-		b := make([]byte, 4+rng.IntN(60)*2)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		binary.BigEndian.PutUint16(b[0:], 0)
-		binary.BigEndian.PutUint16(b[0:], checksum(b))
-		off := 2 + rng.IntN(len(b)-2)
-		if off+2 > len(b) {
-			continue
-		}
-		old := binary.BigEndian.Uint16(b[off:])
-		nv := uint16(rng.Uint32())
-		binary.BigEndian.PutUint16(b[off:], nv)
-		if off%2 == 0 {
-			fixCsum16(b[0:], old, nv)
-		} else {
-			fixCsum16(b[0:], old<<8|old>>8, nv<<8|nv>>8)
-		}
-		if checksum(b) != 0 {
-			t.Fatalf("len %d off %d: incremental update wrong", len(b), off)
-		}
-	}
-}
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 func TestMACTableLearnLookupAgeRecycle(t *testing.T) {
 	mt := newMACTable(64, 300)
@@ -66,40 +39,6 @@ func TestMACTableLearnLookupAgeRecycle(t *testing.T) {
 	}
 }
 
-// sumBytes16 is the textbook RFC 1071 sum, one 16-bit word at a time.
-func sumBytes16(sum uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		sum += uint32(binary.BigEndian.Uint16(b))
-		sum = sum&0xffff + sum>>16
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	return sum
-}
-
-// sumBytes (32-bit words into 64 bits) folds to what the 16-bit sum does
-// for every length and starting sum, including all-ones data.
-func TestSumBytesMatchesRFC1071(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range 20000 {
-		b := make([]byte, rng.IntN(1600))
-		for j := range b {
-			b[j] = byte(rng.Uint32())
-		}
-		if i%10 == 0 {
-			for j := range b {
-				b[j] = 0xff
-			}
-		}
-		start := rng.Uint32() & 0x1ffff
-		if got, want := fold(sumBytes(start, b)), fold(sumBytes16(start, b)); got != want {
-			t.Fatalf("len %d start %#x: %#04x, want %#04x", len(b), start, got, want)
-		}
-	}
-}
-
 func benchPartial(b *testing.B, unfinished bool) {
 	src, dst := []byte{198, 18, 0, 1}, []byte{198, 18, 1, 1}
 	l4 := make([]byte, 1420)
@@ -107,10 +46,10 @@ func benchPartial(b *testing.B, unfinished bool) {
 		l4[i] = byte(i * 7)
 	}
 	l4[12] = 5 << 4
-	ps := pseudoSum(src, dst, protoTCP, len(l4))
-	binary.BigEndian.PutUint16(l4[16:], fold(sumBytes(ps, l4)))
+	ps := csum.Pseudo(src, dst, protoTCP, len(l4))
+	binary.BigEndian.PutUint16(l4[16:], csum.Fold(csum.Sum(ps, l4)))
 	if unfinished {
-		binary.BigEndian.PutUint16(l4[16:], ^fold(ps))
+		binary.BigEndian.PutUint16(l4[16:], ^csum.Fold(ps))
 	}
 	frame := append(append([]byte{0x45, 0, 0, 0, 0, 0, 0, 0, 64, protoTCP, 0, 0}, append(src, dst...)...), l4...)
 	buf := make([]byte, len(frame))
@@ -132,7 +71,7 @@ func BenchmarkPartialCsumFinished(b *testing.B)   { benchPartial(b, false) }
 func BenchmarkPartialCsumUnfinished(b *testing.B) { benchPartial(b, true) }
 
 // decHop's constant-step checksum update must equal RFC 1624's general
-// update (csumReplace16) for every stored checksum and every TTL it meets
+// update (csum.Replace16) for every stored checksum and every TTL it meets
 // (2…255: a TTL of 0 or 1 is dropped before), so that a valid header stays
 // valid and the bytes are those a full update would write.
 func TestDecHopMatchesRFC1624(t *testing.T) {
@@ -142,7 +81,7 @@ func TestDecHopMatchesRFC1624(t *testing.T) {
 			h[8], h[9] = byte(ttl), protoUDP
 			binary.BigEndian.PutUint16(h[10:], uint16(hc))
 			old := binary.BigEndian.Uint16(h[8:])
-			want := csumReplace16(uint16(hc), old, old-0x100)
+			want := csum.Replace16(uint16(hc), old, old-0x100)
 			decHop(&h, true)
 			if got := binary.BigEndian.Uint16(h[10:]); got != want || h[8] != byte(ttl-1) {
 				t.Fatalf("TTL %d, checksum %#04x: got TTL %d checksum %#04x, want %#04x", ttl, hc, h[8], got, want)
@@ -158,9 +97,9 @@ func TestDecHopMatchesRFC1624(t *testing.T) {
 		}
 		b[8] = byte(2 + rng.IntN(254))
 		binary.BigEndian.PutUint16(b[10:], 0)
-		binary.BigEndian.PutUint16(b[10:], checksum(b[:]))
+		binary.BigEndian.PutUint16(b[10:], csum.Checksum(b[:]))
 		decHop(&b, true)
-		if checksum(b[:]) != 0 {
+		if csum.Checksum(b[:]) != 0 {
 			t.Fatalf("header % x invalid after decHop", b)
 		}
 	}

@@ -29,7 +29,11 @@
 // poll. Who calls Poll, on which thread and how often is the caller's
 // business (ovfwd's appliance/runner).
 //
-// Router: the FIB is a pair of fwd/lpm tables mapping prefixes to indexes
+// Router, in the order a packet meets it: Parse; martians (addresses never
+// routed at either end, martian.go) dropped; the FIB lookup; the TTL and
+// MTU checks; NAT (nat.go, a stage only while a [[nat]] rule exists);
+// the per-hop rewrite and the neighbour. The FIB is a pair of fwd/lpm
+// tables mapping prefixes to indexes
 // of an append-only adjacency array (connected, via gateway, local,
 // tunnel peer, blackhole). Our own addresses are host routes to a local
 // adjacency, so one lookup classifies a packet. The lookups of a received

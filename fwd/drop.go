@@ -24,6 +24,8 @@ const (
 	DropHandoffFull              // the ring to the worker owning its NAT flow is full
 	DropGleanLimited             // would start resolving a new neighbour beyond its sender's rate
 	DropPeerToPeer               // a tunnel peer's packet to another peer, client_to_client off
+	DropMartian                  // an address that is never routed at either end (martian.go)
+	DropTunnelSource             // from a port with a source that routes into the tunnel (a client's address), on its way to NAT
 	NumDropReasons
 )
 
@@ -32,7 +34,7 @@ var dropNames = [NumDropReasons]string{
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
 	"nat", "handoff_full",
-	"glean_limited", "client_to_client",
+	"glean_limited", "client_to_client", "martian", "tunnel_source",
 }
 
 func (r DropReason) String() string {

@@ -48,8 +48,10 @@ type Config struct {
 	NeighProbes      int
 	NeighHold        int
 	// NeighTable bounds the neighbour entries (default 16384). When it is
-	// full, unconfirmed entries are evicted first, then those nearest to
-	// expiry; static entries never.
+	// full, a new confirmed entry (an answer to our question) evicts
+	// unconfirmed entries first, then those nearest to expiry; a new
+	// unconfirmed one (a request to us) evicts only unconfirmed entries,
+	// or is not made (NeighTableFull); static entries are never evicted.
 	NeighTable int
 	// Glean limits (glean.go): a sender (input port and source address)
 	// may start GleanSourceRate resolutions of unknown neighbours a second,
@@ -166,7 +168,7 @@ func New(cfg Config, ports []Port) (*Engine, error) {
 		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{},
 		asked: make([]atomic.Uint64, askedSlots)}
 	e.limits.Store(cfg.limits())
-	t := &tables{}
+	t := &tables{mart: newMartianTables(nil)}
 	queues := 1 << 30
 	for i, p := range ports {
 		info := p.Info()
@@ -209,6 +211,7 @@ func (e *Engine) update(fn func(t *tables) error) error {
 	if err := fn(&t); err != nil {
 		return err
 	}
+	t.mart = newMartianTables(t.ports)
 	e.tables.Store(&t)
 	return nil
 }

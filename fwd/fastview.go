@@ -24,6 +24,7 @@ type FastView struct {
 type FastRoute struct {
 	Prefix netip.Prefix
 	Punt   bool
+	Local  bool // one of our addresses (a host prefix; punts): martian as a source
 	Port   int
 	MAC    net.HardwareAddr
 }
@@ -75,7 +76,7 @@ func (e *Engine) FastView() FastView {
 	}
 	walk := func(p netip.Prefix, ai uint32) bool {
 		a := &t.adj[ai]
-		r := FastRoute{Prefix: p, Punt: true, Port: int(a.port)}
+		r := FastRoute{Prefix: p, Punt: true, Local: a.kind == adjLocal, Port: int(a.port)}
 		if a.kind == adjVia && !t.ports[a.port].isTagged() && !natted[a.port] {
 			mac, ok := resolved(a.port, &a.via)
 			r.MAC, r.Punt = mac, !ok

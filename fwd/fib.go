@@ -29,7 +29,7 @@ type fibBatch struct {
 	val6 [MaxBatch]uint32
 	ok6  [MaxBatch]bool
 
-	natSlot [MaxBatch]uint64 // NAT hints of pend: nat.Table.Prefetch, then Touch
+	natSlot [MaxBatch]uint64 // NAT's hints for pend (nat.go): nat.Table.Prefetch's, then Touch's
 }
 
 // routePending looks up every parked packet's destination, one LookupBatch
@@ -44,32 +44,17 @@ func (w *Worker) routePending(t *tables) {
 	if n6 > 0 {
 		t.v6.LookupBatch(f.dst6[:n6], f.val6[:n6], f.ok6[:n6])
 	}
-	if !w.nat.Active() {
-		j4, j6 := 0, 0
-		for _, p := range f.pend[:n] {
-			if p.Flags&FlagIPv4 != 0 {
-				w.forwardIP(t, p, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
-				j4++
-			} else {
-				w.forwardIP(t, p, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
-				j6++
-			}
-		}
+	if w.nat.Active() {
+		w.forwardPendingNAT(t, n)
 		return
 	}
-	w.nat.Touch(f.natSlot[:n])
 	j4, j6 := 0, 0
-	for i, p := range f.pend[:n] {
-		// Every packet's own hint (0 for IPv6), left in place after it:
-		// a hint only spares a lookup, and the translation takes it only
-		// when the session it names has the packet's key (any packet
-		// forwarded later, a handoff's, may see it).
-		w.natHint = f.natSlot[i]
+	for _, p := range f.pend[:n] {
 		if p.Flags&FlagIPv4 != 0 {
-			w.forwardIP(t, p, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
 			j4++
 		} else {
-			w.forwardIP(t, p, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
 			j6++
 		}
 	}

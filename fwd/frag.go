@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 // fragment4 splits an IPv4 datagram without DF that exceeds the egress MTU
 // (RFC 791 §3.2, RFC 1812 §5.2.6). The first fragment stays in p's buffer
@@ -31,6 +35,13 @@ func (w *Worker) fragment4(t *tables, p *Packet, a *adjacency, mtu int) {
 			on += copy(opts[on:], l3[i:i+l])
 		}
 		i += l
+	}
+	// A fragment ending past 65,535 bytes belongs to no valid datagram
+	// (RFC 791 §3.1: total length is 16 bits); its pieces' offsets would
+	// overflow the 13-bit field into the flags.
+	if int(frag&ipv4FragMask)*8+data > 0xffff {
+		w.drop(p, DropMalformed)
+		return
 	}
 	lhl := ipv4MinHdrLen + (on+3)&^3 // padding stays zero: end of options
 	first, later := (mtu-hl)&^7, (mtu-lhl)&^7
@@ -63,7 +74,7 @@ func (w *Worker) fragment4(t *tables, p *Packet, a *adjacency, mtu int) {
 		}
 		binary.BigEndian.PutUint16(b[6:], fo)
 		clear(b[10:12])
-		binary.BigEndian.PutUint16(b[10:], checksum(b[:lhl]))
+		binary.BigEndian.PutUint16(b[10:], csum.Checksum(b[:lhl]))
 		copy(b[lhl:], l3[hl+off:hl+off+n])
 		f.Len, f.L3Off, f.L4Off = uint16(lhl+n), 0, 0
 		f.Flags = FlagL3Only | FlagParsed | FlagIPv4 | FlagFrag
@@ -72,7 +83,7 @@ func (w *Worker) fragment4(t *tables, p *Packet, a *adjacency, mtu int) {
 	binary.BigEndian.PutUint16(l3[2:], uint16(hl+first))
 	binary.BigEndian.PutUint16(l3[6:], frag|ipv4FlagMF)
 	clear(l3[10:12])
-	binary.BigEndian.PutUint16(l3[10:], checksum(l3[:hl]))
+	binary.BigEndian.PutUint16(l3[10:], csum.Checksum(l3[:hl]))
 	p.Len = uint16(int(p.L3Off) + hl + first)
 	p.Flags |= FlagFrag
 	w.cnt[cFragments]++

@@ -217,3 +217,55 @@ func TestTransitFragmentsAreForwarded(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// A fragment whose offset plus length runs past 65,535 bytes belongs to
+// no valid datagram (RFC 791 §3.1: total length is 16 bits). Split to
+// fit a smaller MTU, its later pieces' offsets would overflow the 13-bit
+// field into the flags (MF, DF): it is dropped as malformed instead.
+// One ending exactly at 65,535 is still split, every offset and flag
+// right.
+func TestRefragmentPast64KiBDropped(t *testing.T) {
+	r := newRig(t, rigOpt{mtu: []int{1500, 576}})
+	must(t, r.e.SetNeighbour(1, bV4, macB))
+	dgram := ipv4(aV4, bV4, 17, 64, false, make([]byte, 65535-20))
+	frag := func(off, n int) []byte {
+		f := append(append([]byte{}, dgram[:20]...), make([]byte, n)...)
+		binary.BigEndian.PutUint16(f[2:], uint16(20+n))
+		binary.BigEndian.PutUint16(f[6:], uint16(off/8))
+		f[10], f[11] = 0, 0
+		binary.BigEndian.PutUint16(f[10:], csum(f[:20], 0))
+		return f
+	}
+	r.inject(0, eth(macR0, macA, 0x0800, frag(8100*8, 1400))) // ends at 66,200
+	r.poll()
+	if out := r.drain(1); len(out) != 0 {
+		for _, f := range out {
+			p := parseEth(t, f)
+			t.Logf("out: offset %d flags %#x", binary.BigEndian.Uint16(p.l3[6:])&0x1fff, binary.BigEndian.Uint16(p.l3[6:])>>13)
+		}
+		t.Fatalf("a fragment past 64 KiB was forwarded in %d pieces", len(out))
+	}
+	if got := r.drops(fwd.DropMalformed); got != 1 {
+		t.Fatalf("malformed drops %d, want 1", got)
+	}
+	last := 65535 - 20 - 1400
+	r.inject(0, eth(macR0, macA, 0x0800, frag(last&^7, 65535-20-last&^7))) // ends at 65,535
+	r.poll()
+	out := r.drain(1)
+	if len(out) != 3 {
+		t.Fatalf("%d pieces, want 3", len(out))
+	}
+	end := 0
+	for i, f := range out {
+		p := parseEth(t, f)
+		fo := binary.BigEndian.Uint16(p.l3[6:])
+		off, more := int(fo&0x1fff)*8, fo&0x2000 != 0
+		if fo&0x4000 != 0 || more != (off+len(p.l3)-20 < 65535-20) {
+			t.Fatalf("piece %d: flags %#x at offset %d", i, fo>>13, off)
+		}
+		end = max(end, off+len(p.l3)-20)
+	}
+	if end != 65535-20 {
+		t.Fatalf("pieces end at %d", end)
+	}
+}

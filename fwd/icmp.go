@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 type icmpErr uint8
 
@@ -84,7 +88,7 @@ func (w *Worker) icmpError(t *tables, p *Packet, kind icmpErr, mtu int, how uint
 		clear(ip[10:12])
 		copy(ip[12:16], src4[:])
 		copy(ip[16:20], l3[12:16])
-		binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+		binary.BigEndian.PutUint16(ip[10:], csum.Checksum(ip))
 		clear(ic[:icmpHdrLen])
 		switch kind {
 		case errNoRoute:
@@ -98,7 +102,7 @@ func (w *Worker) icmpError(t *tables, p *Packet, kind icmpErr, mtu int, how uint
 			ic[0], ic[1] = icmpUnreachable, icmpCodeHost
 		}
 		copy(ic[icmpHdrLen:], l3[:q])
-		binary.BigEndian.PutUint16(ic[2:], checksum(ic))
+		binary.BigEndian.PutUint16(ic[2:], csum.Checksum(ic))
 		e.Flags = FlagL3Only | FlagParsed | FlagIPv4 | FlagICMP
 		e.L4Off = ipv4MinHdrLen
 	} else {
@@ -123,7 +127,7 @@ func (w *Worker) icmpError(t *tables, p *Packet, kind icmpErr, mtu int, how uint
 			ic[0], ic[1] = icmp6Unreachable, icmp6CodeAddr
 		}
 		copy(ic[icmpHdrLen:], l3[:q])
-		binary.BigEndian.PutUint16(ic[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, len(ic)), ic)))
+		binary.BigEndian.PutUint16(ic[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, len(ic)), ic)))
 		e.Flags = FlagL3Only | FlagParsed | FlagIPv6 | FlagICMP
 		e.L4Off = ipv6HdrLen
 	}

@@ -3,6 +3,8 @@ package fwd
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // clampMSS lowers the MSS option of a TCP SYN (or SYN-ACK) to the
@@ -39,11 +41,11 @@ func (w *Worker) clampMSS(p *Packet) {
 			}
 			binary.BigEndian.PutUint16(opts[i+2:], limit)
 			if (tcpMinHdrLen+i+2)&1 == 0 {
-				fixCsum16(tcp[16:], old, limit)
+				csum.Fix16(tcp[16:], old, limit)
 			} else {
 				// A field at an odd offset straddles two checksum words;
 				// its contribution is the byte-swapped value (RFC 1071 §2(B)).
-				fixCsum16(tcp[16:], bits.ReverseBytes16(old), bits.ReverseBytes16(limit))
+				csum.Fix16(tcp[16:], bits.ReverseBytes16(old), bits.ReverseBytes16(limit))
 			}
 			w.cnt[cClamped]++
 			return

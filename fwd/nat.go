@@ -1,16 +1,34 @@
 package fwd
 
-import "github.com/ovfwd/ovfwd/fwd/nat"
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"sync/atomic"
 
-// NAT44 hook (fwd/nat does the translating). Outbound: a routed IPv4
-// packet leaving through a port is offered to the worker's nat.Table after
-// the TTL and MTU checks (so ICMP errors quote what the sender sent) and
-// before the per-hop rewrite and neighbour resolution. Inbound: a packet
-// the FIB says is ours is offered before local delivery; a translated one
-// is routed again by its new (inside) destination, usually into the
-// tunnel. A flow belongs to one worker (see fwd/nat); a packet that
-// arrived on another worker's queue is copied over a bounded ring to its
-// owner, which routes it from the start.
+	"github.com/ovfwd/ovfwd/fwd/nat"
+)
+
+// NAT44, the pipeline's NAT stage (fwd/nat does the translating). With
+// no [[nat]] rule the router tests nat.Table.Active once where each of
+// these would run, and nothing else of NAT's runs.
+//
+//   - routeFrame, parking an IPv4 TCP or UDP packet for the batch's FIB
+//     lookup, starts the load of its session's index line (in line there:
+//     a call costs a frame per packet) and parks the hint in w.fib.natSlot.
+//   - forwardPendingNAT, routePending's loop with NAT on, finds the
+//     batch's sessions (nat.Table.Touch) and passes each packet its hint.
+//   - forwardIP, for a routed IPv4 packet leaving through a port, after
+//     the TTL and MTU checks (so ICMP errors quote what the sender sent)
+//     and before the per-hop rewrite and neighbour resolution: the hinted
+//     session's fast path in line, natOutRouted for the rest.
+//   - natLocal: a packet the FIB says is ours is offered before local
+//     delivery; a translated one is routed again by its new (inside)
+//     destination, usually into the tunnel.
+//
+// A flow belongs to one worker (see fwd/nat); a packet that arrived on
+// another worker's queue is copied over a bounded ring to its owner,
+// which routes it from the start.
 
 // handSlots bounds each worker-to-worker handoff ring (2 KiB a slot): it
 // absorbs the owner being off its CPU for a moment at a TCP burst's rate.
@@ -77,29 +95,69 @@ func l4Off(p *Packet) int {
 	return int(p.L4Off) - int(p.L3Off)
 }
 
-// natOut translates a packet about to leave through a's port; false when
-// it was consumed (dropped or handed to its owner).
-func (w *Worker) natOut(p *Packet, a *adjacency, how uint8) bool {
+// forwardPendingNAT is routePending's loop with NAT on: Touch finds the
+// batch's sessions by the index lines Prefetch loaded (routeFrame), and
+// each packet goes to forwardIP with its own hint (0 for IPv6).
+func (w *Worker) forwardPendingNAT(t *tables, n int) {
+	f := &w.fib
+	w.nat.Touch(f.natSlot[:n])
+	j4, j6 := 0, 0
+	for i, p := range f.pend[:n] {
+		if p.Flags&FlagIPv4 != 0 {
+			w.forwardIP(t, p, f.natSlot[i&(MaxBatch-1)], rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			j4++
+		} else {
+			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			j6++
+		}
+	}
+}
+
+// natOut translates a packet about to leave through a's port (hint: its
+// Touch hint, or 0); false when it was consumed (dropped or handed to
+// its owner).
+func (w *Worker) natOut(p *Packet, a *adjacency, how uint8, hint uint64) bool {
 	if !w.nat.Active() { // inlined: no call per packet when NAT is off
 		return true
 	}
-	return w.natTranslateOut(p, a, how)
+	return w.natTranslateOut(p, a, how, hint)
 }
 
-func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8) bool {
+// natOutRouted is forwardIP's NAT stage for a packet the fast path did
+// not take: the general translation, then the TTL.
+func (w *Worker) natOutRouted(p *Packet, a *adjacency, how uint8, hint uint64) bool {
+	if !w.natTranslateOut(p, a, how, hint) {
+		return false
+	}
+	if how&rOrigin == 0 {
+		decHop(ip4Hdr(p), p.Flags&FlagIPv4 != 0)
+	}
+	return true
+}
+
+func (w *Worker) natTranslateOut(p *Packet, a *adjacency, how uint8, hint uint64) bool {
 	if how&rOrigin != 0 || p.Flags&FlagIPv4 == 0 || a.kind == adjUplink {
 		return true
 	}
 	// Only what the general path needs to work out again lives across
 	// the fast path's call.
-	if w.nat.OutFast(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), w.natHint) {
+	if w.nat.OutFast(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), hint) {
 		return true
 	}
-	return w.natOutSlow(p, int(a.port), how)
+	return w.natOutSlow(p, int(a.port), how, hint)
 }
 
-func (w *Worker) natOutSlow(p *Packet, port int, how uint8) bool {
-	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, w.natHint)
+func (w *Worker) natOutSlow(p *Packet, port int, how uint8, hint uint64) bool {
+	// A VPN client's address may only come out of the tunnel: from a port
+	// it is someone on the LAN using it, who would be translated (and
+	// given port blocks, logged under the client's name) as the client.
+	// Checked here, where NAT would make new state; a packet of a live
+	// session takes the fast path unchecked.
+	if how&rInner == 0 && w.tunnelSource(w.e.tables.Load(), p) {
+		w.drop(p, DropTunnelSource)
+		return false
+	}
+	v, owner := w.nat.OutHint(p.Data()[p.L3Off:], l4Off(p), port, hint)
 	switch v {
 	case nat.Pass, nat.Done:
 		return true
@@ -251,4 +309,72 @@ func (w *Worker) wakeHanded() {
 			t.wake()
 		}
 	}
+}
+
+// Releasing a client. When a VPN client leaves, its pool address may go
+// to the next client at once: its NAT sessions and port blocks must end
+// first, or the newcomer's flows would continue the old mappings and be
+// logged under the old holder's blocks. The control plane asks every
+// worker (each owns its own clients) and waits until all have done it.
+
+// natRelease is a worker's queue of inside addresses to release, filled
+// by the control plane, taken once a poll.
+type natRelease struct {
+	mu      sync.Mutex
+	addrs   []uint32
+	gen     uint64 // requests queued (under mu)
+	pending atomic.Bool
+	done    atomic.Uint64 // requests carried out
+}
+
+// ReleaseNATClient ends the NAT sessions and returns the port blocks of
+// inside address a (a departing client's pool address) on every worker,
+// from each one's next poll (an idle one is woken). done reports whether
+// all have; call it before giving a to another client.
+func (e *Engine) ReleaseNATClient(a netip.Addr) (done func() bool) {
+	if !a.Is4() || e.nat.Load() == nil {
+		return func() bool { return true }
+	}
+	b := a.As4()
+	v := binary.BigEndian.Uint32(b[:])
+	gens := make([]uint64, len(e.workers))
+	for i, w := range e.workers {
+		r := &w.natRel
+		r.mu.Lock()
+		r.addrs = append(r.addrs, v)
+		r.gen++
+		gens[i] = r.gen
+		r.pending.Store(true)
+		r.mu.Unlock()
+		if w.wake != nil && w.sleeping.Load() {
+			w.wake()
+		}
+	}
+	return func() bool {
+		for i, w := range e.workers {
+			if w.natRel.done.Load() < gens[i] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// releaseNATClients carries out the releases queued for this worker.
+func (w *Worker) releaseNATClients() {
+	r := &w.natRel
+	r.mu.Lock()
+	addrs, gen := r.addrs, r.gen
+	r.addrs = nil
+	r.pending.Store(false)
+	r.mu.Unlock()
+	w.nat.ReleaseClients(addrs)
+	r.done.Store(gen)
+}
+
+// tunnelSource reports whether p's IPv4 source routes into the tunnel (a
+// VPN client's pool address or iroute).
+func (w *Worker) tunnelSource(t *tables, p *Packet) bool {
+	ai, ok := t.v4.Lookup([4]byte(ip4Hdr(p)[12:16]))
+	return ok && t.adj[ai].kind == adjTunnel
 }

@@ -497,3 +497,86 @@ func TestNATShortDatagram(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// dropsNamed reads an engine drop counter by name (zero on a tree
+// without the reason, so the test reads the same there).
+func dropsNamed(r *rig, name string) uint64 {
+	s := r.e.Stats()
+	for i := range s.Drops {
+		if fwd.DropReason(i).String() == name {
+			return s.Drops[i]
+		}
+	}
+	return 0
+}
+
+// A VPN client's pool address (routed into the tunnel) arriving from a
+// LAN port is someone else using it: it is not translated, gets no port
+// block, and is counted (tunnel_source). The same source out of the
+// tunnel is translated.
+func TestNATPoolSourceFromPortDropped(t *testing.T) {
+	r := natRig(t, false)
+	pool := netip.MustParsePrefix("198.19.0.0/24")
+	c := natConfig(false)
+	c.Rules[0].Sources = append(c.Rules[0].Sources, pool)
+	setNAT(t, r.e, c)
+	ft := &fakeTunnel{server: r0v4.Addr(), peers: map[uint32]netip.Addr{7: aV4}, peerOfOuter: map[netip.Addr]uint32{aV4: 7}}
+	r.e.SetTunnel(ft, 1194)
+	must(t, r.e.AddRoute(pool, fwd.NextHop{Tunnel: true, Peer: 7}))
+	client := netip.MustParseAddr("198.19.0.5")
+	for i := range 5 {
+		r.inject(0, udpFrame(macC, macR0, client, bV4, uint16(5000+i), 53, "spoofed"))
+	}
+	r.poll()
+	r.expectNone(1)
+	if s := r.e.NATStats(); s.SessionsCreated != 0 || s.BlocksAllocated != 0 {
+		t.Fatalf("a pool source from the LAN was translated: %+v", s)
+	}
+	if got := dropsNamed(r, "tunnel_source"); got != 5 {
+		t.Fatalf("tunnel_source drops %d, want 5", got)
+	}
+	inner := ipv4(client, bV4, 17, 64, false, udp(5000, 53, []byte("from the client")))
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, r0v4.Addr(), 17, 64, false, udp(5000, 1194, inner))))
+	r.poll()
+	if src, _, _, _ := l4ports(t, r.drainOne(1)); src != r1v4.Addr() {
+		t.Fatalf("the client's own packet left from %v", src)
+	}
+}
+
+// A departing client's NAT state ends on every worker before the
+// address is reused: ReleaseNATClient's done turns true once the worker
+// polled, the sessions and blocks are gone, a block release is logged,
+// and another inside host keeps its flows.
+func TestReleaseNATClient(t *testing.T) {
+	r := natRig(t, false)
+	for i := range 3 {
+		r.inject(0, udpFrame(macA, macR0, aV4, bV4, uint16(5000+i), 53, "q"))
+	}
+	r.inject(0, udpFrame(macC, macR0, cV4, bV4, 6000, 53, "q"))
+	r.poll()
+	if n := len(r.drain(1)); n != 4 {
+		t.Fatalf("%d translated", n)
+	}
+	r.e.NATEvents(func(nat.Event) {})
+	done := r.e.ReleaseNATClient(aV4)
+	if done() {
+		t.Fatal("done before any worker polled")
+	}
+	r.poll()
+	if !done() {
+		t.Fatal("not done after a poll")
+	}
+	r.poll()
+	s := r.e.NATStats()
+	if s.Sessions[nat.SessionsUDP] != 1 || s.SessionsReleased != 3 || s.Clients != 1 {
+		t.Fatalf("after the release: %+v", s)
+	}
+	var rel []nat.Event
+	r.e.NATEvents(func(e nat.Event) { rel = append(rel, e) })
+	if len(rel) != 1 || rel[0].Alloc || rel[0].Inside != aV4 {
+		t.Fatalf("events %+v, want aV4's block release", rel)
+	}
+	if !r.e.ReleaseNATClient(netip.MustParseAddr("2001:db8::1"))() {
+		t.Fatal("an IPv6 address has no NAT state to wait for")
+	}
+}

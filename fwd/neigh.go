@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 // Neighbour resolution (ARP, RFC 826; IPv6 ND, RFC 4861) on the data plane.
 //
@@ -202,6 +206,7 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 			n.expires.Store(w.now + int64(w.lim.NeighReachable))
 			if answer && !n.confirmed.Load() {
 				n.confirmed.Store(true)
+				w.reportConfirmed(port, key, is4, mac) // a mirror may trust it now
 			}
 			if n.confirmed.Load() {
 				w.releaseHeld(t, port, key, m) // it may have lapsed while packets waited
@@ -233,6 +238,16 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		w.cnt[cNeighUnsolicited]++
 		return
 	}
+	w.sendLearn(port, key, is4, mac, moved, asked || held)
+}
+
+// reportConfirmed tells the control plane an entry it has was confirmed
+// in place (same MAC), for its event.
+func (w *Worker) reportConfirmed(port uint16, key *[16]byte, is4 bool, mac []byte) {
+	w.sendLearn(port, key, is4, mac, false, true)
+}
+
+func (w *Worker) sendLearn(port uint16, key *[16]byte, is4 bool, mac []byte, moved, confirmed bool) {
 	s := w.learn.slot()
 	if s == nil {
 		w.cnt[cLearnDropped]++
@@ -241,7 +256,7 @@ func (w *Worker) learnNeighbour(t *tables, port uint16, key *[16]byte, is4 bool,
 		}
 		return
 	}
-	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, asked || held, *key
+	s.port, s.is4, s.moved, s.confirmed, s.addr = port, is4, moved, confirmed, *key
 	copy(s.mac[:], mac)
 	w.learn.publish()
 }
@@ -291,7 +306,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	d := p.Data()
 	ip, icmp := d[p.L3Off:], d[p.L4Off:]
 	if ip[7] != ndHopLimit || icmp[1] != 0 || len(icmp) < ndNSLen ||
-		fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, len(icmp)), icmp)) != 0 {
+		csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, len(icmp)), icmp)) != 0 {
 		w.drop(p, DropMalformed)
 		return
 	}
@@ -375,7 +390,7 @@ func (w *Worker) ndInput(t *tables, p *Packet) {
 	icmp[4] = ndNAFlagRouter | ndNAFlagSolicited | ndNAFlagOverride
 	icmp[24], icmp[25] = ndOptTargetLLAddr, 1
 	copy(icmp[26:32], pc.mac[:])
-	binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp[:ndNSLen+8])))
+	binary.BigEndian.PutUint16(icmp[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp[:ndNSLen+8])))
 	copy(d[0:6], dstMAC[:])
 	copy(d[6:12], pc.mac[:])
 	w.cnt[cReplies]++
@@ -459,7 +474,7 @@ func (w *Worker) solicit(t *tables, out int, key *[16]byte, v4 bool, known uint6
 		copy(icmp[8:24], key[:])
 		icmp[24], icmp[25] = ndOptSourceLLAddr, 1
 		copy(icmp[26:32], pc.mac[:])
-		binary.BigEndian.PutUint16(icmp[2:], fold(sumBytes(pseudoSum(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
+		binary.BigEndian.PutUint16(icmp[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, ndNSLen+8), icmp)))
 	}
 	w.noteAsked(uint16(out), key)
 	p.Len = uint16(size)

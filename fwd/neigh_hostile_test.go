@@ -548,3 +548,95 @@ func TestGleanLimitsConfigured(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// A table full of confirmed neighbours (they answered our questions) and
+// a flood of ARP requests and neighbour solicitations to our addresses
+// from made-up on-link sources: the requests' unconfirmed entries do not
+// push a confirmed one out (NeighTableFull counts them), every confirmed
+// neighbour keeps its MAC, and a claim on one of their addresses in the
+// flood moves nothing.
+func TestUnsolicitedFloodKeepsConfirmedNeighbours(t *testing.T) {
+	const size = 64
+	r := newRig(t, rigOpt{poolBufs: 4096, cfg: fwd.Config{NeighTable: size, GleanSourceBurst: 1000, GleanPortBurst: 1000}})
+	host := func(i int) netip.Addr { a := bV4.As4(); a[3] = byte(100 + i); return netip.AddrFrom4(a) }
+	for i := range size {
+		r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, host(i), 17, 64, true, udp(1, 2, nil))))
+		r.poll()
+		r.drain(1)
+		r.inject(1, eth(macR1, macN(i), 0x0806, arp(2, macN(i), host(i), macR1, r1v4.Addr())))
+		r.poll()
+		if out := r.drain(1); len(out) != 1 {
+			t.Fatalf("host %d: %d frames released", i, len(out))
+		}
+		r.e.Service()
+	}
+	if n := len(r.e.Neighbours()); n != size {
+		t.Fatalf("%d confirmed entries, want %d", n, size)
+	}
+	r.e.Events(nil)
+	r.advance(time.Second)
+	for i := range 1000 {
+		src := bV4.As4()
+		src[3] = byte(i%90 + 1) // 198.18.1.1..90: none of the confirmed hosts
+		if i%10 == 9 {
+			r.inject(1, eth(macR1, macC, 0x0806, arp(1, macC, host(i%size), bcast, r1v4.Addr()))) // a claim
+		}
+		if i%2 == 0 {
+			r.inject(1, eth(macR1, macN(1000+i), 0x0806, arp(1, macN(1000+i), netip.AddrFrom4(src), bcast, r1v4.Addr())))
+		} else {
+			s6 := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 14: byte(i >> 8), 15: byte(i)})
+			r.inject(1, eth(macR1, macN(1000+i), 0x86dd, ipv6(s6, r1v6.Addr(), 58, 255, nd(135, r1v6.Addr(), macN(1000+i)))))
+		}
+		if i%32 == 31 {
+			r.poll()
+			r.drain(1)
+			r.e.Service()
+		}
+	}
+	r.poll()
+	r.drain(1)
+	r.e.Service()
+	have := map[netip.Addr][6]byte{}
+	for _, n := range r.e.Neighbours() {
+		have[n.Addr] = n.MAC
+	}
+	for i := range size {
+		if mac, ok := have[host(i)]; !ok || !bytes.Equal(mac[:], macN(i)) {
+			t.Fatalf("confirmed neighbour %v: present %v, MAC %x, want %v (stats %+v)", host(i), ok, mac, macN(i), r.e.Stats())
+		}
+	}
+	if s := r.e.Stats(); s.NeighTableFull == 0 || s.NeighEvicted != 0 {
+		t.Fatalf("table full %d, evicted %d: want refusals, no evictions", s.NeighTableFull, s.NeighEvicted)
+	}
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, host(7), 17, 64, true, udp(1, 2, nil))))
+	r.poll()
+	if out := r.drain(1); len(out) != 1 || !bytes.Equal(parseEth(t, out[0]).dst, macN(7)) {
+		t.Fatalf("traffic to a confirmed neighbour after the flood: %d frames", len(out))
+	}
+}
+
+// An entry made from a request to us is reported unconfirmed (a mirror
+// must not make anyone's claim permanent), and its confirmation, when
+// the address answers our question with the same MAC, is reported too.
+func TestNeighbourConfirmationReported(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	r.inject(1, eth(macR1, macB, 0x0806, arp(1, macB, bV4, bcast, r1v4.Addr())))
+	r.poll()
+	r.drain(1)
+	r.e.Service()
+	ev := r.e.Events(nil)
+	if len(ev) != 1 || ev[0].Kind != fwd.EventNeighbourLearned || ev[0].Addr != bV4 || ev[0].Confirmed {
+		t.Fatalf("after a request: %+v, want one unconfirmed learn", ev)
+	}
+	r.inject(0, udp4AtoB(64)) // forwarding asks before it trusts the entry
+	r.poll()
+	r.drain(1)
+	r.inject(1, eth(macR1, macB, 0x0806, arp(2, macB, bV4, macR1, r1v4.Addr())))
+	r.poll()
+	r.drain(1)
+	r.e.Service()
+	ev = r.e.Events(nil)
+	if len(ev) != 1 || ev[0].Kind != fwd.EventNeighbourLearned || ev[0].Addr != bV4 || !ev[0].Confirmed || !bytes.Equal(ev[0].MAC[:], macB) {
+		t.Fatalf("after the answer: %+v, want one confirmed learn", ev)
+	}
+}

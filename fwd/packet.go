@@ -27,7 +27,7 @@ const (
 
 	// flagPseudoCsum: Parse found the TCP or UDP checksum field equal to
 	// the pseudo-header sum, as a sender that left the checksum to its
-	// device writes it (csum.go). Only a packet with it set can need
+	// device writes it (partialcsum.go). Only a packet with it set can need
 	// finishPartialCsum, as long as its bytes are Parse's.
 	flagPseudoCsum
 )

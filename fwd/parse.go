@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
 
 // Parse reads the headers of p from p.Off (Ethernet, or IP when FlagL3Only
 // is set) and fills Flags, VLAN, L3Off and L4Off. It trims Len to the IP
@@ -78,7 +82,7 @@ func Parse(p *Packet) DropReason {
 			if !ipv4MinHeaderSumOK(h) {
 				return DropMalformed
 			}
-		} else if checksum(b[l3:l3+ihl]) != 0 {
+		} else if csum.Checksum(b[l3:l3+ihl]) != 0 {
 			return DropMalformed
 		}
 		p.Len = uint16(l3 + total)
@@ -90,7 +94,7 @@ func Parse(p *Packet) DropReason {
 				return DropNone // later fragment: no transport header
 			}
 		}
-		return parseL4(p, h[9], b[:l3+total], l3+ihl, addrSum4((*[8]byte)(h[12:20])))
+		return parseL4(p, h[9], b[:l3+total], l3+ihl, csum.AddrSum4((*[8]byte)(h[12:20])))
 	case 6:
 		return parseIPv6(p, b, l3)
 	}
@@ -118,7 +122,7 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 	p.Len = uint16(l3 + total)
 	p.Flags |= FlagIPv6 | FlagParsed
 	b = b[:l3+total]
-	as := addrSum6((*[32]byte)(h[8:40]))
+	as := csum.AddrSum6((*[32]byte)(h[8:40]))
 	next, off := h[6], l3+ipv6HdrLen
 	for range 8 { // bound the chain; more headers than this is an attack, not traffic
 		switch next {
@@ -160,7 +164,7 @@ func parseIPv6(p *Packet, b []byte, l3 int) DropReason {
 // datagram, so a UDP length beyond the fragment is expected, and a
 // header cut short by the fragment boundary leaves the packet without L4
 // features rather than malformed: a router forwards fragments as they are.
-// as is the sum of the IP addresses (addrSum4, addrSum6), for the test
+// as is the sum of the IP addresses (csum.AddrSum4, csum.AddrSum6), for the test
 // that sets flagPseudoCsum.
 func parseL4(p *Packet, proto uint8, b []byte, off int, as uint64) DropReason {
 	if off > 0xff {
@@ -185,7 +189,7 @@ func parseL4(p *Packet, proto uint8, b []byte, off int, as uint64) DropReason {
 			return cut
 		}
 		p.Flags |= FlagTCP
-		if !frag && binary.BigEndian.Uint16(t[16:]) == foldPseudo(as+protoTCP+uint64(len(t))) {
+		if !frag && binary.BigEndian.Uint16(t[16:]) == csum.FoldPseudo(as+protoTCP+uint64(len(t))) {
 			p.Flags |= flagPseudoCsum
 		}
 	case protoUDP:
@@ -197,7 +201,7 @@ func parseL4(p *Packet, proto uint8, b []byte, off int, as uint64) DropReason {
 			return DropMalformed
 		}
 		p.Flags |= FlagUDP
-		if !frag && binary.BigEndian.Uint16(t[6:]) == foldPseudo(as+protoUDP+uint64(n)) {
+		if !frag && binary.BigEndian.Uint16(t[6:]) == csum.FoldPseudo(as+protoUDP+uint64(n)) {
 			p.Flags |= flagPseudoCsum
 		}
 	case protoICMP, protoICMPv6:

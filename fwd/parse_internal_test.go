@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // The option-less IPv4 header check sums five fixed words instead of
@@ -15,7 +17,7 @@ func TestIPv4MinHeaderSumOKMatchesChecksum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	check := func(h []byte) {
 		t.Helper()
-		if got, want := ipv4MinHeaderSumOK((*[ipv4MinHdrLen]byte)(h)), checksum(h[:ipv4MinHdrLen]) == 0; got != want {
+		if got, want := ipv4MinHeaderSumOK((*[ipv4MinHdrLen]byte)(h)), csum.Checksum(h[:ipv4MinHdrLen]) == 0; got != want {
 			t.Fatalf("header % x: ipv4MinHeaderSumOK %v, checksum says %v", h, got, want)
 		}
 	}
@@ -34,7 +36,7 @@ func TestIPv4MinHeaderSumOKMatchesChecksum(t *testing.T) {
 		}
 		if rng.IntN(2) == 0 { // half of them valid
 			binary.BigEndian.PutUint16(h[10:], 0)
-			binary.BigEndian.PutUint16(h[10:], checksum(h[:]))
+			binary.BigEndian.PutUint16(h[10:], csum.Checksum(h[:]))
 		}
 		check(h[:])
 	}

@@ -3,6 +3,7 @@ package fwd
 import (
 	"encoding/binary"
 
+	"github.com/ovfwd/ovfwd/fwd/csum"
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
@@ -51,15 +52,24 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 	}
 	// Parked, to be looked up with the rest of the batch (fib.go): here,
 	// not in a call, as this is every routed packet's path. p points into
-	// w.rx, which stays as it is until routePending.
+	// w.rx, which stays as it is until routePending. Martians first
+	// (martian.go): the candidate tests in line, a call only for a
+	// candidate.
 	f := &w.fib
 	n := f.n
-	if n >= f.max {
-		w.routeIP(t, p, rParsed)
-		return
-	}
 	if p.Flags&FlagIPv4 != 0 {
-		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
+		h := ip4Hdr(p)
+		if martian4Candidate(t, h) { // not &&: its value would be kept in a register and tested again
+			if martian4(t, h) {
+				w.drop(p, DropMartian)
+				return
+			}
+		}
+		if n >= f.max {
+			w.routeIP(t, p, rParsed)
+			return
+		}
+		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(h[16:20])
 		f.n4++
 		if w.nat.Active() {
 			// NAT's index line loads while the rest of the batch is
@@ -67,15 +77,26 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 			// the header's re-derivation. Parsed: a TCP or UDP packet
 			// has a transport header of 8 bytes or more after its IP
 			// header, so nat.PrefetchLen bytes are there.
-			var h uint64
+			var hint uint64
 			if p.Flags&(FlagTCP|FlagUDP) != 0 {
 				x := int(p.Off) + int(p.L3Off)
-				h = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
+				hint = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
 			}
-			f.natSlot[n&(MaxBatch-1)] = h
+			f.natSlot[n&(MaxBatch-1)] = hint
 		}
 	} else {
-		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
+		h := ip6Hdr(p)
+		if martian6Candidate(t, h) {
+			if martian6(t, h) {
+				w.drop(p, DropMartian)
+				return
+			}
+		}
+		if n >= f.max {
+			w.routeIP(t, p, rParsed)
+			return
+		}
+		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(h[24:40])
 		f.n6++
 		f.natSlot[n&(MaxBatch-1)] = 0
 	}
@@ -95,11 +116,15 @@ func (w *Worker) routeIP(t *tables, p *Packet, how uint8) {
 	} else {
 		ai, ok = t.v6.Lookup([16]byte(l3[24:40]))
 	}
-	w.forwardIP(t, p, how, ai, ok)
+	w.forwardIP(t, p, 0, how, ai, ok)
 }
 
-// forwardIP is routeIP once the FIB said adjacency ai (ok) for p.
-func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) {
+// forwardIP is routeIP once the FIB said adjacency ai (ok) for p; natHint
+// is what NAT's Prefetch and Touch found for it (nat.go), or 0. One
+// function, not stages in calls: it is every routed packet's path, and a
+// call costs the spills of everything live across it (BenchmarkPoll and
+// BenchmarkPollNATInstructions count them).
+func (w *Worker) forwardIP(t *tables, p *Packet, natHint uint64, how uint8, ai uint32, ok bool) {
 	l3 := ip4Hdr(p) // parsed: an IPv4 or IPv6 header is there
 	parsed := how&rParsed != 0
 	how &^= rParsed
@@ -159,7 +184,7 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 	}
 	if int(p.Len)-int(p.L3Off) > mtu {
 		if v4 && binary.BigEndian.Uint16(l3[6:])&ipv4FlagDF == 0 {
-			if !w.natOut(p, a, how) {
+			if !w.natOut(p, a, how, natHint) {
 				return
 			}
 			w.rewriteL3(p, how)
@@ -175,21 +200,19 @@ func (w *Worker) forwardIP(t *tables, p *Packet, how uint8, ai uint32, ok bool) 
 		w.drop(p, DropTooBig)
 		return
 	}
-	// rewriteL3, spelled out: this is every routed packet's path, and a
-	// call here costs the spills of everything live across it. With NAT,
-	// a routed packet of a session Prefetch and Touch found (natHint, set
-	// for IPv4 only) is translated with its TTL in one call; anything
-	// else takes the hook, and the header is viewed again after it.
-	if !w.nat.Active() {
-		if how&rOrigin == 0 {
-			decHop(l3, v4)
+	// rewriteL3, spelled out (a call here costs the spills of everything
+	// live across it). With NAT on, its stage (nat.go) does the TTL with
+	// the translation: a packet of a session Prefetch and Touch found
+	// (natHint: IPv4 only) in one call, anything else in natOutRouted.
+	if w.nat.Active() {
+		if natHint == 0 || how&rOrigin != 0 || a.kind == adjUplink ||
+			!w.nat.OutRouted(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), natHint) {
+			if !w.natOutRouted(p, a, how, natHint) {
+				return
+			}
 		}
-	} else if h := w.natHint; h != 0 && how&rOrigin == 0 && a.kind != adjUplink &&
-		w.nat.OutRouted(p.Buf, int(p.Off)+int(p.L3Off), int(a.port), h) {
-	} else if !w.natTranslateOut(p, a, how) {
-		return
 	} else if how&rOrigin == 0 {
-		decHop(ip4Hdr(p), v4)
+		decHop(l3, v4)
 	}
 	if w.lim.MSSClamp != 0 && p.Flags&FlagTCP != 0 {
 		w.clampMSS(p)
@@ -375,8 +398,8 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 			swap4(l3[12:16], l3[16:20])
 			old := binary.BigEndian.Uint16(l3[8:])
 			l3[8] = defaultHop
-			fixCsum16(l3[10:], old, binary.BigEndian.Uint16(l3[8:]))
-			fixCsum16(icmp[2:], uint16(icmpEchoRequest)<<8|uint16(icmp[1]), uint16(icmpEchoReply)<<8|uint16(icmp[1]))
+			csum.Fix16(l3[10:], old, binary.BigEndian.Uint16(l3[8:]))
+			csum.Fix16(icmp[2:], uint16(icmpEchoRequest)<<8|uint16(icmp[1]), uint16(icmpEchoReply)<<8|uint16(icmp[1]))
 			icmp[0] = icmpEchoReply
 			w.cnt[cReplies]++
 			w.routeIP(t, p, rOrigin|how&rNoTunnel)
@@ -389,7 +412,7 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 			copy(l3[24:40], tmp[:])
 			l3[7] = defaultHop
 			// Swapping addresses leaves the pseudo-header sum unchanged.
-			fixCsum16(icmp[2:], uint16(icmp6EchoRequest)<<8|uint16(icmp[1]), uint16(icmp6EchoReply)<<8|uint16(icmp[1]))
+			csum.Fix16(icmp[2:], uint16(icmp6EchoRequest)<<8|uint16(icmp[1]), uint16(icmp6EchoReply)<<8|uint16(icmp[1]))
 			icmp[0] = icmp6EchoReply
 			w.cnt[cReplies]++
 			w.routeIP(t, p, rOrigin|how&rNoTunnel)

@@ -21,6 +21,8 @@ type tables struct {
 	// clientToClient lets packets a peer sent be routed into the tunnel
 	// to another peer (SetClientToClient).
 	clientToClient bool
+
+	mart martianTables // the martian candidate tests' (martian.go)
 }
 
 type adjKind uint8

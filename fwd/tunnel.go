@@ -40,6 +40,10 @@ func (w *Worker) afterTunnel(t *tables, p *Packet, how uint8) {
 			w.drop(p, r)
 			return
 		}
+		if how&rInner != 0 && martian(t, p) { // out of the tunnel: a client's packet
+			w.drop(p, DropMartian)
+			return
+		}
 		w.routeIP(t, p, how)
 	case VerdictDrop:
 		r := p.Reason

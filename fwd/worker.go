@@ -43,7 +43,7 @@ type Worker struct {
 	uplinks   *spscRing[puntSlot]   // IP packets routed to an uplink (uplink.go)
 	inject    *injectQueue          // worker 0 only: frames from the control plane (inject.go)
 	nat       *nat.Table            // this worker's NAT sessions (nat.go)
-	natHint   uint64                // the routed packet's NAT hint (fib.go), or 0, or an earlier packet's
+	natRel    natRelease            // clients whose NAT state to end (ReleaseNATClient)
 	hand      []*spscRing[handSlot] // hand[j]: packets for worker j's NAT flows; nil until NAT is set
 	handed    []bool                // handed[j]: this poll handed worker j packets
 	wake      func()                // wakes this worker's runner from its idle sleep (SetWake)
@@ -116,6 +116,9 @@ func (w *Worker) Poll() int {
 	w.refillICMP()
 	t := w.e.tables.Load()
 	w.nat.Refresh(w.e.nat.Load(), w.now)
+	if w.natRel.pending.Load() {
+		w.releaseNATClients()
+	}
 	total := 0
 	for pi, port := range w.e.ports {
 		w.rx.Reset()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // testVersion is what the test stamps into the binary and the packages.
@@ -107,7 +107,7 @@ func rpmFiles(t *testing.T, rpm string) []string {
 }
 
 func TestDebInstallCheckPurge(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

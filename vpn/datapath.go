@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // The per-packet halves of the Tunnel. Everything here runs on a worker:
@@ -288,7 +289,7 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 		src, dst := ep.local.Addr().As4(), ep.remote.Addr().As4()
 		copy(ip[12:16], src[:])
 		copy(ip[16:20], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], fold(sum(0, ip)))
+		binary.BigEndian.PutUint16(ip[10:], csum.Fold(csum.Sum(0, ip)))
 		p.Flags = fwd.FlagL3Only | fwd.FlagParsed | fwd.FlagUDP | fwd.FlagIPv4
 	} else {
 		binary.BigEndian.PutUint32(ip[0:], 6<<28)
@@ -298,10 +299,10 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 		copy(ip[8:24], src[:])
 		copy(ip[24:40], dst[:])
 		// IPv6 requires the UDP checksum (RFC 8200 §8.1): pseudo-header + datagram.
-		acc := sum(0, ip[8:40])
-		acc += uint64(n) + protoUDP
-		acc = sum(acc, p.Buf[off+ipLen:off+ipLen+n])
-		c := fold(acc)
+		acc := csum.Sum(0, ip[8:40])
+		acc += uint32(n) + protoUDP
+		acc = csum.Sum(acc, p.Buf[off+ipLen:off+ipLen+n])
+		c := csum.Fold(acc)
 		if c == 0 {
 			c = 0xffff
 		}

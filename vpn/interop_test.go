@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -37,7 +38,7 @@ import (
 // first data packet is on the wire, and our own packet-ids): the real client
 // must accept them, so `ping` through the tunnel only succeeds if it does.
 func TestInteropRealOpenVPN(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, bin := range []string{"openvpn", "openssl", "ping"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
@@ -97,11 +98,11 @@ type datagram struct {
 }
 
 func interopRun(t *testing.T, dir string, c Cipher, comp Comp) {
-	srvNS := netns.New(t, "h6vs")
-	cliNS := netns.New(t, "h6vc")
-	netns.Link(t, srvNS, "h6s", cliNS, "h6c")
-	netns.Run(t, srvNS, "ip", "addr", "add", "198.18.201.1/24", "dev", "h6s")
-	netns.Run(t, cliNS, "ip", "addr", "add", "198.18.201.2/24", "dev", "h6c")
+	srvNS := nstest.New(t, "h6vs")
+	cliNS := nstest.New(t, "h6vc")
+	nstest.Link(t, srvNS, "h6s", cliNS, "h6c")
+	nstest.Run(t, srvNS, "ip", "addr", "add", "198.18.201.1/24", "dev", "h6s")
+	nstest.Run(t, cliNS, "ip", "addr", "add", "198.18.201.2/24", "dev", "h6c")
 
 	compLine := ""
 	if comp == CompLZO {
@@ -195,7 +196,7 @@ func interopRun(t *testing.T, dir string, c Cipher, comp Comp) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Inner traffic both ways, then a keepalive ping or two each way.
-	netns.Run(t, cliNS, "ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.200.1")
+	nstest.Run(t, cliNS, "ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.200.1")
 	time.Sleep(2500 * time.Millisecond)
 
 	if bad := regexp.MustCompile(`Authenticate/Decrypt packet error|AEAD Decrypt error|bad packet ID|Key \[AF_INET\][^\n]*not initialized`).FindString(logText()); bad != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/fwd"
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 const bufSize = 2048
@@ -131,7 +132,7 @@ func (c *client) open(t *testing.T, p *fwd.Packet, from, to netip.AddrPort) (pla
 		if p.Flags&fwd.FlagIPv4 == 0 || d[0] != 0x45 || d[9] != protoUDP || int(binary.BigEndian.Uint16(d[2:])) != len(d) {
 			t.Fatalf("bad outer IPv4 header % x", d[:20])
 		}
-		if fold(sum(0, d[:20])) != 0 {
+		if csum.Fold(csum.Sum(0, d[:20])) != 0 {
 			t.Fatalf("IPv4 header checksum wrong")
 		}
 		if netip.AddrFrom4([4]byte(d[12:16])) != from.Addr() || netip.AddrFrom4([4]byte(d[16:20])) != to.Addr() {
@@ -146,8 +147,8 @@ func (c *client) open(t *testing.T, p *fwd.Packet, from, to netip.AddrPort) (pla
 			t.Fatalf("outer addresses %x", d[8:40])
 		}
 		udp = d[40:]
-		acc := sum(0, d[8:40]) + uint64(len(udp)) + protoUDP
-		if fold(sum(acc, udp)) != 0 || binary.BigEndian.Uint16(udp[6:]) == 0 {
+		acc := csum.Sum(0, d[8:40]) + uint32(len(udp)) + protoUDP
+		if csum.Fold(csum.Sum(acc, udp)) != 0 || binary.BigEndian.Uint16(udp[6:]) == 0 {
 			t.Fatalf("IPv6 UDP checksum wrong")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // topo is host A ⇄ [a1 appliance b1] ⇄ host B on one /24, for bridging.
@@ -19,10 +20,10 @@ const (
 
 func newTopo(t testing.TB, queues int) *topo {
 	t.Helper()
-	tp := &topo{a: netns.New(t, "h8a"), app: netns.New(t, "h8m"), b: netns.New(t, "h8b")}
+	tp := &topo{a: nstest.New(t, "h8a"), app: nstest.New(t, "h8m"), b: nstest.New(t, "h8b")}
 	if queues <= 1 {
-		netns.Link(t, tp.a, "h8a0", tp.app, "h8a1")
-		netns.Link(t, tp.b, "h8b0", tp.app, "h8b1")
+		nstest.Link(t, tp.a, "h8a0", tp.app, "h8a1")
+		nstest.Link(t, tp.b, "h8b0", tp.app, "h8b1")
 	} else {
 		q := itoa(queues)
 		for _, l := range [][2]string{{"h8a0", "h8a1"}, {"h8b0", "h8b1"}} {
@@ -30,15 +31,15 @@ func newTopo(t testing.TB, queues int) *topo {
 			if l[0] == "h8b0" {
 				ns = tp.b
 			}
-			netns.Run(t, ns, "ip", "link", "add", l[0], "numtxqueues", q, "numrxqueues", q, "type", "veth",
+			nstest.Run(t, ns, "ip", "link", "add", l[0], "numtxqueues", q, "numrxqueues", q, "type", "veth",
 				"peer", "name", l[1], "numtxqueues", q, "numrxqueues", q)
-			netns.Run(t, ns, "ip", "link", "set", l[1], "netns", tp.app.Name)
-			netns.Run(t, ns, "ip", "link", "set", l[0], "up")
-			netns.Run(t, tp.app, "ip", "link", "set", l[1], "up")
+			nstest.Run(t, ns, "ip", "link", "set", l[1], "netns", tp.app.Name)
+			nstest.Run(t, ns, "ip", "link", "set", l[0], "up")
+			nstest.Run(t, tp.app, "ip", "link", "set", l[1], "up")
 		}
 	}
-	netns.Run(t, tp.a, "ip", "addr", "add", hostA+"/24", "dev", "h8a0")
-	netns.Run(t, tp.b, "ip", "addr", "add", hostB+"/24", "dev", "h8b0")
+	nstest.Run(t, tp.a, "ip", "addr", "add", hostA+"/24", "dev", "h8a0")
+	nstest.Run(t, tp.b, "ip", "addr", "add", hostB+"/24", "dev", "h8b0")
 	return tp
 }
 

@@ -28,6 +28,7 @@ import (
 //     that holds only the pseudo-header sum (CHECKSUM_PARTIAL from a host
 //     with offloads) over a segment longer than maxFinishLen, TCP SYN
 //     while MSS clamping is on;
+//   - a martian source or destination (fwd's martian.go; fastMartian4);
 //   - no route, a next hop without an egress device (punt entries: the
 //     box's own addresses, unresolved neighbours, tunnel, uplink, NAT'd or
 //     tagged egress), a datagram over the egress MTU.
@@ -42,6 +43,13 @@ type FastPath struct {
 	nh     *ebpf.Map // array: id -> fastNH
 	devs   *ebpf.Map // devmap hash: ifindex -> ifindex (redirect targets)
 	macs   *ebpf.Map // hash: fastMACKey -> fastMAC (bridge mode's learned MACs)
+	// The engine's own addresses, for the martian test (fastMartian4/6):
+	// own holds ownLast[256], a byte per last IPv4 address byte in use
+	// (the cheap test every frame takes, as fwd's ownLast4), own4 and own6
+	// the addresses themselves.
+	own  *ebpf.Map // array[1]: [256]byte
+	own4 *ebpf.Map // hash: IPv4 address -> 1
+	own6 *ebpf.Map // hash: IPv6 address -> 1
 }
 
 // Map names, which are also the program's map symbols.
@@ -51,6 +59,9 @@ const (
 	mapFPNH     = "ovfwd_fp_nh"
 	mapFPDevs   = "ovfwd_fp_devs"
 	mapFPMACs   = "ovfwd_fp_macs"
+	mapFPOwn    = "ovfwd_fp_own"
+	mapFPOwn4   = "ovfwd_fp_own4"
+	mapFPOwn6   = "ovfwd_fp_own6"
 	mapFPConf   = "ovfwd_fp_conf"
 	mapFPStats  = "ovfwd_fp_stats"
 	mapFPTest   = "ovfwd_fp_test"
@@ -61,6 +72,7 @@ const (
 	maxFastNextHops = 1 << 12
 	maxFastDevices  = 256
 	maxFastMACs     = 1 << 16
+	maxFastOwn      = 1 << 10 // the engine's own addresses, per family
 )
 
 // fastMACKey is a learned address as the program looks it up: the MAC,
@@ -120,6 +132,15 @@ func NewFastPath() (*FastPath, error) {
 	if f.macs, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPMACs, Type: ebpf.Hash, KeySize: fastMACKeySize, ValueSize: fastMACSize,
 		MaxEntries: maxFastMACs, Flags: unix.BPF_F_NO_PREALLOC}); err != nil {
 		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPMACs, err))
+	}
+	if f.own, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPOwn, Type: ebpf.Array, KeySize: 4, ValueSize: 256, MaxEntries: 1}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPOwn, err))
+	}
+	if f.own4, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPOwn4, Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxFastOwn}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPOwn4, err))
+	}
+	if f.own6, err = ebpf.NewMap(&ebpf.MapSpec{Name: mapFPOwn6, Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: maxFastOwn}); err != nil {
+		return nil, f.fail(fmt.Errorf("afxdp: create map %s: %w", mapFPOwn6, err))
 	}
 	return f, nil
 }
@@ -217,12 +238,12 @@ func (f *FastPath) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
-	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs, f.macs} {
+	for _, m := range []*ebpf.Map{f.route4, f.route6, f.nh, f.devs, f.macs, f.own, f.own4, f.own6} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	f.route4, f.route6, f.nh, f.devs, f.macs = nil, nil, nil, nil, nil
+	f.route4, f.route6, f.nh, f.devs, f.macs, f.own, f.own4, f.own6 = nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -247,12 +268,13 @@ const (
 	FastPuntVLAN    // bridge: tagged, or the port has no untagged VLAN
 	FastPuntFlood   // bridge: group or unknown destination (the engine floods)
 	FastPuntLearn   // bridge: source not learned on this port (the engine learns it)
+	FastPuntMartian // a martian address (fwd's martian.go): the engine drops and counts it
 	NumFastStats
 )
 
 var fastStatNames = [NumFastStats]string{"forwarded", "bytes", "csum_finished", "punt_options", "punt_fragment", "punt_ttl",
 	"punt_length", "punt_checksum", "punt_l4", "punt_syn", "punt_no_route", "punt_next_hop", "punt_mtu", "punt_csum_partial",
-	"punt_vlan", "punt_flood", "punt_learn"}
+	"punt_vlan", "punt_flood", "punt_learn", "punt_martian"}
 
 func (s FastStat) String() string {
 	if s >= 0 && s < NumFastStats {
@@ -313,7 +335,8 @@ func (p *fastPort) close() error {
 
 func (p *fastPort) maps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{mapFPRoute4: p.fp.route4, mapFPRoute6: p.fp.route6, mapFPNH: p.fp.nh, mapFPDevs: p.fp.devs,
-		mapFPMACs: p.fp.macs, mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
+		mapFPMACs: p.fp.macs, mapFPOwn: p.fp.own, mapFPOwn4: p.fp.own4, mapFPOwn6: p.fp.own6,
+		mapFPConf: p.conf, mapFPStats: p.stats, mapFPTest: p.test}
 }
 
 // set turns the port's routed fast path on or off.

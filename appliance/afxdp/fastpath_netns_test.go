@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -27,16 +28,16 @@ type fpNet struct {
 }
 
 func newFPNet(t *testing.T) *fpNet {
-	netns.RequireRoot(t)
-	tp := &topo{a: netns.New(t, "h10a"), app: netns.New(t, "h10m"), b: netns.New(t, "h10b")}
-	netns.Link(t, tp.a, "h10a0", tp.app, "h10a1")
-	netns.Link(t, tp.b, "h10b0", tp.app, "h10b1")
-	netns.Run(t, tp.a, "ip", "addr", "add", "198.18.8.1/24", "dev", "h10a0")
+	nstest.RequireRoot(t)
+	tp := &topo{a: nstest.New(t, "h10a"), app: nstest.New(t, "h10m"), b: nstest.New(t, "h10b")}
+	nstest.Link(t, tp.a, "h10a0", tp.app, "h10a1")
+	nstest.Link(t, tp.b, "h10b0", tp.app, "h10b1")
+	nstest.Run(t, tp.a, "ip", "addr", "add", "198.18.8.1/24", "dev", "h10a0")
 	// Host A keeps its offloads: its UDP leaves with CHECKSUM_PARTIAL,
 	// which the fast path finishes (TestFastPathFinishesPartialChecksums).
-	netns.Run(t, tp.a, "ip", "route", "add", "198.18.50.0/24", "via", "198.18.8.254")
-	netns.Run(t, tp.b, "ip", "addr", "add", "198.18.9.1/24", "dev", "h10b0")
-	netns.Run(t, tp.b, "ip", "route", "add", "default", "via", "198.18.9.254")
+	nstest.Run(t, tp.a, "ip", "route", "add", "198.18.50.0/24", "via", "198.18.8.254")
+	nstest.Run(t, tp.b, "ip", "addr", "add", "198.18.9.1/24", "dev", "h10b0")
+	nstest.Run(t, tp.b, "ip", "route", "add", "default", "via", "198.18.9.254")
 	n := &fpNet{tp: tp}
 	var err error
 	if n.fp, err = NewFastPath(); err != nil {
@@ -232,22 +233,22 @@ func TestFastPathFollowsTables(t *testing.T) {
 // bytes arrive as sent (a wrong checksum would stall the transfer: the
 // receiver drops the segment).
 func TestFastPathFinishesTCP(t *testing.T) {
-	netns.RequireRoot(t)
-	tp := &topo{a: netns.New(t, "h11a"), app: netns.New(t, "h11m"), b: netns.New(t, "h11b")}
-	netns.Link(t, tp.a, "h11a0", tp.app, "h11a1")
-	netns.Link(t, tp.b, "h11b0", tp.app, "h11b1")
+	nstest.RequireRoot(t)
+	tp := &topo{a: nstest.New(t, "h11a"), app: nstest.New(t, "h11m"), b: nstest.New(t, "h11b")}
+	nstest.Link(t, tp.a, "h11a0", tp.app, "h11a1")
+	nstest.Link(t, tp.b, "h11b0", tp.app, "h11b1")
 	for _, c := range []struct {
 		ns          *netns.NS
 		dev, v4, v6 string
 		gw4, gw6    string
 	}{{tp.a, "h11a0", "198.18.10.1/24", "2001:db8:10::1/64", "198.18.10.254", "2001:db8:10::fe"},
 		{tp.b, "h11b0", "198.18.11.1/24", "2001:db8:11::1/64", "198.18.11.254", "2001:db8:11::fe"}} {
-		netns.Run(t, c.ns, "ip", "addr", "add", c.v4, "dev", c.dev)
-		netns.Run(t, c.ns, "ip", "addr", "add", c.v6, "dev", c.dev, "nodad")
-		netns.Run(t, c.ns, "ip", "route", "add", "default", "via", c.gw4)
-		netns.Run(t, c.ns, "ip", "-6", "route", "add", "default", "via", c.gw6)
+		nstest.Run(t, c.ns, "ip", "addr", "add", c.v4, "dev", c.dev)
+		nstest.Run(t, c.ns, "ip", "addr", "add", c.v6, "dev", c.dev, "nodad")
+		nstest.Run(t, c.ns, "ip", "route", "add", "default", "via", c.gw4)
+		nstest.Run(t, c.ns, "ip", "-6", "route", "add", "default", "via", c.gw6)
 		// A frame redirected into a veth needs NAPI on the peer.
-		netns.Run(t, c.ns, "ethtool", "-K", c.dev, "gro", "on")
+		nstest.Run(t, c.ns, "ethtool", "-K", c.dev, "gro", "on")
 	}
 	fp, err := NewFastPath()
 	must(t, err)

@@ -40,6 +40,7 @@ type fpRig struct {
 	ports []*porttest.Port
 	s     *Steering
 	prog  *ebpf.Program
+	fs    *FastSync
 	out   []byte // the last frame the fast path forwarded, as it left
 }
 
@@ -118,6 +119,14 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	must(tb, r.e.SetNeighbour(1, netip.MustParseAddr("2001:db8:2::7"), fpHost))
 	must(tb, r.e.AddRoute(netip.MustParsePrefix("2001:db8:c0::/48"), fwd.NextHop{Port: 3, Via: netip.MustParseAddr("2001:db8:4::2")}))
 	must(tb, r.e.SetNeighbour(3, netip.MustParseAddr("2001:db8:4::2"), fpGW3))
+	// Routes over the martian destinations, so that a fast path that
+	// forgot a class would forward what the engine drops (fpMartians).
+	for _, m := range []string{"0.0.0.0/8", "127.0.0.0/8", "224.0.0.0/3"} {
+		must(tb, r.e.AddRoute(netip.MustParsePrefix(m), fwd.NextHop{Port: 3, Via: netip.MustParseAddr("198.18.4.2")}))
+	}
+	for _, m := range []string{"::/8", "fe80::/10", "ff00::/8"} {
+		must(tb, r.e.AddRoute(netip.MustParsePrefix(m), fwd.NextHop{Port: 3, Via: netip.MustParseAddr("2001:db8:4::2")}))
+	}
 
 	// The maps as the daemon's control loop writes them: the engine's view
 	// through FastSync (port i is ifindex 100+i).
@@ -127,6 +136,7 @@ func newFPRig(tb testing.TB, mssClamp uint16) *fpRig {
 	fs, err := NewFastSync(fp, []int{100, 101, 102, 103})
 	must(tb, err)
 	must(tb, fs.Apply(r.e.FastView()))
+	r.fs = fs
 	r.steer(tb, fp, "ovfwd_fp_t", func(s *Steering) error {
 		return errors.Join(s.SetLocal([]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("2001:db8:1::1")}),
 			s.SetFast(true, fpMACs[0], mssClamp != 0))
@@ -314,7 +324,46 @@ func fpSeeds() [][]byte {
 	f = fpFrame6(netip.MustParseAddr("2001:db8:40::1"), 6, 64, 0)
 	f[14+40+13] = 0x02 // SYN
 	out = append(out, f)
+	for _, m := range append(fpMartians, fpNotMartians...) {
+		out = append(out, addressed(m[0], m[1], 17), addressed(m[0], m[1], 6))
+	}
 	return out
+}
+
+// fpMartians are a frame's addresses (source, destination) in every
+// martian class of fwd's martian.go; each has a route (newFPRig).
+var fpMartians = [][2]string{
+	{"198.18.1.9", "255.255.255.255"}, {"198.18.1.9", "224.0.0.251"}, {"198.18.1.9", "239.255.255.250"},
+	{"198.18.1.9", "127.0.0.1"}, {"198.18.1.9", "0.1.2.3"}, {"127.0.0.1", "198.18.64.1"}, {"0.0.0.0", "198.18.64.1"},
+	{"224.0.0.5", "198.18.64.1"}, {"255.255.255.255", "198.18.64.1"},
+	{"198.18.1.1", "198.18.64.1"}, // our address on the ingress port
+	{"198.18.3.1", "198.18.64.1"}, // on another port
+	{"fe80::a", "2001:db8:40::1"}, {"2001:db8:1::9", "fe80::b"}, {"2001:db8:1::9", "ff0e::1"}, {"2001:db8:1::9", "::1"},
+	{"::1", "2001:db8:40::1"}, {"::", "2001:db8:40::1"}, {"2001:db8:1::9", "::"}, {"ff02::1", "2001:db8:40::1"},
+}
+
+// fpNotMartians are their neighbours that are not: the class tests'
+// edges, a source whose last byte is one of our addresses', an IPv4-mapped
+// address, and a link-local source to one of our addresses.
+var fpNotMartians = [][2]string{
+	{"198.18.1.9", "255.255.255.254"}, {"198.18.1.9", "240.0.0.1"}, {"198.18.5.1", "198.18.64.1"},
+	{"1.0.0.1", "198.18.64.1"}, {"126.255.255.255", "198.18.64.1"}, {"223.255.255.255", "198.18.64.1"},
+	{"2001:db8:1::9", "::ffff:198.18.64.1"}, {"2001:db8:1::9", "::2"}, {"fec0::1", "2001:db8:40::1"},
+	{"fe80::a", "2001:db8:2::1"},
+}
+
+// addressed is a UDP or TCP frame to port 0 from src to dst.
+func addressed(src, dst string, proto uint8) []byte {
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	if s.Is4() {
+		f := fpFrame(d, proto, 64, 20)
+		copy(f[14+12:], s.AsSlice())
+		fixIPSum(f[14:])
+		return f
+	}
+	f := fpFrame6(d, proto, 64, 20)
+	copy(f[14+8:], s.AsSlice())
+	return f
 }
 
 // partialFrame is a frame to dst whose TCP or UDP segment of n bytes
@@ -382,7 +431,7 @@ func TestFastPathMatchesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []FastStat{FastForwarded, FastPuntTTL, FastPuntChecksum, FastPuntLength, FastPuntFragment,
-		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial, FastCsumFinished} {
+		FastPuntSYN, FastPuntL4, FastPuntNoRoute, FastPuntNextHop, FastPuntMTU, FastPuntPartial, FastCsumFinished, FastPuntMartian} {
 		if s == FastPuntSYN {
 			continue // only with MSS clamping (TestFastPathPuntsSYNWhenClamping)
 		}
@@ -392,6 +441,94 @@ func TestFastPathMatchesEngine(t *testing.T) {
 	}
 	if st[FastForwarded] != uint64(forwarded) || st[FastBytes] != uint64(bytes) {
 		t.Errorf("counted %d forwarded, %d bytes; saw %d, %d bytes", st[FastForwarded], st[FastBytes], forwarded, bytes)
+	}
+}
+
+// Every martian class of both families, with a route: the fast path
+// punts it (counted as punt_martian) and the engine drops it as a martian;
+// the addresses next to the classes are forwarded by both alike.
+func TestFastPathMartians(t *testing.T) {
+	r := newFPRig(t, 0)
+	for _, m := range fpMartians {
+		for _, proto := range []uint8{17, 6} {
+			f := addressed(m[0], m[1], proto)
+			ro := &ebpf.RunOptions{Data: f, DataOut: make([]byte, len(f)+256)}
+			v, err := r.prog.Run(ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != xdpTX {
+				t.Errorf("%s -> %s (proto %d): verdict %d, want the engine's (%d)", m[0], m[1], proto, v, xdpTX)
+			}
+			out := r.engine(f)
+			for p := range out {
+				if len(out[p]) != 0 {
+					t.Errorf("%s -> %s: the engine forwarded it out of port %d", m[0], m[1], p)
+				}
+			}
+		}
+	}
+	st, err := r.s.FastStats()
+	must(t, err)
+	want := uint64(2 * len(fpMartians))
+	if st[FastPuntMartian] != want {
+		t.Errorf("punt_martian %d, want %d", st[FastPuntMartian], want)
+	}
+	if got := r.e.Stats().Drops[fwd.DropMartian]; got != want {
+		t.Errorf("engine martian drops %d, want %d", got, want)
+	}
+	forwarded := 0
+	for _, m := range fpNotMartians {
+		for _, proto := range []uint8{17, 6} {
+			if r.check(t, addressed(m[0], m[1], proto)) {
+				forwarded++
+			}
+		}
+	}
+	if st2, _ := r.s.FastStats(); st2[FastPuntMartian] != want {
+		t.Errorf("punt_martian moved to %d for addresses that are not martians", st2[FastPuntMartian])
+	}
+	if got := r.e.Stats().Drops[fwd.DropMartian]; got != want {
+		t.Errorf("engine martian drops %d after the non-martians, want %d", got, want)
+	}
+	// All but the last (to our address: the engine's) are forwarded.
+	if want := 2 * (len(fpNotMartians) - 1); forwarded != want {
+		t.Errorf("%d of the non-martian frames forwarded, want %d", forwarded, want)
+	}
+}
+
+// The own addresses follow the engine's: an address added to a port makes
+// its source a martian in the fast path at the next Apply, a removed one
+// stops being one (both as the engine judges them).
+func TestFastPathOwnAddressesFollow(t *testing.T) {
+	r := newFPRig(t, 0)
+	added, removed := "198.18.5.77", "198.18.3.1"
+	if !r.check(t, addressed(added, "198.18.64.1", 17)) {
+		t.Fatalf("%s -> 198.18.64.1 not forwarded before it is ours", added)
+	}
+	if r.check(t, addressed(removed, "198.18.64.1", 17)) {
+		t.Fatalf("%s, ours, forwarded as a source", removed)
+	}
+	must(t, r.e.AddAddress(3, netip.MustParsePrefix(added+"/24")))
+	must(t, r.e.RemoveAddress(2, netip.MustParsePrefix(removed+"/24")))
+	must(t, r.fs.Apply(r.e.FastView()))
+	before, _ := r.s.FastStats()
+	if r.check(t, addressed(added, "198.18.64.1", 17)) {
+		t.Fatalf("%s, now ours, forwarded as a source", added)
+	}
+	if !r.check(t, addressed(removed, "198.18.64.1", 17)) {
+		t.Fatalf("%s, no longer ours, not forwarded", removed)
+	}
+	after, _ := r.s.FastStats()
+	if after[FastPuntMartian]-before[FastPuntMartian] != 1 {
+		t.Fatalf("punt_martian moved by %d, want 1", after[FastPuntMartian]-before[FastPuntMartian])
+	}
+	var last [256]byte
+	must(t, r.fs.fp.own.Lookup(uint32(0), &last))
+	var one uint32
+	if last[77] != 1 || r.fs.fp.own4.Lookup(netip.MustParseAddr(added).AsSlice(), &one) != nil ||
+		r.fs.fp.own4.Lookup(netip.MustParseAddr(removed).AsSlice(), &one) == nil {
+		t.Fatalf("own addresses not as the engine's: last byte 77 %d, own4 %v", last[77], r.fs.own)
 	}
 }
 

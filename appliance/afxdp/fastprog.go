@@ -348,8 +348,10 @@ func fastPath6() asm.Instructions {
 		asm.LoadMem(r2, r7, ipv6HeaderLen+13, B),
 		asm.And.Imm(r2, 0x02),
 		asm.JNE.Imm(r2, 0, "fp_syn"),
-
-		asm.StoreImm(r10, -24, 128, W).WithSymbol("fp6_route"),
+	)
+	p = append(p, fastMartian6()...)
+	p = append(p,
+		asm.StoreImm(r10, -24, 128, W).WithSymbol("fp6_lookup"),
 	)
 	for off := int16(0); off < 16; off += 4 {
 		p = append(p, asm.LoadMem(r2, r7, 24+off, W), asm.StoreMem(r10, -20+off, r2, W))
@@ -454,9 +456,11 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 		asm.LoadMem(r2, r7, 33, B),
 		asm.And.Imm(r2, 0x02),
 		asm.JNE.Imm(r2, 0, "fp_syn"),
-
+	)
+	p = append(p, fastMartian4()...)
+	p = append(p,
 		// Longest prefix match on the destination, then the next hop.
-		asm.StoreImm(r10, -16, 32, W).WithSymbol("fp_route"),
+		asm.StoreImm(r10, -16, 32, W).WithSymbol("fp4_lookup"),
 		asm.LoadMem(r2, r7, 16, W),
 		asm.StoreMem(r10, -12, r2, W),
 	)
@@ -544,7 +548,7 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 	}{{"fp_options", FastPuntOptions}, {"fp_fragment", FastPuntFragment}, {"fp_ttl", FastPuntTTL},
 		{"fp_length", FastPuntLength}, {"fp_checksum", FastPuntChecksum}, {"fp_l4", FastPuntL4},
 		{"fp_syn", FastPuntSYN}, {"fp_noroute", FastPuntNoRoute}, {"fp_neigh", FastPuntNextHop}, {"fp_mtu", FastPuntMTU},
-		{"fp_partial", FastPuntPartial}, {"fpb_vlan", FastPuntVLAN}, {"fpb_flood", FastPuntFlood}, {"fpb_learn", FastPuntLearn}} {
+		{"fp_partial", FastPuntPartial}, {"fpb_vlan", FastPuntVLAN}, {"fpb_flood", FastPuntFlood}, {"fpb_learn", FastPuntLearn}, {"fp_martian", FastPuntMartian}} {
 		q := punt(c.stat)
 		q[0] = q[0].WithSymbol(c.label)
 		p = append(p, q...)
@@ -553,6 +557,106 @@ func fastPath4(verdictOnly bool) asm.Instructions {
 	p = append(p, asm.StoreMem(r10, -4, r3, W).WithSymbol("fp_punt"))
 	p = append(p, countOne("xsk")...)
 	return append(p, asm.Ja.Label("xsk"))
+}
+
+// fastMartian4 emits the engine's martian test (fwd's martian.go, RFC 1812
+// §5.3.7 and §4.2.2.11) at label "fp_route", where a routable IPv4 frame
+// arrives before its route lookup (r7 = the header): a source or
+// destination in 0/8, 127/8 or 224/4, or 255.255.255.255, or a source
+// that is one of the engine's addresses, goes to "fp_martian" (punted: the
+// engine drops and counts it); the rest falls through. As in the engine,
+// the own-address test every frame takes is a byte lookup by the source's
+// last byte; only a hit looks the address up.
+func fastMartian4() asm.Instructions {
+	const r0, r2, r7, r10 = asm.R0, asm.R2, asm.R7, asm.R10
+	never := func(off int16, sym, next string) asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMem(r2, r7, off, asm.Byte).WithSymbol(sym),
+			asm.JEq.Imm(r2, 0, "fp_martian"),
+			asm.JEq.Imm(r2, 127, "fp_martian"),
+			asm.JEq.Imm(r2, 255, sym+"_255"),
+			asm.And.Imm(r2, 0xf0),
+			asm.JEq.Imm(r2, 0xe0, "fp_martian"),
+			asm.Ja.Label(next),
+			asm.LoadMem(r2, r7, off, asm.Word).WithSymbol(sym + "_255"),
+			asm.JEq.Imm32(r2, -1, "fp_martian"),
+		}
+	}
+	p := never(12, "fp_route", "fp4_mdst")
+	p = append(p, never(16, "fp4_mdst", "fp4_mown")...)
+	p = append(p, asm.StoreImm(r10, -8, 0, asm.Word).WithSymbol("fp4_mown"))
+	p = append(p, lookup(mapFPOwn, -8)...)
+	p = append(p,
+		asm.JEq.Imm(r0, 0, "fp4_lookup"),
+		asm.LoadMem(r2, r7, 15, asm.Byte),
+		asm.Add.Reg(r0, r2),
+		asm.LoadMem(r2, r0, 0, asm.Byte),
+		asm.JEq.Imm(r2, 0, "fp4_lookup"),
+		asm.LoadMem(r2, r7, 12, asm.Word),
+		asm.StoreMem(r10, -8, r2, asm.Word),
+	)
+	p = append(p, lookup(mapFPOwn4, -8)...)
+	return append(p, asm.JNE.Imm(r0, 0, "fp_martian"))
+}
+
+// fastMartian6 is fastMartian4 for IPv6 (RFC 4291 §2.5.2, §2.5.3, §2.5.6,
+// §2.7), at label "fp6_route", falling through to "fp6_lookup": a source or
+// destination ::, ::1 or in ff00::/8, or fe80::/10 at either end unless the
+// destination is one of the engine's addresses. Only an address whose
+// first byte is 0x00, 0xfe or 0xff takes the full test.
+func fastMartian6() asm.Instructions {
+	const r0, r2, r3, r7, r10 = asm.R0, asm.R2, asm.R3, asm.R7, asm.R10
+	W, H, B := asm.Word, asm.Half, asm.Byte
+	p := asm.Instructions{
+		asm.LoadMem(r2, r7, 8, B).WithSymbol("fp6_route"),
+		asm.JEq.Imm(r2, 0, "fp6_mart"),
+		asm.JGE.Imm(r2, 0xfe, "fp6_mart"),
+		asm.LoadMem(r2, r7, 24, B),
+		asm.JEq.Imm(r2, 0, "fp6_mart"),
+		asm.JLT.Imm(r2, 0xfe, "fp6_lookup"),
+		asm.LoadMem(r2, r7, 8, B).WithSymbol("fp6_mart"),
+		asm.JEq.Imm(r2, 0xff, "fp_martian"),
+		asm.LoadMem(r2, r7, 24, B),
+		asm.JEq.Imm(r2, 0xff, "fp_martian"),
+	}
+	// :: and ::1 (the last word 0 or 1 in network order, loaded little-endian).
+	for i, off := range []int16{8, 24} {
+		next := "fp6_unspec" + strconv.Itoa(i+1)
+		q := asm.Instructions{
+			asm.LoadMem(r2, r7, off, W),
+			asm.LoadMem(r3, r7, off+4, W),
+			asm.Or.Reg(r2, r3),
+			asm.LoadMem(r3, r7, off+8, W),
+			asm.Or.Reg(r2, r3),
+			asm.JNE.Imm(r2, 0, next),
+			asm.LoadMem(r3, r7, off+12, W),
+			asm.JEq.Imm(r3, 0, "fp_martian"),
+			asm.JEq.Imm(r3, 0x01000000, "fp_martian"),
+		}
+		if i > 0 {
+			q[0] = q[0].WithSymbol("fp6_unspec" + strconv.Itoa(i))
+		}
+		p = append(p, q...)
+	}
+	p = append(p,
+		// fe80::/10 at either end: the first 10 bits, loaded little-endian.
+		asm.LoadMem(r2, r7, 8, H).WithSymbol("fp6_unspec2"),
+		asm.And.Imm(r2, be16(0xffc0)),
+		asm.JEq.Imm(r2, be16(0xfe80), "fp6_ll"),
+		asm.LoadMem(r2, r7, 24, H),
+		asm.And.Imm(r2, be16(0xffc0)),
+		asm.JNE.Imm(r2, be16(0xfe80), "fp6_lookup"),
+	)
+	for off := int16(0); off < 16; off += 4 {
+		q := asm.Instructions{asm.LoadMem(r2, r7, 24+off, W), asm.StoreMem(r10, -20+off, r2, W)}
+		if off == 0 {
+			q[0] = q[0].WithSymbol("fp6_ll")
+		}
+		p = append(p, q...)
+	}
+	p = append(p, lookup(mapFPOwn6, -20)...)
+	// To one of ours: not routed here either way (its next hop punts).
+	return append(p, asm.JEq.Imm(r0, 0, "fp_martian"))
 }
 
 // fastBridge emits the bridge fast path at label "ovfwd", where every

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -63,8 +63,8 @@ func suiteFastBridge(t *testing.T, tp *topo, e *fwd.Engine, pa, pb *Port) func()
 	if !suiteFastForced() || fp == nil || fp != pb.fast {
 		return nil // not opened with the suite's fast path (openIn)
 	}
-	netns.Run(t, tp.a, "ethtool", "-K", "h8a0", "gro", "on")
-	netns.Run(t, tp.b, "ethtool", "-K", "h8b0", "gro", "on")
+	nstest.Run(t, tp.a, "ethtool", "-K", "h8a0", "gro", "on")
+	nstest.Run(t, tp.b, "ethtool", "-K", "h8b0", "gro", "on")
 	fs, err := NewFastSync(fp, []int{pa.Ifindex(), pb.Ifindex()})
 	if err != nil {
 		t.Fatal(err)

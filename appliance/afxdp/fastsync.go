@@ -3,6 +3,7 @@ package afxdp
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/cilium/ebpf"
@@ -21,6 +22,8 @@ type FastSync struct {
 	free    []uint32
 	next    uint32
 	macs    map[[fastMACKeySize]byte][fastMACSize]byte // what ApplyBridge wrote
+	own     map[netip.Addr]bool                        // the engine's addresses in own4/own6
+	ownLast [256]byte                                  // what own holds
 }
 
 type fastNHKey struct {
@@ -32,8 +35,8 @@ type fastNHKey struct {
 // for a port the fast path must not send to: not AF_XDP, a veth, …).
 func NewFastSync(fp *FastPath, ifindex []int) (*FastSync, error) {
 	s := &FastSync{fp: fp, ifindex: append([]int(nil), ifindex...), routes: map[netip.Prefix]uint32{},
-		nhs: map[fastNHKey]uint32{}, next: 1}
-	return s, fp.SetNextHop(0, FastNextHop{})
+		nhs: map[fastNHKey]uint32{}, next: 1, own: map[netip.Addr]bool{}}
+	return s, errors.Join(fp.SetNextHop(0, FastNextHop{}), fp.own.Put(uint32(0), s.ownLast[:]))
 }
 
 // SetTarget changes engine port i's redirect target (0: none, e.g. while
@@ -112,7 +115,57 @@ func (s *FastSync) Apply(v fwd.FastView) error {
 			s.free = append(s.free, id)
 		}
 	}
+	return errors.Join(append(errs, s.applyOwn(v.Routes))...)
+}
+
+// applyOwn writes the engine's own addresses (its Local host routes) for
+// the program's martian test: a source that is one of them is a martian,
+// and so is a link-local end unless the destination is one of them.
+func (s *FastSync) applyOwn(routes []fwd.FastRoute) error {
+	want := map[netip.Addr]bool{}
+	var last [256]byte
+	for _, r := range routes {
+		if r.Local && r.Prefix.IsSingleIP() {
+			a := r.Prefix.Addr()
+			want[a] = true
+			if a.Is4() {
+				last[a.As4()[3]] = 1
+			}
+		}
+	}
+	var errs []error
+	for a := range want {
+		if !s.own[a] {
+			if err := s.ownMap(a).Put(a.AsSlice(), uint32(1)); err != nil {
+				errs = append(errs, fmt.Errorf("afxdp: fast path: own address %v: %w", a, err))
+				continue
+			}
+			s.own[a] = true
+		}
+	}
+	for a := range s.own {
+		if !want[a] {
+			if err := s.ownMap(a).Delete(a.AsSlice()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			delete(s.own, a)
+		}
+	}
+	if last != s.ownLast {
+		if err := s.fp.own.Put(uint32(0), last[:]); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		s.ownLast = last
+	}
 	return errors.Join(errs...)
+}
+
+func (s *FastSync) ownMap(a netip.Addr) *ebpf.Map {
+	if a.Is4() {
+		return s.fp.own4
+	}
+	return s.fp.own6
 }
 
 // ApplyBridge makes the bridge fast path forward exactly to the MACs v

@@ -11,7 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // The steering program encodes for every shape (with and without a VPN
@@ -96,7 +96,7 @@ func TestSteeringLoads(t *testing.T) {
 // The filtered drop counter drops and counts only IPv4 packets to its
 // prefix; everything else goes to the kernel uncounted.
 func TestDropCounterFor(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	c, err := NewDropCounterFor(netip.MustParsePrefix("198.18.82.0/24"))
 	if err != nil {
 		t.Fatal(err)

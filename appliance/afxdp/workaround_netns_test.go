@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 	"golang.org/x/sys/unix"
 )
@@ -105,7 +107,7 @@ func TestTxLinkDownCountsAndRecovers(t *testing.T) {
 	if got := waitCount(sink, 32); got != 32 {
 		t.Fatalf("link up: sink counted %d, want 32", got)
 	}
-	netns.Run(t, tp.app, "ip", "link", "set", "h8a1", "down")
+	nstest.Run(t, tp.app, "ip", "link", "set", "h8a1", "down")
 	for range 4 {
 		sendFrames(p, 32, dst)
 	}
@@ -113,7 +115,7 @@ func TestTxLinkDownCountsAndRecovers(t *testing.T) {
 	if st.KickErrors == 0 || st.Drops[fwd.DropLinkDown] == 0 {
 		t.Fatalf("link down: kick errors %d, link_down drops %d; want both > 0", st.KickErrors, st.Drops[fwd.DropLinkDown])
 	}
-	netns.Run(t, tp.app, "ip", "link", "set", "h8a1", "up")
+	nstest.Run(t, tp.app, "ip", "link", "set", "h8a1", "up")
 	before, _, _ := sink.Count()
 	var got uint64
 	for i := 0; i < 50 && got < before+32; i++ { // the first batches after up may still meet a carrier-less device
@@ -137,7 +139,7 @@ func TestDetachLeavesNoProgram(t *testing.T) {
 			if m := p.Modes()[0].Attach; m != mode {
 				t.Fatalf("attached %v, want %v", m, mode)
 			}
-			if out := netns.Run(t, tp.app, "ip", "link", "show", "h8a1"); !strings.Contains(out, "prog/xdp") {
+			if out := nstest.Run(t, tp.app, "ip", "link", "show", "h8a1"); !strings.Contains(out, "prog/xdp") {
 				t.Fatalf("no XDP program visible after Open:\n%s", out)
 			}
 			done := make(chan struct{})
@@ -147,7 +149,7 @@ func TestDetachLeavesNoProgram(t *testing.T) {
 			case <-time.After(3 * time.Second):
 				t.Fatal("Close did not return within 3 s")
 			}
-			if out := netns.Run(t, tp.app, "ip", "link", "show", "h8a1"); strings.Contains(out, "prog/xdp") {
+			if out := nstest.Run(t, tp.app, "ip", "link", "show", "h8a1"); strings.Contains(out, "prog/xdp") {
 				t.Fatalf("XDP program left after Close:\n%s", out)
 			}
 		})
@@ -213,25 +215,25 @@ func TestBindRetryAfterRestart(t *testing.T) {
 func TestSteeringAndNeighMirror(t *testing.T) {
 	tp := newTopo(t, 1)
 	const local = "198.18.8.3"
-	netns.Run(t, tp.app, "ip", "addr", "add", local+"/24", "dev", "h8a1")
+	nstest.Run(t, tp.app, "ip", "addr", "add", local+"/24", "dev", "h8a1")
 	pa := openIn(t, tp.app, "h8a1", Options{Pool: 1, VPNPort: 1194})
 	pb := openIn(t, tp.app, "h8b1", Options{Pool: 2, Index: 1})
 	h := startHub(t, tp.app, pa, pb)
 
 	// ovfwd consumes ARP, so the kernel learns host A only from the mirror.
 	macA := macOf(t, tp.a, "h8a0")
-	var mirror *NeighMirror
-	if err := tp.app.Do(func() (err error) { mirror, err = NewNeighMirror(); return }); err != nil {
+	var mirror *nlsync.NeighMirror
+	if err := tp.app.Do(func() (err error) { mirror, err = nlsync.NewNeighMirror(); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer mirror.Close()
-	if err := mirror.Set(pa.Ifindex(), netip.MustParseAddr(hostA), macA); err != nil {
+	if err := mirror.Set(pa.Ifindex(), netip.MustParseAddr(hostA), macA, true); err != nil {
 		t.Fatal(err)
 	}
-	if out := netns.Run(t, tp.app, "ip", "neigh", "show", "dev", "h8a1"); !strings.Contains(out, hostA) || !strings.Contains(out, "PERMANENT") {
+	if out := nstest.Run(t, tp.app, "ip", "neigh", "show", "dev", "h8a1"); !strings.Contains(out, hostA) || !strings.Contains(out, "PERMANENT") {
 		t.Fatalf("mirrored neighbour missing:\n%s", out)
 	}
-	netns.Run(t, tp.a, "ip", "neigh", "replace", local, "lladdr", pa.Info().MAC.String(), "dev", "h8a0")
+	nstest.Run(t, tp.a, "ip", "neigh", "replace", local, "lladdr", pa.Info().MAC.String(), "dev", "h8a0")
 
 	if out, err := tp.a.Run("ping", "-c", "2", "-i", "0.2", "-W", "2", local); err != nil {
 		t.Fatalf("ping to the appliance's own address: %v\n%s", err, out)
@@ -288,7 +290,7 @@ func TestSteeringAndNeighMirror(t *testing.T) {
 	if err := mirror.Delete(pa.Ifindex(), netip.MustParseAddr(hostA)); err != nil {
 		t.Fatal(err)
 	}
-	if out := netns.Run(t, tp.app, "ip", "neigh", "show", "dev", "h8a1"); strings.Contains(out, hostA) {
+	if out := nstest.Run(t, tp.app, "ip", "neigh", "show", "dev", "h8a1"); strings.Contains(out, hostA) {
 		t.Fatalf("neighbour still there after Delete:\n%s", out)
 	}
 }

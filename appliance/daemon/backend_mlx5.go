@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"net"
+	"sync"
 	"time"
 
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5"
-	"github.com/ovfwd/ovfwd/mlx5/model/fullsim"
 )
 
 // mlx5PortConfig maps [[port]] and [port.mlx5] onto the userspace driver's
-// port configuration (shared by vfio and mlx5-sim).
+// port configuration (shared by vfio and the registered mlx5 backends).
 func mlx5PortConfig(p *config.Port, index, queues int, bridge bool) mlx5.FwdPortConfig {
 	c := mlx5.FwdPortConfig{
 		Name:        p.Name,
@@ -91,21 +90,51 @@ func serviceReport(log *slog.Logger, port string) func(error) {
 	return func(err error) { log.Error("mlx5 function service", "port", port, "err", err) }
 }
 
-// openSim brings up the mlx5 device model (mlx5/model/fullsim: the command model
-// and the data-path engines) with the whole userspace driver on top: the
-// same bring-up, objects and data path as vfio, on modelled hardware. The
-// modelled port has no cable: frames it sends are dropped by the model and
-// none arrive, so it serves labs that inject traffic, not forwarding.
-func openSim(p *config.Port, pc mlx5.FwdPortConfig, log *slog.Logger) (fwd.Port, func() error, error) {
-	mac := p.MAC
-	if mac == nil {
-		// Locally administered, unicast, distinct per port.
-		mac = net.HardwareAddr{0x02, 'o', 'v', 's', 0, byte(pc.PoolID)}
+// An MLX5Opener brings the userspace mlx5 driver up on something other
+// than a VFIO function: it returns the forwarding port, which releases
+// everything on Close, and the function the daemon services.
+type MLX5Opener func(p *config.Port, pc mlx5.FwdPortConfig) (fwd.Port, *mlx5.HCA, error)
+
+type mlx5Backend struct {
+	mode string
+	open MLX5Opener
+}
+
+// mlx5Backends are the drivers registered with RegisterMLX5Backend. The
+// daemon builds in only the hardware backends (AF_XDP, VFIO); the device
+// model ("mlx5-sim") is registered by the binary, so the daemon links no
+// model.
+var mlx5Backends struct {
+	sync.Mutex
+	m map[string]mlx5Backend
+}
+
+// RegisterMLX5Backend makes ports with `driver = driver` open through
+// open; mode is what status says of each of their queues. Call it before
+// Run.
+func RegisterMLX5Backend(driver, mode string, open MLX5Opener) {
+	mlx5Backends.Lock()
+	defer mlx5Backends.Unlock()
+	if mlx5Backends.m == nil {
+		mlx5Backends.m = map[string]mlx5Backend{}
 	}
-	fp, dev, err := fullsim.NewPortConfig(fullsim.Config{}, mac, pc)
+	mlx5Backends.m[driver] = mlx5Backend{mode: mode, open: open}
+}
+
+func registeredMLX5(driver string) (mlx5Backend, bool) {
+	mlx5Backends.Lock()
+	defer mlx5Backends.Unlock()
+	b, ok := mlx5Backends.m[driver]
+	return b, ok
+}
+
+// openRegistered opens p on a registered backend, its function serviced
+// as a VFIO one is.
+func openRegistered(b mlx5Backend, p *config.Port, pc mlx5.FwdPortConfig, log *slog.Logger) (fwd.Port, func() error, error) {
+	fp, hca, err := b.open(p, pc)
 	if err != nil {
 		return nil, nil, err
 	}
-	stop := dev.HCA().RunService(mlx5ServiceInterval, serviceReport(log, p.Name))
+	stop := hca.RunService(mlx5ServiceInterval, serviceReport(log, p.Name))
 	return fp, func() error { stop(); return fp.Close() }, nil
 }

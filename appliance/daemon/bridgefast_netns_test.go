@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // Bridge mode with the XDP fast path, three hosts on one LAN (198.18.60.0/24):
@@ -54,38 +55,38 @@ format = "text"
 // are learned; B's link going down and B's MAC moving to p2 reach its map
 // within 100 ms (read from the daemon's own map), and traffic follows.
 func TestDaemonBridgeFastPathNetns(t *testing.T) {
-	netns.RequireRoot(t)
-	bin := netns.BuildOvfwd(t)
-	a, app, b, c := netns.New(t, "dbf"), netns.New(t, "dbf"), netns.New(t, "dbf"), netns.New(t, "dbf")
-	netns.Link(t, a, "a0", app, "p0")
-	netns.Link(t, app, "p1", b, "b0")
-	netns.Link(t, app, "p2", c, "c0")
+	nstest.RequireRoot(t)
+	bin := nstest.BuildOvfwd(t)
+	a, app, b, c := nstest.New(t, "dbf"), nstest.New(t, "dbf"), nstest.New(t, "dbf"), nstest.New(t, "dbf")
+	nstest.Link(t, a, "a0", app, "p0")
+	nstest.Link(t, app, "p1", b, "b0")
+	nstest.Link(t, app, "p2", c, "c0")
 	macB := net.HardwareAddr{2, 0, 0, 0, 0x60, 2}
 	for _, h := range []struct {
 		ns      *netns.NS
 		dev, ip string
 		mac     string
 	}{{a, "a0", "198.18.60.1/24", "02:00:00:00:60:01"}, {b, "b0", "198.18.60.2/24", macB.String()}, {c, "c0", "198.18.60.3/24", "02:00:00:00:60:03"}} {
-		netns.Run(t, h.ns, "ip", "link", "set", h.dev, "address", h.mac)
+		nstest.Run(t, h.ns, "ip", "link", "set", h.dev, "address", h.mac)
 		// No IPv6 chatter (DAD, MLD): the frames that teach the bridge
 		// where a station is are the test's own.
-		netns.Run(t, h.ns, "sysctl", "-qw", "net.ipv6.conf."+h.dev+".disable_ipv6=1")
+		nstest.Run(t, h.ns, "sysctl", "-qw", "net.ipv6.conf."+h.dev+".disable_ipv6=1")
 		// NAPI on the receiving side for the redirect (GRO). Checksum
 		// offload off: bridge mode forwards frames without parsing L4,
 		// so a sender's unfinished checksum would reach B unfinished
 		// (docs/fragments-and-offloads.md, "Bridge mode").
-		netns.Run(t, h.ns, "ethtool", "-K", h.dev, "tx", "off", "tso", "off", "gso", "off", "gro", "on")
-		netns.Run(t, h.ns, "ip", "addr", "add", h.ip, "dev", h.dev)
+		nstest.Run(t, h.ns, "ethtool", "-K", h.dev, "tx", "off", "tso", "off", "gso", "off", "gro", "on")
+		nstest.Run(t, h.ns, "ip", "addr", "add", h.ip, "dev", h.dev)
 	}
 	// A sends to B's MAC without asking (the test moves that MAC).
-	netns.Run(t, a, "ip", "neigh", "replace", "198.18.60.2", "lladdr", macB.String(), "dev", "a0", "nud", "permanent")
+	nstest.Run(t, a, "ip", "neigh", "replace", "198.18.60.2", "lladdr", macB.String(), "dev", "a0", "nud", "permanent")
 
 	dir := unitDir(t)
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(bridgeFastConfig, sock))
 	_, exited, _ := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 3 })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 3 })
 	// Both learned (B answers A's ping, which floods first).
 	ping(t, a, "198.18.60.2")
 	ping(t, a, "198.18.60.3")
@@ -133,7 +134,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	}
 
 	// Host A's datagrams to B, one every millisecond, counted where they land.
-	atB := netns.CountUDP(t, b, netip.MustParseAddrPort("198.18.60.2:9"))
+	atB := nstest.CountUDP(t, b, netip.MustParseAddrPort("198.18.60.2:9"))
 	stop := sendEvery(t, a, "198.18.60.2", time.Millisecond)
 	defer stop()
 	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 200 })
@@ -145,7 +146,7 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	// B's link goes down: p1 stops being a redirect target. Timed from
 	// the moment the command that made the change returned (under load
 	// starting `ip` alone can take longer than the bound).
-	netns.Run(t, b, "ip", "link", "set", "b0", "down")
+	nstest.Run(t, b, "ip", "link", "set", "b0", "down")
 	t0 := time.Now()
 	d, ok := waitEntry(t0, func(e, p uint32, have bool) bool { return have && e == 0 })
 	t.Logf("link down: B's entry punts after %v", d)
@@ -165,10 +166,10 @@ func TestDaemonBridgeFastPathNetns(t *testing.T) {
 	// and the fast path's entry follows. Timed from just before C's first
 	// datagram (its ARP request carries B's MAC): a frame C sent earlier
 	// can only make the move visible sooner.
-	netns.Run(t, c, "ip", "link", "set", "c0", "address", macB.String())
-	netns.Run(t, c, "ip", "addr", "add", "198.18.60.2/24", "dev", "c0")
+	nstest.Run(t, c, "ip", "link", "set", "c0", "address", macB.String())
+	nstest.Run(t, c, "ip", "addr", "add", "198.18.60.2/24", "dev", "c0")
 	t0 = time.Now()
-	atC := netns.CountUDP(t, c, netip.MustParseAddrPort("198.18.60.2:9"))
+	atC := nstest.CountUDP(t, c, netip.MustParseAddrPort("198.18.60.2:9"))
 	sendOnce(t, c, "198.18.60.2", "198.18.60.1")
 	d, ok = waitEntry(t0, func(e, p uint32, have bool) bool { return have && e == p2 && p == 2 })
 	t.Logf("MAC move: B's entry on p2 %v after C's first frame with B's MAC", d)

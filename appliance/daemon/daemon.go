@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"os/signal"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/exctap"
 	"github.com/ovfwd/ovfwd/appliance/metrics"
 	"github.com/ovfwd/ovfwd/appliance/nlsync"
@@ -22,7 +18,6 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
-	"github.com/ovfwd/ovfwd/mlx5"
 )
 
 const (
@@ -59,7 +54,7 @@ type daemon struct {
 	engine  *fwd.Engine
 	fib     *routeTable
 	neigh   *neighbours
-	mirror  *afxdp.NeighMirror
+	mirror  *nlsync.NeighMirror
 	fast    *fastState // nil without the XDP fast path
 	nl      *nlsync.Sync
 	kq      *kernelQueue // kernel routes from nl, applied in batches
@@ -74,6 +69,7 @@ type daemon struct {
 	cpus    []int             // cpus[q]: worker q's CPU, -1 when not pinned
 	beats   []heartbeat       // beats[q]: worker q's loop counter
 	so      *scaleOut         // readiness, drain and route export
+	mon     *monitoring       // management interface and status file (mgmt.go)
 	notify  *notifier         // systemd's notify socket; nil outside systemd
 
 	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
@@ -103,7 +99,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 		d.logs = newLogSwitch(os.Stderr, cfg.Log)
 		logger = slog.New(d.logs)
 	}
-	d.rateLog = newRateLog(logger.Handler())
+	d.rateLog = newRateLog(d.logHistory(logger.Handler()))
 	d.log = slog.New(d.rateLog)
 	if err := d.start(cfg); err != nil {
 		d.log.Error("start failed", "err", err)
@@ -124,91 +120,64 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 	}
 }
 
+// start brings the appliance up, each subsystem on the ones before it:
+// ports and the engine, routes, neighbours, the fast path, the VPN server
+// and uplinks, NAT, exception TAPs, the workers, the kernel's routes and
+// neighbours, the status and metrics servers, scale-out. On error, shutdown
+// releases what started.
 func (d *daemon) start(cfg *config.Config) error {
 	d.cfg, d.started0 = cfg, cfg
 	d.so = newScaleOut(cfg.Export)
-	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
-	if err != nil {
-		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
-	}
-	var vpnPort uint16
-	if cfg.VPN.Enabled {
-		vpnPort = uint16(cfg.VPN.Port)
-	}
-	fports := make([]fwd.Port, 0, len(cfg.Ports))
-	// AF_XDP ports share one UMEM per queue index, so the engine forwards
-	// between them without a copy; its pool id is past every port's own.
-	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
-	fast, err := newFastPath(cfg.Appliance, d.log)
+	fast, err := d.startPorts(cfg)
 	if err != nil {
 		return err
 	}
-	for i := range cfg.Ports {
-		pc := &cfg.Ports[i]
-		c := choose(pc, fns)
-		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
-		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, fast, d.log)
-		if err != nil {
-			if fast != nil {
-				fast.Close()
-			}
-			return err
-		}
-		d.ports = append(d.ports, pt)
-		fports = append(fports, pt.fp)
-	}
-	if d.engine, err = fwd.New(engineConfig(cfg.Appliance, cfg.VPN.Enabled), fports); err != nil {
+	if err := d.startRoutes(cfg); err != nil {
 		return err
 	}
-	names := make([]string, len(d.ports))
-	for i, pt := range d.ports {
-		names[i] = pt.cfg.Name
-		if err := d.configurePort(cfg.Appliance.Mode, pt); err != nil {
-			return err
-		}
-	}
-	d.fib = newRouteTable(d.engine, names, d.log)
-	static, err := staticRoutes(cfg, d.portIndex)
-	if err != nil {
+	if err := d.startNeighbours(); err != nil {
 		return err
-	}
-	d.fib.replace(srcStatic, static)
-
-	for _, pt := range d.ports {
-		if pt.xdp != nil && d.mirror == nil {
-			if d.mirror, err = afxdp.NewNeighMirror(); err != nil {
-				return err
-			}
-		}
-	}
-	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
-	if d.mirror != nil {
-		// A run that was killed left its mirrored entries (permanent: they
-		// never age); they are recognised by the mirror's mark.
-		var ifs []int
-		for _, pt := range d.ports {
-			if pt.xdp != nil {
-				ifs = append(ifs, pt.ifindex)
-			}
-		}
-		n, err := d.mirror.Purge(ifs)
-		if err != nil {
-			return err
-		}
-		d.neigh.purged = n
-		if n > 0 {
-			d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
-		}
 	}
 	if fast != nil {
 		if err := d.startFastPath(fast, cfg.Appliance); err != nil {
 			return err
 		}
 	}
-	if cfg.VPN.Enabled || len(cfg.VPN.Clients) > 0 {
-		if d.wake, err = runner.NewWake(d.engine); err != nil {
+	if err := d.startTunnels(cfg); err != nil {
+		return err
+	}
+	if len(cfg.NAT) > 0 {
+		if err := d.applyNAT(cfg); err != nil {
 			return err
 		}
+	}
+	if err := d.startExceptionTAPs(cfg); err != nil {
+		return err
+	}
+	if err := d.startWorkers(cfg.Appliance); err != nil {
+		return err
+	}
+	if err := d.startKernelSync(cfg.Netlink); err != nil {
+		return err
+	}
+	if err := d.startServers(cfg); err != nil {
+		return err
+	}
+	if err := d.startMonitoring(cfg); err != nil {
+		return err
+	}
+	return d.startScaleOut()
+}
+
+// startTunnels starts the VPN server and the uplinks ([[vpn.client]]),
+// with the wake-up through which both hand worker 0 packets.
+func (d *daemon) startTunnels(cfg *config.Config) error {
+	if !cfg.VPN.Enabled && len(cfg.VPN.Clients) == 0 {
+		return nil
+	}
+	var err error
+	if d.wake, err = runner.NewWake(d.engine); err != nil {
+		return err
 	}
 	if cfg.VPN.Enabled {
 		if d.vpn, err = d.startVPN(&cfg.VPN); err != nil {
@@ -222,72 +191,7 @@ func (d *daemon) start(cfg *config.Config) error {
 		d.fib.replace(srcUplink, uplinkRoutes(cfg.VPN.Clients))
 		d.uplinks = startUplinks(cfg.VPN.Clients, d.wake, d.log)
 	}
-	if len(cfg.NAT) > 0 {
-		if err := d.applyNAT(cfg); err != nil {
-			return err
-		}
-	}
-	if err := d.startExceptionTAPs(cfg); err != nil {
-		return err
-	}
-	if err := d.startWorkers(cfg.Appliance); err != nil {
-		return err
-	}
-	d.kq = newKernelQueue()
-	d.control.Add(1)
-	go func() { defer d.control.Done(); d.kq.run(d.fib, d.stop) }()
-	if err := d.startNetlink(cfg.Netlink); err != nil {
-		return err
-	}
-	if err := d.startServers(cfg); err != nil {
-		return err
-	}
-	return d.startScaleOut()
-}
-
-// configurePort gives the engine a port's addresses (router mode) or VLANs (bridge mode).
-func (d *daemon) configurePort(mode string, pt *port) error {
-	if mode == config.ModeBridge {
-		if len(pt.cfg.VLANs) == 0 {
-			return nil
-		}
-		v := fwd.PortVLAN{Untagged: 1}
-		for _, id := range pt.cfg.VLANs {
-			v.Tagged = append(v.Tagged, uint16(id))
-		}
-		return d.engine.SetPortVLAN(pt.index, v)
-	}
-	for _, a := range pt.cfg.Addresses {
-		if err := d.engine.AddAddress(pt.index, a); err != nil {
-			return fmt.Errorf("port %s: %w", pt.cfg.Name, err)
-		}
-	}
 	return nil
-}
-
-func (d *daemon) portIndex(name string) (int, bool) {
-	for i, pt := range d.ports {
-		if pt.cfg.Name == name {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-// staticRoutes maps [[route]] onto engine next hops.
-func staticRoutes(cfg *config.Config, portIndex func(string) (int, bool)) (map[netip.Prefix]route, error) {
-	out := map[netip.Prefix]route{}
-	for _, r := range cfg.Routes {
-		i, ok := portIndex(r.Port)
-		if !ok {
-			return nil, fmt.Errorf("route %v: port %q is not running (ports change only at restart)", r.Prefix, r.Port)
-		}
-		if cur, dup := out[r.Prefix]; dup && cur.metric <= r.Metric {
-			continue // lower metric wins
-		}
-		out[r.Prefix] = route{nh: fwd.NextHop{Port: i, Via: r.Via}, metric: r.Metric}
-	}
-	return out, nil
 }
 
 // vpnNeighHold is the least neighbour_hold with the VPN server on. Many
@@ -352,109 +256,6 @@ func applianceRestartPart(a config.Appliance) config.Appliance {
 	return a
 }
 
-func (d *daemon) startNetlink(c config.Netlink) error {
-	ifs := map[int]int{}
-	for i, pt := range d.ports {
-		if pt.ifindex != 0 {
-			ifs[pt.ifindex] = i
-		}
-	}
-	s, err := nlsync.Start(nlsync.Options{Routes: c.Routes, Table: c.Table, Neighbours: c.Neighbours, Ports: ifs, Logger: d.log}, &nlSink{d})
-	if err != nil {
-		return err
-	}
-	d.nl = s
-	d.log.Info("netlink sync", "routes", c.Routes, "table", c.Table, "neighbours", c.Neighbours)
-	return nil
-}
-
-// nlSink routes nlsync's reports to the route table and neighbours.
-type nlSink struct{ d *daemon }
-
-func (s *nlSink) KernelRoute(p netip.Prefix, nh fwd.NextHop, ok bool) {
-	s.d.kq.put(p, nh, ok)
-}
-
-func (s *nlSink) KernelNeighbour(port int, ip netip.Addr, mac net.HardwareAddr) {
-	s.d.neigh.KernelNeighbour(port, ip, mac)
-}
-
-func (s *nlSink) Link(port int, up bool) {
-	pt := s.d.ports[port]
-	if pt.up.Swap(up) != up {
-		s.d.log.Warn("link state", "port", pt.cfg.Name, "up", up)
-	}
-	s.d.fib.setLink(port, up)
-}
-
-// Address keeps an AF_XDP port's kernel addresses and the engine's in
-// step. The steering program hands ARP/ND to ovfwd, so an address only the
-// kernel had could never be resolved: the engine must own it too (answer
-// ARP/ND, route its subnet), and the steering program must pass traffic
-// for it to the kernel.
-func (s *nlSink) Address(port int, p netip.Prefix, added bool) {
-	d := s.d
-	pt := d.ports[port]
-	if pt.xdp == nil {
-		return
-	}
-	if err := pt.xdp.RefreshLocal(); err != nil {
-		d.log.Warn("kernel addresses not refreshed in the steering program", "port", pt.cfg.Name, "err", err)
-	}
-	d.mu.Lock()
-	router := d.cfg.Appliance.Mode == config.ModeRouter
-	d.mu.Unlock()
-	if !router || slices.Contains(pt.cfg.Addresses, p) {
-		return // config addresses stay the engine's whatever the kernel does
-	}
-	pt.kernelMu.Lock()
-	defer pt.kernelMu.Unlock()
-	switch {
-	case added && !pt.kernelAddrs[p]:
-		if err := d.engine.AddAddress(port, p); err != nil {
-			d.log.Warn("kernel address not given to the engine", "port", pt.cfg.Name, "addr", p, "err", err)
-			return
-		}
-		pt.kernelAddrs[p] = true
-		d.log.Info("address from the kernel", "port", pt.cfg.Name, "addr", p)
-	case !added && pt.kernelAddrs[p]:
-		delete(pt.kernelAddrs, p)
-		if err := d.engine.RemoveAddress(port, p); err != nil {
-			d.log.Warn("kernel address not taken from the engine", "port", pt.cfg.Name, "addr", p, "err", err)
-			return
-		}
-		d.log.Info("address removed by the kernel", "port", pt.cfg.Name, "addr", p)
-	}
-}
-
-func (d *daemon) startServers(cfg *config.Config) error {
-	if cfg.Status.Socket != "" {
-		s, err := status.ListenCommands(cfg.Status.Socket, d.snapshot, d.command)
-		if err != nil {
-			return err
-		}
-		d.status = s
-		d.log.Info("status socket", "path", cfg.Status.Socket)
-	}
-	if cfg.Metrics.Listen.IsValid() {
-		m, err := metrics.Listen("tcp", cfg.Metrics.Listen.String(), d.snapshot)
-		if err != nil {
-			return err
-		}
-		d.metrics = append(d.metrics, m)
-		d.log.Info("metrics endpoint", "addr", m.Addr().String())
-	}
-	if cfg.Metrics.Socket != "" {
-		m, err := metrics.Listen("unix", cfg.Metrics.Socket, d.snapshot)
-		if err != nil {
-			return err
-		}
-		d.metrics = append(d.metrics, m)
-		d.log.Info("metrics endpoint", "socket", cfg.Metrics.Socket)
-	}
-	return nil
-}
-
 // shutdown stops everything start started, in reverse, within the
 // SIGTERM budget: no more kernel updates, workers and control loop
 // stopped, XDP programs detached, queues released, kernel addresses and
@@ -464,6 +265,7 @@ func (d *daemon) shutdown() error {
 	d.stopNotify()
 	// The routing daemon withdraws the pools before the tunnels go.
 	errs = append(errs, d.stopScaleOut())
+	d.stopMonitoring()
 	if d.status != nil {
 		errs = append(errs, d.status.Close())
 	}

@@ -20,7 +20,9 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 )
 
 // Topology (namespace tag "dmn", addresses 198.18.50-53.0/24):
@@ -71,13 +73,13 @@ via = "198.18.51.1"
 `
 
 func TestDaemonNetns(t *testing.T) {
-	netns.RequireRoot(t)
-	bin := netns.BuildOvfwd(t)
+	nstest.RequireRoot(t)
+	bin := nstest.BuildOvfwd(t)
 	a, app, b := routerNS(t, "dmn", "198.18.50", "198.18.51")
-	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.50.254")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.52.1/32", "dev", "lo")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
-	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
+	nstest.Run(t, a, "ip", "route", "add", "default", "via", "198.18.50.254")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.52.1/32", "dev", "lo")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
+	nstest.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
 
 	dir := unitDir(t)
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
@@ -86,7 +88,7 @@ func TestDaemonNetns(t *testing.T) {
 
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
 
-	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	snap := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	for _, p := range snap.Ports {
 		if len(p.Queues) == 0 || p.Link != "up" {
 			t.Fatalf("port %s: queues %v, link %s", p.Name, p.Queues, p.Link)
@@ -112,7 +114,7 @@ func TestDaemonNetns(t *testing.T) {
 	if _, err := a.Run("ping", "-c", "1", "-W", "1", "198.18.52.1"); err == nil {
 		t.Fatal("198.18.52.1 answered before any route to it existed")
 	}
-	netns.Run(t, app, "ip", "route", "add", "198.18.52.0/24", "via", "198.18.51.1")
+	nstest.Run(t, app, "ip", "route", "add", "198.18.52.0/24", "via", "198.18.51.1")
 	added := time.Now()
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
 		return hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)")
@@ -147,8 +149,8 @@ func TestDaemonNetns(t *testing.T) {
 	// resolved; status counts it on p0's ingress, and B's kernel takes the
 	// datagrams (TTL and checksums right). Out of a veth the redirect needs
 	// NAPI on its peer: GRO on b0.
-	netns.Run(t, b, "ethtool", "-K", "b0", "gro", "on")
-	got := netns.CountUDP(t, b, netip.MustParseAddrPort("198.18.51.1:9"))
+	nstest.Run(t, b, "ethtool", "-K", "b0", "gro", "on")
+	got := nstest.CountUDP(t, b, netip.MustParseAddrPort("198.18.51.1:9"))
 	sendUDP := func(n int) {
 		t.Helper()
 		if err := a.Do(func() error {
@@ -194,7 +196,7 @@ func TestDaemonNetns(t *testing.T) {
 	waitGot(290, "unfinished checksums, finished by the fast path")
 	// A NIC's received checksums are finished; so are A's from here on,
 	// and the rest is about the fast path's own forwarding.
-	netns.Run(t, a, "ethtool", "-K", "a0", "tx", "off")
+	nstest.Run(t, a, "ethtool", "-K", "a0", "tx", "off")
 	base := got.Load()
 	sendUDP(300)
 	fast := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[0].Backend["fast_forwarded"] >= 100 })
@@ -219,7 +221,7 @@ func TestDaemonNetns(t *testing.T) {
 	// Link down on p1: once the daemon has seen it the fast path sends
 	// nothing out of p1 (the workers get the frames and count them as
 	// link_down); link up: it forwards again.
-	netns.Run(t, b, "ip", "link", "set", "b0", "down")
+	nstest.Run(t, b, "ip", "link", "set", "b0", "down")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[1].Link == "down" })
 	dn := waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true }).Ports[0].Backend
 	sendUntil("a frame for the downed p1 punted", func(c status.Counters) bool {
@@ -233,8 +235,8 @@ func TestDaemonNetns(t *testing.T) {
 	if f0, f1 := d0.Ports[0].Backend["fast_forwarded"], d1.Ports[0].Backend["fast_forwarded"]; f1 != f0 {
 		t.Errorf("fast path forwarded %d frames out of a port whose link is down", f1-f0)
 	}
-	netns.Run(t, b, "ip", "link", "set", "b0", "up")
-	netns.Run(t, b, "ip", "route", "replace", "default", "via", "198.18.51.254") // the kernel dropped it with the link
+	nstest.Run(t, b, "ip", "link", "set", "b0", "up")
+	nstest.Run(t, b, "ip", "route", "replace", "default", "via", "198.18.51.254") // the kernel dropped it with the link
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ports[1].Link == "up" })
 	sendUntil("a frame forwarded out of p1 again", func(c status.Counters) bool {
 		return c["fast_forwarded"] > d1.Ports[0].Backend["fast_forwarded"]
@@ -281,37 +283,37 @@ func TestDaemonNetns(t *testing.T) {
 
 	// An address an operator adds to a port later reaches the kernel too
 	// (the steering program learns it from netlink).
-	netns.Run(t, app, "ip", "addr", "add", "198.18.50.253/24", "dev", "p0")
+	nstest.Run(t, app, "ip", "addr", "add", "198.18.50.253/24", "dev", "p0")
 	waitCmd(t, a, 5*time.Second, "ping", "-c", "1", "-W", "1", "198.18.50.253")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Routes.Connected == 5 })
-	netns.Run(t, app, "ip", "addr", "del", "198.18.50.253/24", "dev", "p0")
+	nstest.Run(t, app, "ip", "addr", "del", "198.18.50.253/24", "dev", "p0")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Routes.Connected == 4 })
 
 	// A pinned kernel neighbour reaches the engine; ovfwd's own mirrored
 	// entries (NUD_PERMANENT too) do not come back as pins.
-	netns.Run(t, app, "ip", "neigh", "replace", "198.18.51.77", "lladdr", "02:00:00:00:00:77", "dev", "p1", "nud", "permanent")
+	nstest.Run(t, app, "ip", "neigh", "replace", "198.18.51.77", "lladdr", "02:00:00:00:00:77", "dev", "p1", "nud", "permanent")
 	s = waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Engine["neighbours_pinned"] >= 1 })
 	if s.Engine["neighbours_pinned"] != 1 || s.Engine["neighbours_mirrored"] == 0 {
 		t.Errorf("pinned %d (want 1), mirrored %d (want > 0)", s.Engine["neighbours_pinned"], s.Engine["neighbours_mirrored"])
 	}
-	netns.Run(t, app, "ip", "neigh", "del", "198.18.51.77", "dev", "p1")
+	nstest.Run(t, app, "ip", "neigh", "del", "198.18.51.77", "dev", "p1")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Engine["neighbours_pinned"] == 0 })
 
 	// Link down withdraws the routes out of the port; up restores them.
-	netns.Run(t, app, "ip", "link", "set", "p1", "down")
+	nstest.Run(t, app, "ip", "link", "set", "p1", "down")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
 		return s.Ports[1].Link == "down" && !hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)")
 	})
-	netns.Run(t, app, "ip", "link", "set", "p1", "up")
+	nstest.Run(t, app, "ip", "link", "set", "p1", "up")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
 		return s.Ports[1].Link == "up" && hasRoute(s, "198.18.53.0/24 via 198.18.51.1 dev p1 (static)")
 	})
 	waitCmd(t, a, 10*time.Second, "ping", "-c", "1", "-W", "1", "198.18.53.1")
 
 	// A kernel route deleted with `ip route` leaves the FIB.
-	netns.Run(t, app, "ip", "route", "replace", "198.18.52.0/24", "via", "198.18.51.1")
+	nstest.Run(t, app, "ip", "route", "replace", "198.18.52.0/24", "via", "198.18.51.1")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)") })
-	netns.Run(t, app, "ip", "route", "del", "198.18.52.0/24")
+	nstest.Run(t, app, "ip", "route", "del", "198.18.52.0/24")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool {
 		return !hasRoute(s, "198.18.52.0/24 via 198.18.51.1 dev p1 (kernel)")
 	})
@@ -322,11 +324,11 @@ func TestDaemonNetns(t *testing.T) {
 	// SIGTERM: out within 5 s, no XDP program left, addresses given back.
 	stopWithin5s(t, cmd, exited, "SIGTERM to exit")
 	for _, ifn := range []string{"p0", "p1"} {
-		if out := netns.Run(t, app, "ip", "-d", "link", "show", ifn); strings.Contains(out, "xdp") {
+		if out := nstest.Run(t, app, "ip", "-d", "link", "show", ifn); strings.Contains(out, "xdp") {
 			t.Errorf("%s still has an XDP program after exit:\n%s", ifn, out)
 		}
 	}
-	if out := netns.Run(t, app, "ip", "addr", "show", "p0"); strings.Contains(out, "198.18.50.254") {
+	if out := nstest.Run(t, app, "ip", "addr", "show", "p0"); strings.Contains(out, "198.18.50.254") {
 		t.Errorf("p0 keeps the address ovfwd added:\n%s", out)
 	}
 	if !waitLog(log, regexp.MustCompile(`msg=stopped`)) {
@@ -443,11 +445,11 @@ func scrape(t *testing.T, ns *netns.NS, addr, sample string) uint64 {
 // a veth's default offloads: ovfwd finishes the checksums they leave
 // unfinished (engine event csum_partial).
 func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
-	a, app, b = netns.New(t, tag), netns.New(t, tag), netns.New(t, tag)
-	netns.Link(t, a, "a0", app, "p0")
-	netns.Link(t, app, "p1", b, "b0")
-	netns.Run(t, a, "ip", "addr", "add", lanA+".1/24", "dev", "a0")
-	netns.Run(t, b, "ip", "addr", "add", lanB+".1/24", "dev", "b0")
+	a, app, b = nstest.New(t, tag), nstest.New(t, tag), nstest.New(t, tag)
+	nstest.Link(t, a, "a0", app, "p0")
+	nstest.Link(t, app, "p1", b, "b0")
+	nstest.Run(t, a, "ip", "addr", "add", lanA+".1/24", "dev", "a0")
+	nstest.Run(t, b, "ip", "addr", "add", lanB+".1/24", "dev", "b0")
 	return a, app, b
 }
 
@@ -459,7 +461,7 @@ func routerNS(t *testing.T, tag, lanA, lanB string) (a, app, b *netns.NS) {
 // the unit's user.
 func startUnit(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-chan error, *netns.SyncBuffer) {
 	t.Helper()
-	u := unit.ForTest(t)
+	u := unittest.Load(t)
 	if err := u.Layout(filepath.Dir(cfgPath)); err != nil {
 		t.Fatal(err)
 	}
@@ -473,14 +475,14 @@ func startUnit(t *testing.T, app *netns.NS, bin, cfgPath string) (*exec.Cmd, <-c
 	cmd := exec.Command("ip", append([]string{"netns", "exec", app.Name}, u.Argv(bin, "run", "-c", cfgPath)...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	exited, log := start(t, cmd)
-	u.Check(t, cmd.Process.Pid)
+	unittest.Check(t, u, cmd.Process.Pid)
 	return cmd, exited, log
 }
 
 // unitDir is the test's directory laid out as the package lays out the
 // daemon's (config files readable, run/ and state/ owned by the unit's
 // user), removed when the test ends.
-func unitDir(t *testing.T) string { return unit.ForTest(t).TempDir(t) }
+func unitDir(t *testing.T) string { return unittest.TempDir(t, unittest.Load(t)) }
 
 // start starts ovfwd's cmd and returns its exit (closed after its one
 // value: waitStatus may take it) and its log (stdout and stderr), whose

@@ -4,6 +4,12 @@
 // the status socket, Prometheus metrics, SIGHUP reload and an orderly
 // SIGTERM shutdown.
 //
+// Ports run on AF_XDP or, over VFIO, on ovfwd's mlx5 driver (backend.go
+// chooses per port). Other mlx5 backends are registered by the program
+// (RegisterMLX5Backend): cmd/ovfwd registers the device model
+// (appliance/daemon/mlx5sim, driver "mlx5-sim"), which this package does
+// not link.
+//
 // # Threading contract
 //
 // Run owns every goroutine it starts and stops all of them before it

@@ -54,3 +54,16 @@ func (h *health) check(now time.Time, beats []heartbeat, linkDown func() string)
 	}
 	return linkDown()
 }
+
+// starting names the first worker that has not begun polling, or "".
+// Until each has, frames the kernel hands its queues wait unread: the
+// appliance is not serving yet. That is no failure (no hold-down follows
+// it); a worker that never polls is reported stalled by check.
+func starting(beats []heartbeat) string {
+	for q := range beats {
+		if beats[q].n.Load() == 0 {
+			return fmt.Sprintf("starting: worker %d not polling yet", q)
+		}
+	}
+	return ""
+}

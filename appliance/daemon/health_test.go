@@ -1,10 +1,12 @@
 package daemon
 
 import (
-	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/config"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/status"
+	"github.com/ovfwd/ovfwd/config"
 )
 
 // TestHealthWorkerStall: a worker whose heartbeat stops moving makes the
@@ -75,5 +77,36 @@ func TestReadinessHoldDown(t *testing.T) {
 	s.stopping = true
 	if r := s.readiness(at(21*time.Second), ""); r != "stopping" {
 		t.Errorf("stopping: %q", r)
+	}
+}
+
+// TestNotReadyUntilWorkersPoll: a daemon whose workers have not begun
+// polling (a loaded machine that has not scheduled their threads yet) is
+// not ready, and becomes ready at the first poll without a hold-down.
+func TestNotReadyUntilWorkersPoll(t *testing.T) {
+	d := &daemon{log: slog.New(slog.DiscardHandler), beats: make([]heartbeat, 2),
+		so: newScaleOut(config.Export{WorkerStall: 3 * time.Second})}
+	t0 := time.Unix(1000, 0)
+	h := newHealth(d.so.cfg.WorkerStall, len(d.beats), t0)
+	d.scaleOutStep(h, t0.Add(10*time.Millisecond))
+	if got := d.so.notReady; got != "starting: worker 0 not polling yet" {
+		t.Fatalf("no worker has polled: not_ready %q", got)
+	}
+	d.beats[0].n.Add(1)
+	d.scaleOutStep(h, t0.Add(20*time.Millisecond))
+	if got := d.so.notReady; got != "starting: worker 1 not polling yet" {
+		t.Fatalf("worker 1 has not polled: not_ready %q", got)
+	}
+	d.beats[1].n.Add(1)
+	d.scaleOutStep(h, t0.Add(30*time.Millisecond))
+	if got := d.so.notReady; got != "" {
+		t.Fatalf("both workers poll: not_ready %q", got)
+	}
+	// A worker that never starts is a stall once worker_stall passes.
+	d2 := &daemon{log: d.log, beats: make([]heartbeat, 1), so: newScaleOut(config.Export{WorkerStall: time.Second})}
+	h2 := newHealth(time.Second, 1, t0)
+	d2.scaleOutStep(h2, t0.Add(1100*time.Millisecond))
+	if got := d2.so.notReady; got != "worker 0 stalled (no poll for over 1s)" {
+		t.Fatalf("worker never polled for 1.1 s: not_ready %q", got)
 	}
 }

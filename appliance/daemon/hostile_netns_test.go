@@ -12,10 +12,11 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
-// hostileConfig uses only keys the code before issue 13 knew, so the same
-// probe measures the old binary (OVFWD_BIN) and the new one.
+// hostileConfig uses only keys every release of the daemon knows, so the
+// same probe measures an older binary (OVFWD_BIN) and the new one.
 const hostileConfig = `
 [appliance]
 mode = "router"
@@ -57,21 +58,21 @@ func firstPing(ns *netns.NS, addr string) (time.Duration, bool) {
 	return time.Since(start), false
 }
 
-// TestHostileNeighbours is issue 13's probe for items 2–5, run the same
-// way against the old binary (OVFWD_BIN=…) for the before figures: it
+// TestHostileNeighbours probes a LAN neighbour that lies (gleaning,
+// claims, floods, pins), run the same way against an older binary (OVFWD_BIN=…) for the before figures: it
 // logs FIGURE lines and fails on each item the binary gets wrong.
 func TestHostileNeighbours(t *testing.T) {
-	netns.RequireRoot(t)
-	bin := netns.BuildOvfwd(t)
+	nstest.RequireRoot(t)
+	bin := nstest.BuildOvfwd(t)
 	h := newHostileLAN(t, "hst")
-	netns.Run(t, h.a, "ip", "route", "add", "default", "via", "198.18.64.254")
-	netns.Run(t, h.a, "ip", "-6", "route", "add", "default", "via", "2001:db8:64::fe")
+	nstest.Run(t, h.a, "ip", "route", "add", "default", "via", "198.18.64.254")
+	nstest.Run(t, h.a, "ip", "-6", "route", "add", "default", "via", "2001:db8:64::fe")
 	dir := unitDir(t)
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(hostileConfig, sock))
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
 	x := openRaw(t, h.x, "x0")
@@ -114,7 +115,7 @@ func TestHostileNeighbours(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	s = waitStatus(t, sock, exited, func(*status.Snapshot) bool { return true })
 	_, kmirr := kernelPermanent(t, h.app)
-	kall := strings.Count(netns.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")
+	kall := strings.Count(nstest.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")
 	t.Logf("FIGURE item 4: after 20,000 unsolicited NAs with random targets: engine entries %d, kernel permanent entries %d (%d marked as ovfwd's), RSS %d → %d KiB",
 		s.Neighbours, kall, kmirr, rss0, rssKB(t, cmd.Process.Pid))
 	if s.Neighbours > 100 {
@@ -163,15 +164,15 @@ func TestHostileNeighbours(t *testing.T) {
 
 	// Item 3: SIGKILL, then start again: nothing the first run mirrored
 	// may come back as an operator pin.
-	perm := netns.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent") // one read for both counts
+	perm := nstest.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent") // one read for both counts
 	allBefore, before := strings.Count(perm, "\n"), strings.Count(perm, "extern_learn")
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
 	_, exited2, _ := startUnit(t, h.app, bin, cfgPath)
-	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	s = waitStatus(t, sock, exited2, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	time.Sleep(time.Second)
 	s = waitStatus(t, sock, exited2, func(*status.Snapshot) bool { return true })
-	stale := strings.Count(netns.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")
+	stale := strings.Count(nstest.Run(t, h.app, "ip", "neigh", "show", "nud", "permanent"), "\n")
 	t.Logf("FIGURE item 3: SIGKILL with %d permanent kernel entries (%d marked); after the restart: pinned as operator's %d, permanent kernel entries %d",
 		allBefore, before, s.Engine["neighbours_pinned"], stale)
 	if s.Engine["neighbours_pinned"] != 0 {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sort"
@@ -46,6 +47,7 @@ func natCompile(cfg *config.Config, portIndex func(string) (int, bool)) (*nat.Co
 	o := cfg.NATOptions
 	c := nat.Config{
 		MaxSessions: o.MaxSessions, BlockSize: o.BlockSize, MaxBlocks: o.MaxBlocks,
+		MaxSessionsPerClient: o.MaxSessionsPerClient, MaxSessionsPerMapping: o.MaxSessionsPerMapping,
 		Timeouts:                     nat.Timeouts{TCPEstablished: o.TCPEstablished, TCPTransitory: o.TCPTransitory, UDP: o.UDP, ICMP: o.ICMP},
 		EndpointIndependentFiltering: o.Filtering == config.FilteringEndpointIndependent,
 	}
@@ -135,6 +137,8 @@ func (d *daemon) serviceNAT(now time.Time) {
 	if n == nil {
 		return
 	}
+	// Not through the rate limiter: an abuse report depends on every line.
+	blockLog := slog.New(d.rateLog.next)
 	d.engine.NATEvents(func(e nat.Event) {
 		n.mu.Lock()
 		c := n.clients[e.Inside]
@@ -162,7 +166,7 @@ func (d *daemon) serviceNAT(now time.Time) {
 		if e.Alloc {
 			event = "allocate"
 		}
-		d.log.Info("nat block", "event", event, "client", e.Inside, "common_name", cn, "rule", rule,
+		blockLog.Info("nat block", "event", event, "client", e.Inside, "common_name", cn, "rule", rule,
 			"outside", e.Outside, "ports", fmt.Sprintf("%d-%d", e.PortLo, e.PortHi))
 	})
 	if el := now.Sub(n.lastT); el >= time.Second {

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -15,11 +15,13 @@ type neighKey struct {
 	addr netip.Addr
 }
 
-// change is a pending kernel write: mac, or a delete. Values, so a storm's
-// thousands of changes a second cost no allocation.
+// change is a pending kernel write: mac (permanent once confirmed), or a
+// delete. Values, so a storm's thousands of changes a second cost no
+// allocation.
 type change struct {
-	mac [6]byte
-	del bool
+	mac       [6]byte
+	confirmed bool
+	del       bool
 }
 
 // mirrorPerPass bounds the kernel writes of one control pass (every
@@ -33,26 +35,26 @@ const mirrorPerPass = 100
 // the kernel's own traffic can resolve its next hops, since ovfwd consumes
 // ARP/ND on its ports), and entries an operator pins in the kernel are
 // pinned in the engine. What ovfwd writes carries the mirror's mark
-// (afxdp.NeighMirror), so nlsync never reports it as a pin: the two
+// (nlsync.NeighMirror), so nlsync never reports it as a pin: the two
 // directions cannot feed each other.
 type neighbours struct {
 	eng    *fwd.Engine
 	ports  []*port
-	mirror *afxdp.NeighMirror // nil: nothing to mirror into (no AF_XDP port)
+	mirror *nlsync.NeighMirror // nil: nothing to mirror into (no AF_XDP port)
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	mirrored map[neighKey][6]byte // what the kernel holds from us
-	pending  map[neighKey]change  // to write
+	mirrored map[neighKey]change // what the kernel holds from us
+	pending  map[neighKey]change // to write
 	pinned   map[neighKey]bool
 	ok, fail uint64
 	deferred uint64 // writes that waited for a later pass
 	purged   int    // entries a previous run left, removed at start
 }
 
-func newNeighbours(eng *fwd.Engine, ports []*port, mirror *afxdp.NeighMirror, log *slog.Logger) *neighbours {
+func newNeighbours(eng *fwd.Engine, ports []*port, mirror *nlsync.NeighMirror, log *slog.Logger) *neighbours {
 	return &neighbours{eng: eng, ports: ports, mirror: mirror, log: log,
-		mirrored: map[neighKey][6]byte{}, pending: map[neighKey]change{},
+		mirrored: map[neighKey]change{}, pending: map[neighKey]change{},
 		pinned: map[neighKey]bool{}}
 }
 
@@ -67,7 +69,7 @@ func (n *neighbours) engineEvent(ev fwd.Event) {
 	defer n.mu.Unlock()
 	switch ev.Kind {
 	case fwd.EventNeighbourLearned:
-		n.pending[k] = change{mac: ev.MAC}
+		n.pending[k] = change{mac: ev.MAC, confirmed: ev.Confirmed}
 	case fwd.EventNeighbourExpired:
 		n.pending[k] = change{del: true}
 	}
@@ -82,7 +84,7 @@ func (n *neighbours) flush() {
 	defer n.mu.Unlock()
 	budget := mirrorPerPass
 	for k, c := range n.pending {
-		if cur, ok := n.mirrored[k]; c.del && !ok || !c.del && ok && cur == c.mac {
+		if cur, ok := n.mirrored[k]; c.del && !ok || !c.del && ok && cur == c {
 			delete(n.pending, k) // the kernel already has it so
 			continue
 		}
@@ -95,8 +97,8 @@ func (n *neighbours) flush() {
 		pt := n.ports[k.port]
 		var err error
 		if !c.del {
-			n.mirrored[k] = c.mac
-			err = n.mirror.Set(pt.ifindex, k.addr, c.mac[:])
+			n.mirrored[k] = c
+			err = n.mirror.Set(pt.ifindex, k.addr, c.mac[:], c.confirmed)
 		} else {
 			delete(n.mirrored, k)
 			err = n.mirror.Delete(pt.ifindex, k.addr)
@@ -160,4 +162,38 @@ func (n *neighbours) stats() neighStats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return neighStats{n.ok, n.fail, n.deferred, len(n.pinned), n.purged}
+}
+
+// startNeighbours starts the neighbour tables, with the kernel mirror
+// when an AF_XDP port needs one.
+func (d *daemon) startNeighbours() error {
+	var err error
+	for _, pt := range d.ports {
+		if pt.xdp != nil && d.mirror == nil {
+			if d.mirror, err = nlsync.NewNeighMirror(); err != nil {
+				return err
+			}
+		}
+	}
+	d.neigh = newNeighbours(d.engine, d.ports, d.mirror, d.log)
+	if d.mirror == nil {
+		return nil
+	}
+	// A run that was killed left its mirrored entries (permanent: they
+	// never age); they are recognised by the mirror's mark.
+	var ifs []int
+	for _, pt := range d.ports {
+		if pt.xdp != nil {
+			ifs = append(ifs, pt.ifindex)
+		}
+	}
+	n, err := d.mirror.Purge(ifs)
+	if err != nil {
+		return err
+	}
+	d.neigh.purged = n
+	if n > 0 {
+		d.log.Warn("removed kernel neighbours a previous run mirrored", "entries", n)
+	}
+	return nil
 }

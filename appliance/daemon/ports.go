@@ -61,20 +61,21 @@ func openPort(p *config.Port, index int, c choice, vpnPort uint16, queues int, b
 			log.Info("queue mode", "port", p.Name, "pci", p.PCI, "queue", q, "mode", m)
 		}
 		return pt, nil
-	case config.DriverMLX5Sim:
+	}
+	if b, ok := registeredMLX5(c.driver); ok {
 		pc := mlx5PortConfig(p, index, queues, bridge)
-		fp, closeFn, err := openSim(p, pc, log)
+		fp, closeFn, err := openRegistered(b, p, pc, log)
 		if err != nil {
-			return nil, fmt.Errorf("port %s: mlx5-sim: %w", p.Name, err)
+			return nil, fmt.Errorf("port %s: %s: %w", p.Name, c.driver, err)
 		}
 		pt.fp, pt.closeFn = fp, closeFn
-		pt.modes = mlx5Modes(pc, "mlx5-sim (device model, no cable)")
+		pt.modes = mlx5Modes(pc, b.mode)
 		for q, m := range pt.modes {
 			log.Info("queue mode", "port", p.Name, "queue", q, "mode", m)
 		}
 		return pt, nil
 	}
-	return nil, fmt.Errorf("port %s: unknown driver %q", p.Name, c.driver)
+	return nil, fmt.Errorf("port %s: driver %q is not built into this program", p.Name, c.driver)
 }
 
 // openAFXDP opens an AF_XDP port on the kernel interface p.IfName.
@@ -242,4 +243,78 @@ func mlx5Modes(pc mlx5.FwdPortConfig, backend string) []string {
 		out = append(out, fmt.Sprintf("%s, striding RQ, prefetch distance %d, tx edge %s", backend, pc.Rx.PrefetchDistance, edge))
 	}
 	return out
+}
+
+// startPorts opens every [[port]] on the backend chosen for it and builds
+// the engine over them. It returns the XDP fast path the AF_XDP ports'
+// steering programs were built with (nil: none), for startFastPath.
+func (d *daemon) startPorts(cfg *config.Config) (*afxdp.FastPath, error) {
+	fns, err := mlx5.ListFunctions(mlx5.DefaultPaths)
+	if err != nil {
+		d.log.Debug("no PCI listing; auto ports use AF_XDP", "err", err)
+	}
+	var vpnPort uint16
+	if cfg.VPN.Enabled {
+		vpnPort = uint16(cfg.VPN.Port)
+	}
+	fports := make([]fwd.Port, 0, len(cfg.Ports))
+	// AF_XDP ports share one UMEM per queue index, so the engine forwards
+	// between them without a copy; its pool id is past every port's own.
+	share := afxdp.NewShare(uint16(len(cfg.Ports)+1), len(cfg.Ports))
+	fast, err := newFastPath(cfg.Appliance, d.log)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Ports {
+		pc := &cfg.Ports[i]
+		c := choose(pc, fns)
+		d.log.Info("port backend", "port", pc.Name, "driver", c.driver, "reason", c.reason)
+		pt, err := openPort(pc, i, c, vpnPort, max(len(cfg.Appliance.Workers), 1), cfg.Appliance.Mode == config.ModeBridge, share, fast, d.log)
+		if err != nil {
+			if fast != nil {
+				fast.Close()
+			}
+			return nil, err
+		}
+		d.ports = append(d.ports, pt)
+		fports = append(fports, pt.fp)
+	}
+	if d.engine, err = fwd.New(engineConfig(cfg.Appliance, cfg.VPN.Enabled), fports); err != nil {
+		return nil, err
+	}
+	for _, pt := range d.ports {
+		if err := d.configurePort(cfg.Appliance.Mode, pt); err != nil {
+			return nil, err
+		}
+	}
+	return fast, nil
+}
+
+// configurePort gives the engine a port's addresses (router mode) or VLANs (bridge mode).
+func (d *daemon) configurePort(mode string, pt *port) error {
+	if mode == config.ModeBridge {
+		if len(pt.cfg.VLANs) == 0 {
+			return nil
+		}
+		v := fwd.PortVLAN{Untagged: 1}
+		for _, id := range pt.cfg.VLANs {
+			v.Tagged = append(v.Tagged, uint16(id))
+		}
+		return d.engine.SetPortVLAN(pt.index, v)
+	}
+	for _, a := range pt.cfg.Addresses {
+		if err := d.engine.AddAddress(pt.index, a); err != nil {
+			return fmt.Errorf("port %s: %w", pt.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+func (d *daemon) portIndex(name string) (int, bool) {
+	for i, pt := range d.ports {
+		if pt.cfg.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
 }

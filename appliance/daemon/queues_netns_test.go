@@ -14,6 +14,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 const twoQueueConfig = `
@@ -42,32 +43,32 @@ socket = "%s"
 
 // TestDaemonTwoQueues: one worker per queue, each on its own pinned thread.
 func TestDaemonTwoQueues(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs")
 	}
-	bin := netns.BuildOvfwd(t)
-	a, app, b := netns.New(t, "dmq"), netns.New(t, "dmq"), netns.New(t, "dmq")
+	bin := nstest.BuildOvfwd(t)
+	a, app, b := nstest.New(t, "dmq"), nstest.New(t, "dmq"), nstest.New(t, "dmq")
 	veth2 := func(x *netns.NS, ifx string, y *netns.NS, ify string) {
-		netns.Run(t, x, "ip", "link", "add", ifx, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+		nstest.Run(t, x, "ip", "link", "add", ifx, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
 			"peer", "name", ify, "numtxqueues", "2", "numrxqueues", "2")
-		netns.Run(t, x, "ip", "link", "set", ify, "netns", y.Name)
-		netns.Run(t, x, "ip", "link", "set", ifx, "up")
-		netns.Run(t, y, "ip", "link", "set", ify, "up")
+		nstest.Run(t, x, "ip", "link", "set", ify, "netns", y.Name)
+		nstest.Run(t, x, "ip", "link", "set", ifx, "up")
+		nstest.Run(t, y, "ip", "link", "set", ify, "up")
 	}
 	veth2(a, "a0", app, "p0")
 	veth2(app, "p1", b, "b0")
-	netns.Run(t, a, "ip", "addr", "add", "198.18.54.1/24", "dev", "a0")
-	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.54.254")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.55.1/24", "dev", "b0")
-	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.55.254")
+	nstest.Run(t, a, "ip", "addr", "add", "198.18.54.1/24", "dev", "a0")
+	nstest.Run(t, a, "ip", "route", "add", "default", "via", "198.18.54.254")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.55.1/24", "dev", "b0")
+	nstest.Run(t, b, "ip", "route", "add", "default", "via", "198.18.55.254")
 
 	dir := unitDir(t)
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cfgPath := filepath.Join(dir, "ovfwd.toml")
 	writeConfig(t, cfgPath, fmt.Sprintf(twoQueueConfig, sock))
 	cmd, exited, _ := startUnit(t, app, bin, cfgPath)
-	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 })
+	s := waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 })
 	if len(s.Workers) != 2 || s.Workers[0].CPU != 0 || s.Workers[1].CPU != 1 {
 		t.Errorf("workers %+v, want queue 0 on cpu 0 and queue 1 on cpu 1", s.Workers)
 	}

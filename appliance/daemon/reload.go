@@ -98,6 +98,7 @@ func (d *daemon) reload() {
 	if err := d.startServers(&restart); err != nil {
 		d.log.Error("status/metrics endpoint not restarted", "err", err)
 	}
+	d.reloadMonitoring(nc)
 	if news := d.newlyPending(pending); len(news) > 0 {
 		d.log.Warn("changes that take effect at the next restart", "sections", strings.Join(news, ", "))
 	}

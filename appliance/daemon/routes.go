@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/ovfwd/ovfwd/config"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -256,4 +257,36 @@ func (t *routeTable) lookup(p netip.Prefix) (fwd.NextHop, bool) {
 	defer t.mu.Unlock()
 	r, ok := t.installed[p]
 	return r.nh, ok
+}
+
+// startRoutes builds the route table over the engine with the static
+// routes ([[route]]).
+func (d *daemon) startRoutes(cfg *config.Config) error {
+	names := make([]string, len(d.ports))
+	for i, pt := range d.ports {
+		names[i] = pt.cfg.Name
+	}
+	d.fib = newRouteTable(d.engine, names, d.log)
+	static, err := staticRoutes(cfg, d.portIndex)
+	if err != nil {
+		return err
+	}
+	d.fib.replace(srcStatic, static)
+	return nil
+}
+
+// staticRoutes maps [[route]] onto engine next hops.
+func staticRoutes(cfg *config.Config, portIndex func(string) (int, bool)) (map[netip.Prefix]route, error) {
+	out := map[netip.Prefix]route{}
+	for _, r := range cfg.Routes {
+		i, ok := portIndex(r.Port)
+		if !ok {
+			return nil, fmt.Errorf("route %v: port %q is not running (ports change only at restart)", r.Prefix, r.Port)
+		}
+		if cur, dup := out[r.Prefix]; dup && cur.metric <= r.Metric {
+			continue // lower metric wins
+		}
+		out[r.Prefix] = route{nh: fwd.NextHop{Port: i, Via: r.Via}, metric: r.Metric}
+	}
+	return out, nil
 }

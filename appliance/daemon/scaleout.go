@@ -100,6 +100,9 @@ func (d *daemon) scaleOutStep(h *health, now time.Time) {
 	failed := h.check(now, d.beats, d.linkDown)
 	s.mu.Lock()
 	reason := s.readiness(now, failed)
+	if reason == "" {
+		reason = starting(d.beats)
+	}
 	if reason != s.notReady {
 		if reason == "" {
 			d.log.Info("ready")

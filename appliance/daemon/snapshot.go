@@ -57,7 +57,11 @@ func (d *daemon) snapshot() status.Snapshot {
 			p.Link = "up"
 		}
 		for q, m := range pt.queueModes() {
-			p.Queues = append(p.Queues, status.Queue{Queue: q, Mode: m})
+			sq := status.Queue{Queue: q, Mode: m}
+			if pt.xdp != nil {
+				sq.RxPackets = pt.xdp.QueueRxPackets(q)
+			}
+			p.Queues = append(p.Queues, sq)
 		}
 		if i < len(st.Ports) {
 			ps := st.Ports[i]
@@ -119,5 +123,6 @@ func (d *daemon) snapshot() status.Snapshot {
 	}
 	s.Routes.Total = len(distinct)
 	d.scaleOutSnapshot(&s)
+	s.Monitoring = d.monitoringCounters()
 	return s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +28,7 @@ const soakConfig = `
 [appliance]
 mode = "router"
 # TCP through the tunnel is clamped, so the soak's transfer never needs
-# outer fragments (issue 13 item 6, another helper's).
+# outer fragments.
 mss_clamp = 1300
 neighbour_table = 512
 
@@ -70,7 +71,7 @@ socket = "%[1]s/run/ovfwd.sock"
 level = "info"
 `
 
-// soakFor is how long the attacker storms (issue 13: 60 s).
+// soakFor is how long the attacker storms.
 var soakFor = 60 * time.Second
 
 // soakParts names the storm's parts, all on by default; SOAK_PARTS (a
@@ -90,7 +91,7 @@ func soakPart(name string) bool {
 // added during the flood answered within 1 s, every transfer intact, RSS
 // within 20 % of its start, and a clean SIGTERM.
 func TestSoakHostileLAN(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	openvpn, err := exec.LookPath("openvpn")
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
@@ -103,7 +104,7 @@ func TestSoakHostileLAN(t *testing.T) {
 		soakFor = time.Duration(n) * time.Second
 	}
 	dir := unitDir(t)
-	bin := netns.BuildOvfwd(t)
+	bin := nstest.BuildOvfwd(t)
 	h := newHostileLAN(t, "sok")
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
@@ -117,7 +118,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	writeConfig(t, cfgPath, fmt.Sprintf(soakConfig, dir))
 	sock := filepath.Join(dir, "run", "ovfwd.sock")
 	cmd, exited, log := startUnit(t, h.app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
 	if _, err := h.a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog); err != nil {
@@ -183,7 +184,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	storms := make(chan int)
 	go func() { storms <- storm(ctx, t, h) }()
 	// RSS every 5 s of the storm, for the log; the end is held to the
-	// start (issue 13). What the storm may add is the Go heap cycling up to
+	// start. What the storm may add is the Go heap cycling up to
 	// its collection target under the storm's garbage (about 3 MiB: the
 	// target follows the daemon's live data, ~3 MiB, since the frame rings
 	// left the heap) and the pages of rings and UMEM frames the storm's
@@ -294,7 +295,7 @@ func TestSoakHostileLAN(t *testing.T) {
 	ping(t, h.a, "198.18.65.1")
 	ping(t, h.a, "2001:db8:65::1")
 	time.Sleep(time.Second) // the mirror's next passes
-	if out := netns.Run(t, h.app, "ip", "neigh", "show", "198.18.65.1", "dev", "p1"); !strings.Contains(out, h.bMAC.String()) {
+	if out := nstest.Run(t, h.app, "ip", "neigh", "show", "198.18.65.1", "dev", "p1"); !strings.Contains(out, h.bMAC.String()) {
 		t.Errorf("B's kernel entry moved: %q, B is %v", out, h.bMAC)
 	}
 	if lines > 400 {

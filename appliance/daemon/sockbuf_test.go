@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -12,7 +12,7 @@ import (
 // 4 MiB buffers even above net.core.rmem_max (default 208 KiB), and the
 // sizes reported match what the kernel holds.
 func TestSetSocketBuffers(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

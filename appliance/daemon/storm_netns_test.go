@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,24 +28,24 @@ type hostileLAN struct {
 }
 
 func newHostileLAN(t *testing.T, tag string) *hostileLAN {
-	h := &hostileLAN{a: netns.New(t, tag), app: netns.New(t, tag), b: netns.New(t, tag), x: netns.New(t, tag)}
-	netns.Link(t, h.a, "a0", h.app, "p0")
-	netns.Link(t, h.app, "p1", h.b, "l0")
-	netns.Link(t, h.x, "x0", h.b, "lx")
+	h := &hostileLAN{a: nstest.New(t, tag), app: nstest.New(t, tag), b: nstest.New(t, tag), x: nstest.New(t, tag)}
+	nstest.Link(t, h.a, "a0", h.app, "p0")
+	nstest.Link(t, h.app, "p1", h.b, "l0")
+	nstest.Link(t, h.x, "x0", h.b, "lx")
 	// A fixed MAC: a bridge otherwise takes its lowest port MAC, and B's
 	// address would move whenever a host joins.
-	netns.Run(t, h.b, "ip", "link", "add", "br0", "address", "02:00:00:00:65:01", "type", "bridge")
+	nstest.Run(t, h.b, "ip", "link", "add", "br0", "address", "02:00:00:00:65:01", "type", "bridge")
 	for _, ifn := range []string{"l0", "lx"} {
-		netns.Run(t, h.b, "ip", "link", "set", ifn, "master", "br0")
+		nstest.Run(t, h.b, "ip", "link", "set", ifn, "master", "br0")
 	}
-	netns.Run(t, h.b, "ip", "link", "set", "br0", "up")
-	netns.Run(t, h.a, "ip", "addr", "add", "198.18.64.1/24", "dev", "a0")
-	netns.Run(t, h.a, "ip", "addr", "add", "2001:db8:64::1/64", "dev", "a0", "nodad")
-	netns.Run(t, h.b, "ip", "addr", "add", "198.18.65.1/24", "dev", "br0")
-	netns.Run(t, h.b, "ip", "addr", "add", "2001:db8:65::1/64", "dev", "br0", "nodad")
-	netns.Run(t, h.b, "ip", "route", "add", "default", "via", "198.18.65.254")
-	netns.Run(t, h.b, "ip", "-6", "route", "add", "default", "via", "2001:db8:65::fe")
-	netns.Run(t, h.x, "ip", "addr", "add", "198.18.65.66/24", "dev", "x0")
+	nstest.Run(t, h.b, "ip", "link", "set", "br0", "up")
+	nstest.Run(t, h.a, "ip", "addr", "add", "198.18.64.1/24", "dev", "a0")
+	nstest.Run(t, h.a, "ip", "addr", "add", "2001:db8:64::1/64", "dev", "a0", "nodad")
+	nstest.Run(t, h.b, "ip", "addr", "add", "198.18.65.1/24", "dev", "br0")
+	nstest.Run(t, h.b, "ip", "addr", "add", "2001:db8:65::1/64", "dev", "br0", "nodad")
+	nstest.Run(t, h.b, "ip", "route", "add", "default", "via", "198.18.65.254")
+	nstest.Run(t, h.b, "ip", "-6", "route", "add", "default", "via", "2001:db8:65::fe")
+	nstest.Run(t, h.x, "ip", "addr", "add", "198.18.65.66/24", "dev", "x0")
 	h.xMAC = ifMAC(t, h.x, "x0")
 	h.appMAC = ifMAC(t, h.app, "p1")
 	h.bMAC = ifMAC(t, h.b, "br0")
@@ -54,14 +55,14 @@ func newHostileLAN(t *testing.T, tag string) *hostileLAN {
 // addHost attaches a new host to the LAN with addresses v4 and v6.
 func (h *hostileLAN) addHost(t *testing.T, v4, v6 string) *netns.NS {
 	h.nhosts++
-	n := netns.New(t, "hsn")
+	n := nstest.New(t, "hsn")
 	port := fmt.Sprintf("ln%d", h.nhosts)
-	netns.Link(t, n, "n0", h.b, port)
-	netns.Run(t, h.b, "ip", "link", "set", port, "master", "br0")
-	netns.Run(t, n, "ip", "addr", "add", v4+"/24", "dev", "n0")
-	netns.Run(t, n, "ip", "addr", "add", v6+"/64", "dev", "n0", "nodad")
-	netns.Run(t, n, "ip", "route", "add", "default", "via", "198.18.65.254")
-	netns.Run(t, n, "ip", "-6", "route", "add", "default", "via", "2001:db8:65::fe")
+	nstest.Link(t, n, "n0", h.b, port)
+	nstest.Run(t, h.b, "ip", "link", "set", port, "master", "br0")
+	nstest.Run(t, n, "ip", "addr", "add", v4+"/24", "dev", "n0")
+	nstest.Run(t, n, "ip", "addr", "add", v6+"/64", "dev", "n0", "nodad")
+	nstest.Run(t, n, "ip", "route", "add", "default", "via", "198.18.65.254")
+	nstest.Run(t, n, "ip", "-6", "route", "add", "default", "via", "2001:db8:65::fe")
 	return n
 }
 
@@ -242,7 +243,7 @@ func randIn(rng *rand.Rand, p netip.Prefix) netip.Addr {
 // that are not ovfwd's own mirror writes (extern_learn): operator pins,
 // or what an old ovfwd took for them.
 func kernelPermanent(t *testing.T, app *netns.NS) (pins, mirrored int) {
-	out := netns.Run(t, app, "ip", "neigh", "show", "nud", "permanent")
+	out := nstest.Run(t, app, "ip", "neigh", "show", "nud", "permanent")
 	for _, l := range strings.Split(out, "\n") {
 		switch {
 		case l == "":

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -72,19 +72,19 @@ level = "info"
 // openvpn client, status, metrics (TCP and unix socket), SIGHUP reload,
 // the workers' nice level, and a clean SIGTERM.
 func TestUnitPrivileges(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	openvpn, err := exec.LookPath("openvpn")
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
-	u := unit.ForTest(t)
+	u := unittest.Load(t)
 	dir := unitDir(t)
-	bin := netns.BuildOvfwd(t)
+	bin := nstest.BuildOvfwd(t)
 	a, app, b := routerNS(t, "unt", "198.18.60", "198.18.61")
-	netns.Run(t, a, "ip", "route", "add", "default", "via", "198.18.60.254")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.62.1/32", "dev", "lo")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.63.1/32", "dev", "lo")
-	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.61.254")
+	nstest.Run(t, a, "ip", "route", "add", "default", "via", "198.18.60.254")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.62.1/32", "dev", "lo")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.63.1/32", "dev", "lo")
+	nstest.Run(t, b, "ip", "route", "add", "default", "via", "198.18.61.254")
 
 	pkiDir := filepath.Join(dir, "state", "pki")
 	if err := pki.Init(pkiDir); err != nil {
@@ -102,7 +102,7 @@ func TestUnitPrivileges(t *testing.T) {
 	// startUnit checks in /proc that the process is what the unit makes:
 	// its uid, exactly its capabilities, no_new_privs, its limits.
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return len(s.Ports) == 2 && s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && len(s.Ports) == 2 && s.VPN != nil })
 
 	// The workers run at the nice level the daemon asks for (-5), which the
 	// unit's LimitNICE allows without CAP_SYS_NICE. Where the test could
@@ -119,7 +119,7 @@ func TestUnitPrivileges(t *testing.T) {
 
 	// Routing, connected and a kernel route learned through netlink.
 	ping(t, a, "198.18.61.1")
-	netns.Run(t, app, "ip", "route", "add", "198.18.62.0/24", "via", "198.18.61.1")
+	nstest.Run(t, app, "ip", "route", "add", "198.18.62.0/24", "via", "198.18.61.1")
 	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return hasRoute(s, "198.18.62.0/24 via 198.18.61.1 dev p1 (kernel)") })
 	ping(t, a, "198.18.62.1")
 
@@ -180,7 +180,7 @@ mtu = 1400`, 1)
 	ping(t, b, clientAddr)
 
 	stopWithin5s(t, cmd, exited, "SIGTERM as the unit's user")
-	if out := netns.Run(t, app, "ip", "neigh", "show", "nud", "permanent"); strings.Contains(out, "extern_learn") {
+	if out := nstest.Run(t, app, "ip", "neigh", "show", "nud", "permanent"); strings.Contains(out, "extern_learn") {
 		t.Errorf("mirrored neighbours left after a clean stop:\n%s", out)
 	}
 }

@@ -58,6 +58,10 @@ type vpnServer struct {
 	// two sessions of one common name the newest wins, and the older one
 	// going away must not take the route with it.
 	irouteOwner map[netip.Prefix]uint32
+	// cids are the management interface's client ids by peer id: unique
+	// for the daemon's life, as openvpn's (multi.c cid_counter).
+	cids    map[uint32]uint64
+	nextCID uint64
 }
 
 var _ control.DataPlane = (*vpnServer)(nil)
@@ -66,7 +70,7 @@ var _ control.DataPlane = (*vpnServer)(nil)
 // server. Call it before the workers start.
 func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	v := &vpnServer{d: d, peers: map[uint32]control.Peer{}, served: make(chan struct{}), maxPeers: c.MaxPeers,
-		iroutes: map[string][]netip.Prefix{}, irouteOwner: map[netip.Prefix]uint32{}}
+		iroutes: map[string][]netip.Prefix{}, irouteOwner: map[netip.Prefix]uint32{}, cids: map[uint32]uint64{}}
 	for _, ir := range c.IRoutes {
 		v.iroutes[ir.CommonName] = ir.Routes
 	}
@@ -152,6 +156,7 @@ func controlConfig(c *config.VPN) (control.Config, error) {
 		Pool4: c.PoolV4, Pool6: c.PoolV6, Routes: t.Routes,
 		Ping: t.Ping, PingRestart: t.PingRestart, RenegSec: t.RenegSec, TunMTU: t.TunMTU,
 		MaxPeers: t.MaxPeers, MaxHalfOpen: t.MaxHalfOpen, HandshakeRate: t.HandshakeRate,
+		MaxHalfOpenPerSource: t.MaxHalfOpenPerSource, HandshakeTimeout: t.HandshakeTimeout,
 		DuplicateCN: t.DuplicateCN, Revoked: t.Revoked, Clients: t.Clients, Push: t.Push,
 		Auth: t.Auth, UsernameAsCN: t.UsernameAsCN, AuthFailLimit: t.AuthFailLimit, AuthFailWindow: t.AuthFailWindow,
 		PoolPersist: c.PoolPersist, VerifyClientCert: c.VerifyClientCert,
@@ -210,6 +215,7 @@ func vpnTunables(c *config.VPN) (control.Tunables, error) {
 		Routes: c.PushRoutes, Ping: c.KeepaliveInterval, PingRestart: c.KeepaliveTimeout,
 		RenegSec: time.Duration(c.RenegSec) * time.Second, TunMTU: c.TunMTU,
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen, HandshakeRate: float64(c.HandshakeRate),
+		MaxHalfOpenPerSource: c.MaxHalfOpenPerSource, HandshakeTimeout: c.HandshakeTimeout,
 		DuplicateCN: c.DuplicateCN, Push: pushOptions(c), Clients: map[string]control.ClientPolicy{},
 	}
 	if c.RenegSec == 0 {
@@ -268,7 +274,7 @@ func pushOptions(c *config.VPN) []string {
 // iroutes of [[vpn.ccd]] are fixed at start, like [[vpn.iroute]].
 func vpnRestartPart(c config.VPN) config.VPN {
 	c.PushRoutes, c.KeepaliveInterval, c.KeepaliveTimeout, c.RenegSec, c.TunMTU = nil, 0, 0, 0, 0
-	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate = 0, 0, 0
+	c.MaxPeers, c.MaxHalfOpen, c.HandshakeRate, c.MaxHalfOpenPerSource, c.HandshakeTimeout = 0, 0, 0, 0, 0
 	c.ClientToClient, c.DuplicateCN, c.CRL, c.RedirectGateway, c.DNS, c.DNSDomain = false, false, "", nil, nil, ""
 	c.AuthUserPassVerify, c.AuthTimeout, c.AuthConcurrency, c.AuthFailLimit, c.AuthFailWindow, c.UsernameAsCommonName = nil, 0, 0, 0, 0, false
 	var ccd []config.VPNCCD
@@ -437,6 +443,8 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 		v.irouteOwner[pfx] = p.PeerID
 	}
 	v.peers[p.PeerID] = p
+	v.cids[p.PeerID] = v.nextCID
+	v.nextCID++
 	v.mu.Unlock()
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
@@ -456,6 +464,7 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Lock()
 	p, ok := v.peers[id]
 	delete(v.peers, id)
+	delete(v.cids, id)
 	if ok {
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
@@ -472,8 +481,14 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	v.mu.Unlock()
 	if ok {
 		v.d.so.poke()
-	}
-	if ok {
+		// Its NAT sessions and port blocks end before the pool may hand
+		// the address to someone else (the caller frees it after this).
+		if p.VPNIPv4.IsValid() {
+			done := v.d.engine.ReleaseNATClient(p.VPNIPv4)
+			for end := time.Now().Add(time.Second); !done() && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
 	}
 	return v.tun.RemovePeer(id)
@@ -513,13 +528,22 @@ func (v *vpnServer) snapshot() *status.VPN {
 	s := &status.VPN{Listen: []string{v.listen}, Drops: status.Counters{}}
 	v.mu.Lock()
 	peers := make([]control.Peer, 0, len(v.peers))
+	cids := make(map[uint32]uint64, len(v.cids))
 	for _, p := range v.peers {
 		peers = append(peers, p)
+		cids[p.PeerID] = v.cids[p.PeerID]
+	}
+	owned := map[uint32][]string{}
+	for pfx, id := range v.irouteOwner {
+		owned[id] = append(owned[id], pfx.String())
 	}
 	v.mu.Unlock()
 	sort.Slice(peers, func(i, j int) bool { return peers[i].PeerID < peers[j].PeerID })
 	for _, p := range peers {
-		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String()}
+		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String(), ClientID: cids[p.PeerID], PeerID: p.PeerID,
+			Username: p.Username, Cipher: p.Cipher.String(), Since: p.Since}
+		vp.IRoutes = owned[p.PeerID]
+		sort.Strings(vp.IRoutes)
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
 				vp.Addrs = append(vp.Addrs, a.String())
@@ -529,6 +553,8 @@ func (v *vpnServer) snapshot() *status.VPN {
 			vp.Real = ps.Remote.String()
 			vp.Rx = status.Traffic{Packets: ps.RxPackets, Bytes: ps.RxBytes}
 			vp.Tx = status.Traffic{Packets: ps.TxPackets, Bytes: ps.TxBytes}
+			over := uint64(dataOverhead(p.Comp))
+			vp.LinkRx, vp.LinkTx = ps.RxBytes+over*ps.RxPackets, ps.TxBytes+over*ps.TxPackets
 		}
 		if rx, _ := v.tun.LastActivity(p.PeerID); !rx.IsZero() {
 			vp.LastSeen = rx

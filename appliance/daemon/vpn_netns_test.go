@@ -17,6 +17,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -66,17 +67,17 @@ level = "%s"
 // and logging; a client connecting after the SIGHUP is pushed the new
 // route and reaches B's 198.18.53.1 through it.
 func TestDaemonVPNReload(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	openvpn, err := exec.LookPath("openvpn")
 	if err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
-	bin := netns.BuildOvfwd(t)
+	bin := nstest.BuildOvfwd(t)
 	a, app, b := routerNS(t, "dmv", "198.18.50", "198.18.51")
-	netns.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
-	netns.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
-	netns.Run(t, b, "ip", "addr", "add", "2001:db8:51::1/64", "dev", "b0", "nodad")
-	netns.Run(t, b, "ip", "-6", "route", "add", "default", "via", "2001:db8:51::fe")
+	nstest.Run(t, b, "ip", "addr", "add", "198.18.53.1/32", "dev", "lo")
+	nstest.Run(t, b, "ip", "route", "add", "default", "via", "198.18.51.254")
+	nstest.Run(t, b, "ip", "addr", "add", "2001:db8:51::1/64", "dev", "b0", "nodad")
+	nstest.Run(t, b, "ip", "-6", "route", "add", "default", "via", "2001:db8:51::fe")
 
 	dir := unitDir(t)
 	// The PKI is the daemon's state, as `ovfwd pki` makes it in
@@ -96,7 +97,7 @@ func TestDaemonVPNReload(t *testing.T) {
 	writeConfig(t, cfgPath, fmt.Sprintf(vpnConfig, sock, "info"))
 
 	cmd, exited, log := startUnit(t, app, bin, cfgPath)
-	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.VPN != nil })
+	waitStatus(t, sock, exited, func(s *status.Snapshot) bool { return s.Ready && s.VPN != nil })
 
 	clientLog := filepath.Join(dir, "client.log")
 	client, err := a.Start(nil, nil, openvpn, "--config", profile, "--log", clientLog)

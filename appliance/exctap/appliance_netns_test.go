@@ -12,6 +12,7 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/mlx5/model/fullsim"
 )
@@ -46,18 +47,18 @@ type xlab struct {
 // with a TAP per port; everything is torn down when the test ends.
 func startLab(t *testing.T) *xlab {
 	t.Helper()
-	l := &xlab{A: netns.New(t, "xtapa"), M: netns.New(t, "xtapm"), B: netns.New(t, "xtapb")}
+	l := &xlab{A: nstest.New(t, "xtapa"), M: nstest.New(t, "xtapm"), B: nstest.New(t, "xtapb")}
 	wires := []string{"xa1", "xb1"}
-	netns.Link(t, l.A, "xa0", l.M, wires[0])
-	netns.Link(t, l.B, "xb0", l.M, wires[1])
+	nstest.Link(t, l.A, "xa0", l.M, wires[0])
+	nstest.Link(t, l.B, "xb0", l.M, wires[1])
 	for _, ifn := range wires {
 		// The wires stand for NICs the kernel never sees. It does see these
 		// veths, so keep it off them: no IPv6, and no ARP answers for the
 		// addresses the TAPs give it (arp_ignore 8), which it would
 		// otherwise give with the veth's MAC.
-		netns.Run(t, l.M, "sysctl", "-q", "-w", "net.ipv6.conf."+ifn+".disable_ipv6=1")
-		netns.Run(t, l.M, "sysctl", "-q", "-w", "net.ipv4.conf."+ifn+".arp_ignore=8")
-		netns.Run(t, l.M, "ethtool", "-K", ifn, "rxvlan", "off")
+		nstest.Run(t, l.M, "sysctl", "-q", "-w", "net.ipv6.conf."+ifn+".disable_ipv6=1")
+		nstest.Run(t, l.M, "sysctl", "-q", "-w", "net.ipv4.conf."+ifn+".arp_ignore=8")
+		nstest.Run(t, l.M, "ethtool", "-K", ifn, "rxvlan", "off")
 	}
 	for i, h := range []struct {
 		ns  *netns.NS
@@ -67,12 +68,12 @@ func startLab(t *testing.T) *xlab {
 		// leave unfinished); segmentation off as in simlab: this veth is
 		// the far end of the model's cable (fullsim.Wire), which carries
 		// frames of the link's MTU, not 64 KiB GSO super-packets.
-		netns.Run(t, h.ns, "ethtool", "-K", h.ifn, "tso", "off", "gso", "off")
+		nstest.Run(t, h.ns, "ethtool", "-K", h.ifn, "tso", "off", "gso", "off")
 		for _, a := range hostAddrs[i] {
-			netns.Run(t, h.ns, "ip", "addr", "add", a.String(), "dev", h.ifn, "nodad")
+			nstest.Run(t, h.ns, "ip", "addr", "add", a.String(), "dev", h.ifn, "nodad")
 		}
-		netns.Run(t, h.ns, "ip", "-4", "route", "add", "default", "via", portAddrs[i][0].Addr().String())
-		netns.Run(t, h.ns, "ip", "-6", "route", "add", "default", "via", portAddrs[i][1].Addr().String())
+		nstest.Run(t, h.ns, "ip", "-4", "route", "add", "default", "via", portAddrs[i][0].Addr().String())
+		nstest.Run(t, h.ns, "ip", "-6", "route", "add", "default", "via", portAddrs[i][1].Addr().String())
 	}
 
 	var ports []fwd.Port
@@ -116,7 +117,7 @@ func startLab(t *testing.T) *xlab {
 		}
 		t.Cleanup(func() { tap.Close() })
 		for _, a := range portAddrs[i] {
-			netns.Run(t, l.M, "ip", "addr", "add", a.String(), "dev", tap.Name(), "nodad")
+			nstest.Run(t, l.M, "ip", "addr", "add", a.String(), "dev", tap.Name(), "nodad")
 		}
 		tap.Start(e, i)
 		l.taps = append(l.taps, tap)

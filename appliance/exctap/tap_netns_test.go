@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/exctap"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 var (
@@ -63,7 +64,7 @@ func newTAP(t *testing.T, ns *netns.NS) *exctap.TAP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tap.Close() })
-	netns.Run(t, ns, "ip", "addr", "add", tapIP.String()+"/24", "dev", "ovx-7")
+	nstest.Run(t, ns, "ip", "addr", "add", tapIP.String()+"/24", "dev", "ovx-7")
 	return tap
 }
 
@@ -72,12 +73,12 @@ func newTAP(t *testing.T, ns *netns.NS) *exctap.TAP {
 // the TAP resolves it (the datagram follows, to the neighbour's MAC); a
 // datagram delivered to the TAP reaches a socket of the host.
 func TestTAPCarriesFramesBothWays(t *testing.T) {
-	ns := netns.New(t, "xtapu")
+	ns := nstest.New(t, "xtapu")
 	tap := newTAP(t, ns)
 	if tap.Name() != "ovx-7" {
 		t.Fatalf("name %q", tap.Name())
 	}
-	out := netns.Run(t, ns, "ip", "-o", "link", "show", "ovx-7")
+	out := nstest.Run(t, ns, "ip", "-o", "link", "show", "ovx-7")
 	if !bytes.Contains([]byte(out), []byte(tapMAC.String())) || !bytes.Contains([]byte(out), []byte("mtu 1500")) {
 		t.Fatalf("device: %s", out)
 	}
@@ -141,7 +142,7 @@ func TestTAPCarriesFramesBothWays(t *testing.T) {
 // writing them yet) and frames the Injector refuses are dropped and
 // counted, never queued without limit.
 func TestTAPQueuesAreBounded(t *testing.T) {
-	ns := netns.New(t, "xtapq")
+	ns := nstest.New(t, "xtapq")
 	tap := newTAP(t, ns)
 	f := udp4Frame(peerMAC, tapMAC, peerIP, tapIP, 1, 9, nil)
 	ok := 0

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // TestExportInstallWithdrawPurge runs the exporter in a namespace of its
@@ -20,15 +20,15 @@ import (
 // withdraws blackhole routes with the configured table, protocol and
 // metric, and Close withdraws everything.
 func TestExportInstallWithdrawPurge(t *testing.T) {
-	ns := netns.New(t, "exp")
+	ns := nstest.New(t, "exp")
 	// A crashed run's exports, and a route someone else put in the table.
-	netns.Run(t, ns, "ip", "route", "add", "blackhole", "198.18.170.0/24", "table", "200", "proto", "201")
-	netns.Run(t, ns, "ip", "-6", "route", "add", "blackhole", "2001:db8:170::/64", "table", "200", "proto", "201")
-	netns.Run(t, ns, "ip", "route", "add", "blackhole", "198.18.171.0/24", "table", "200", "proto", "static")
+	nstest.Run(t, ns, "ip", "route", "add", "blackhole", "198.18.170.0/24", "table", "200", "proto", "201")
+	nstest.Run(t, ns, "ip", "-6", "route", "add", "blackhole", "2001:db8:170::/64", "table", "200", "proto", "201")
+	nstest.Run(t, ns, "ip", "route", "add", "blackhole", "198.18.171.0/24", "table", "200", "proto", "static")
 
 	show := func() string {
 		t.Helper()
-		return netns.Run(t, ns, "ip", "route", "show", "table", "200") + netns.Run(t, ns, "ip", "-6", "route", "show", "table", "200")
+		return nstest.Run(t, ns, "ip", "route", "show", "table", "200") + nstest.Run(t, ns, "ip", "-6", "route", "show", "table", "200")
 	}
 	var e *Exporter
 	var purged int
@@ -58,7 +58,7 @@ func TestExportInstallWithdrawPurge(t *testing.T) {
 			t.Errorf("table 200 lacks %q:\n%s", want, got)
 		}
 	}
-	if main := netns.Run(t, ns, "ip", "route", "show"); strings.Contains(main, "198.18.172") {
+	if main := nstest.Run(t, ns, "ip", "route", "show"); strings.Contains(main, "198.18.172") {
 		t.Errorf("exported route in the main table:\n%s", main)
 	}
 	if err := e.Set([]netip.Prefix{pool4, pool6}); err != nil {
@@ -73,7 +73,7 @@ func TestExportInstallWithdrawPurge(t *testing.T) {
 	// Someone deletes an exported route behind our back: Set of the same
 	// set does not notice (it keeps its own view), but a withdrawal of a
 	// route already gone is no error.
-	netns.Run(t, ns, "ip", "-6", "route", "del", "2001:db8:172::/64", "table", "200", "proto", "201")
+	nstest.Run(t, ns, "ip", "-6", "route", "del", "2001:db8:172::/64", "table", "200", "proto", "201")
 	if err := e.Set([]netip.Prefix{pool4}); err != nil {
 		t.Errorf("withdrawing a route already gone: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestExportGoneWithProcess(t *testing.T) {
 		time.Sleep(time.Minute)
 		return
 	}
-	ns := netns.New(t, "exp")
+	ns := nstest.New(t, "exp")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +123,14 @@ func TestExportGoneWithProcess(t *testing.T) {
 	if line != "exported <nil>\n" {
 		t.Fatalf("child: %q", line)
 	}
-	if got := netns.Run(t, ns, "ip", "route", "show", "table", "200"); !strings.Contains(got, "198.18.174.0/24 dev ovfwd-exp-t") {
+	if got := nstest.Run(t, ns, "ip", "route", "show", "table", "200"); !strings.Contains(got, "198.18.174.0/24 dev ovfwd-exp-t") {
 		t.Fatalf("child's route missing:\n%s", got)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	var got string
 	for i := 0; i < 50; i++ {
-		got = netns.Run(t, ns, "ip", "route", "show", "table", "200") + netns.Run(t, ns, "ip", "-6", "route", "show", "table", "200")
+		got = nstest.Run(t, ns, "ip", "route", "show", "table", "200") + nstest.Run(t, ns, "ip", "-6", "route", "show", "table", "200")
 		if got == "" {
 			break
 		}

@@ -2,14 +2,8 @@
 // client_golang. A Collector turns one status.Snapshot — the same one
 // `ovfwd status` shows — into const metrics at scrape time, so the data
 // plane does no per-packet work for metrics. The endpoint's registry also
-// holds the Go runtime and process collectors.
-//
-// Transition: the module's go.sum does not yet carry client_golang's
-// dependencies (client_model, common, procfs, protobuf, …), so the
-// client_golang implementation (collector.go, handler.go) builds only with
-// `-tags client_golang`, and the default build keeps the hand-written
-// exposition (handwritten.go) under the same metric names. Once go.mod and
-// go.sum have the dependencies, delete handwritten*.go and the build tags.
+// holds the Go runtime and process collectors, and the endpoint's own
+// connection counts (Listen states its limits).
 //
 // Threading: promhttp runs Collect on net/http's goroutines, possibly for
 // concurrent scrapes; each Collect calls the snapshot function exactly once

@@ -29,7 +29,11 @@ func NewRegistry(snap func() status.Snapshot) *prometheus.Registry {
 // collected (an invalid label value, /proc unreadable) is left out of the
 // scrape rather than failing all of it.
 func Handler(snap func() status.Snapshot) http.Handler {
-	return promhttp.HandlerFor(NewRegistry(snap), promhttp.HandlerOpts{
+	return handlerFor(NewRegistry(snap))
+}
+
+func handlerFor(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		ErrorLog:            slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 		Timeout:             10 * time.Second,

@@ -4,6 +4,8 @@
 // up/down state of the ports' links. Changes arrive by netlink multicast
 // (RouteSubscribe, NeighSubscribe, LinkSubscribe), so a route added with
 // `ip route` reaches the FIB within milliseconds, not at the next poll.
+// The other way, NeighMirror writes the neighbours ovfwd learns into the
+// kernel's table (ovfwd consumes ARP and ND on its ports).
 //
 // Threading: Start runs one goroutine per subscription; each calls the Sink
 // from that goroutine only, so Sink methods may be called concurrently from

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -57,10 +57,10 @@ func (c *countSink) count() int {
 // connected subnet here; a default route in production); the renewed
 // subscription lives in the right namespace.
 func TestRouteBurstOverflowRecovers(t *testing.T) {
-	ns := netns.New(t, "nls")
-	peer := netns.New(t, "nls")
-	netns.Link(t, ns, "p0", peer, "x0")
-	netns.Run(t, ns, "ip", "addr", "add", "198.18.57.254/24", "dev", "p0")
+	ns := nstest.New(t, "nls")
+	peer := nstest.New(t, "nls")
+	nstest.Link(t, ns, "p0", peer, "x0")
+	nstest.Run(t, ns, "ip", "addr", "add", "198.18.57.254/24", "dev", "p0")
 	old := routeRcvBuf
 	routeRcvBuf = 4096 // the kernel's minimum-ish: any burst overflows it
 	t.Cleanup(func() { routeRcvBuf = old })
@@ -98,7 +98,7 @@ func TestRouteBurstOverflowRecovers(t *testing.T) {
 	}
 	sink.stall.Store(true)
 	start := time.Now()
-	netns.Run(t, ns, "ip", "-batch", path)
+	nstest.Run(t, ns, "ip", "-batch", path)
 	want := n + 1 // and the connected 198.18.57.0/24
 	deadline := time.Now().Add(20 * time.Second)
 	for sink.count() != want && time.Now().Before(deadline) {
@@ -120,7 +120,7 @@ func TestRouteBurstOverflowRecovers(t *testing.T) {
 	}
 	sink.mu.Unlock()
 	// The renewed subscription still follows the namespace's changes.
-	netns.Run(t, ns, "ip", "route", "del", "198.19.0.1/32")
+	nstest.Run(t, ns, "ip", "route", "del", "198.19.0.1/32")
 	deadline = time.Now().Add(5 * time.Second)
 	for sink.count() != want-1 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -166,10 +166,10 @@ func (c *neighSink) pin(ip netip.Addr) string {
 // in the soak). An operator's pin still arrives, and a mirrored entry
 // (extern_learn, the mirror's flag) is no pin.
 func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
-	ns := netns.New(t, "nln")
-	peer := netns.New(t, "nln")
-	netns.Link(t, ns, "p0", peer, "x0")
-	netns.Run(t, ns, "ip", "addr", "add", "198.18.58.254/24", "dev", "p0")
+	ns := nstest.New(t, "nln")
+	peer := nstest.New(t, "nln")
+	nstest.Link(t, ns, "p0", peer, "x0")
+	nstest.Run(t, ns, "ip", "addr", "add", "198.18.58.254/24", "dev", "p0")
 	sink := &neighSink{pins: map[netip.Addr]string{}}
 	var s *Sync
 	err := ns.Do(func() error {
@@ -193,7 +193,7 @@ func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
 		}
 	}
 	op := netip.MustParseAddr("198.18.58.7")
-	netns.Run(t, ns, "ip", "neigh", "replace", op.String(), "lladdr", "02:00:00:00:00:07", "nud", "permanent", "dev", "p0")
+	nstest.Run(t, ns, "ip", "neigh", "replace", op.String(), "lladdr", "02:00:00:00:00:07", "nud", "permanent", "dev", "p0")
 	wait("the operator's pin", func() bool { return sink.pin(op) == "02:00:00:00:00:07" })
 
 	// 1,000 mirror-like writes and their deletes, in batches of 200 as the
@@ -217,7 +217,7 @@ func TestNeighbourEchoesMakeNoGarbage(t *testing.T) {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	for b, path := range paths {
-		netns.Run(t, ns, "ip", "-batch", path) // its exec's allocations count too: ~2 KiB a batch
+		nstest.Run(t, ns, "ip", "-batch", path) // its exec's allocations count too: ~2 KiB a batch
 		// Until this batch's echoes are in, or stop coming (a
 		// resubscription replays the table instead), within 5 s.
 		want := before + int64((b+1)*batchN)

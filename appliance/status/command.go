@@ -8,7 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,8 +90,10 @@ func readRequest(c net.Conn) (Request, error) {
 
 // Authorized allows write operations to root, to the daemon's own user and
 // to members of the daemon's group (`ovfwd` under the packaged unit), from
-// the connecting process's credentials (SO_PEERCRED and, for
-// supplementary groups, /proc/PID/status).
+// the credentials the connecting process had when it connected:
+// SO_PEERCRED, and SO_PEERGROUPS for its supplementary groups. Nothing is
+// read from /proc/PID, which by the time of the request may describe
+// another process.
 func Authorized(c net.Conn) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -102,51 +104,31 @@ func Authorized(c net.Conn) error {
 		return err
 	}
 	var cred *unix.Ucred
-	var cerr error
+	var groups []uint32
+	var cerr, gerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		groups, gerr = peerGroups(int(fd))
 	}); err != nil {
 		return err
 	}
 	if cerr != nil {
 		return fmt.Errorf("peer credentials: %w", cerr)
 	}
-	if allowed(cred, os.Geteuid(), os.Getegid(), procGroups) {
-		return nil
-	}
-	return fmt.Errorf("permission denied: uid %d is not root, the daemon's user or in its group (gid %d)", cred.Uid, os.Getegid())
+	return authorize(cred, groups, gerr, os.Geteuid(), os.Getegid())
 }
 
-func allowed(cred *unix.Ucred, uid, gid int, groups func(pid int32) []int) bool {
-	if cred.Uid == 0 || int(cred.Uid) == uid || int(cred.Gid) == gid {
-		return true
-	}
-	for _, g := range groups(cred.Pid) {
-		if g == gid {
-			return true
-		}
-	}
-	return false
-}
-
-// procGroups reads a process's supplementary groups.
-func procGroups(pid int32) []int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
-	if err != nil {
+// authorize is the rule for a peer with credentials cred and supplementary
+// groups groups. When those could not be read (groupsErr), only root, the
+// daemon's user and its primary group pass, and the refusal says why.
+func authorize(cred *unix.Ucred, groups []uint32, groupsErr error, uid, gid int) error {
+	if cred.Uid == 0 || int(cred.Uid) == uid || int(cred.Gid) == gid || slices.Contains(groups, uint32(gid)) {
 		return nil
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Groups:"); ok {
-			var gs []int
-			for _, f := range strings.Fields(rest) {
-				if g, err := strconv.Atoi(f); err == nil {
-					gs = append(gs, g)
-				}
-			}
-			return gs
-		}
+	if groupsErr != nil {
+		return fmt.Errorf("permission denied: uid %d is not root or the daemon's user, its primary group is not the daemon's (gid %d), and its supplementary groups are unknown (SO_PEERGROUPS: %v)", cred.Uid, gid, groupsErr)
 	}
-	return nil
+	return fmt.Errorf("permission denied: uid %d is not root, the daemon's user or in its group (gid %d)", cred.Uid, gid)
 }
 
 // Kill asks the appliance on path to disconnect target (see OpKill).

@@ -1,13 +1,17 @@
 package status
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,25 +75,30 @@ func TestKillCommand(t *testing.T) {
 // TestAllowed is the permission rule for write operations.
 func TestAllowed(t *testing.T) {
 	const daemonUID, daemonGID = 990, 985
-	groups := func(pid int32) []int {
-		if pid == 7 {
-			return []int{100, daemonGID}
-		}
-		return []int{100}
-	}
+	noGroups := errors.New("injected: SO_PEERGROUPS refused")
 	for _, c := range []struct {
-		what string
-		cred unix.Ucred
-		ok   bool
+		what   string
+		cred   unix.Ucred
+		groups []uint32
+		gerr   error
+		ok     bool
 	}{
-		{"root", unix.Ucred{Pid: 1, Uid: 0, Gid: 0}, true},
-		{"the daemon's user", unix.Ucred{Pid: 2, Uid: daemonUID, Gid: 1000}, true},
-		{"primary group ovfwd", unix.Ucred{Pid: 3, Uid: 1000, Gid: daemonGID}, true},
-		{"supplementary group ovfwd", unix.Ucred{Pid: 7, Uid: 1000, Gid: 1000}, true},
-		{"anyone else", unix.Ucred{Pid: 8, Uid: 1000, Gid: 1000}, false},
+		{"root", unix.Ucred{Pid: 1, Uid: 0, Gid: 0}, nil, nil, true},
+		{"the daemon's user", unix.Ucred{Pid: 2, Uid: daemonUID, Gid: 1000}, nil, nil, true},
+		{"primary group ovfwd", unix.Ucred{Pid: 3, Uid: 1000, Gid: daemonGID}, nil, nil, true},
+		{"supplementary group ovfwd", unix.Ucred{Pid: 7, Uid: 1000, Gid: 1000}, []uint32{100, daemonGID}, nil, true},
+		{"anyone else", unix.Ucred{Pid: 8, Uid: 1000, Gid: 1000}, []uint32{100}, nil, false},
+		// Without the peer's groups only what SO_PEERCRED shows passes.
+		{"groups unknown: root", unix.Ucred{Pid: 1, Uid: 0, Gid: 0}, nil, noGroups, true},
+		{"groups unknown: primary group ovfwd", unix.Ucred{Pid: 3, Uid: 1000, Gid: daemonGID}, nil, noGroups, true},
+		{"groups unknown: anyone else", unix.Ucred{Pid: 7, Uid: 1000, Gid: 1000}, nil, noGroups, false},
 	} {
-		if got := allowed(&c.cred, daemonUID, daemonGID, groups); got != c.ok {
-			t.Errorf("%s: allowed %v, want %v", c.what, got, c.ok)
+		err := authorize(&c.cred, c.groups, c.gerr, daemonUID, daemonGID)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want allowed %v", c.what, err, c.ok)
+		}
+		if err != nil && c.gerr != nil && !strings.Contains(err.Error(), "SO_PEERGROUPS: injected") {
+			t.Errorf("%s: the refusal does not say the groups were unknown: %v", c.what, err)
 		}
 	}
 }
@@ -137,5 +146,101 @@ func TestKillRefusedToOthers(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "fetch: <nil>") || !strings.Contains(string(out), "kill: permission denied") || calls != 0 {
 		t.Fatalf("as nobody: handler called %d times, output:\n%s", calls, out)
+	}
+}
+
+// TestPeerGroupsAtConnect: a write operation is judged by the groups the
+// peer had when it connected (SO_PEERGROUPS), not by whatever /proc/PID
+// says when the request arrives. Here the connecting process (nobody,
+// primary group nogroup, supplementary group the daemon's) hands its
+// connection to a child and exits; the child sends the kill once the
+// parent's PID is gone, so /proc has nothing to say about it.
+func TestPeerGroupsAtConnect(t *testing.T) {
+	switch os.Getenv("OVFWD_PEER_HELPER") {
+	case "connect":
+		c, err := net.Dial("unix", os.Getenv("OVFWD_PEER_SOCK"))
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		f, err := c.(*net.UnixConn).File()
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		// The child waits for this process's PID to be gone, sends the
+		// kill and keeps the reply. It is a shell: nobody cannot run this
+		// test binary from go test's private directory.
+		// It polls with builtins only: the server answers a connection
+		// that has sent nothing for a second with the snapshot.
+		child := exec.Command("sh", "-c", `i=0; while [ -e /proc/$1 ] && [ $i -lt 1000000 ]; do i=$((i+1)); done
+[ -e /proc/$1 ] && { echo "parent still there" > "$2"; exit 1; }
+printf 'kill alice\n' >&3 && timeout 5 cat <&3 > "$2"`, "sh", strconv.Itoa(os.Getpid()), os.Getenv("OVFWD_PEER_OUT"))
+		child.ExtraFiles = []*os.File{f}
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr // the test waits for them to close
+		if err := child.Start(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		os.Exit(0) // without waiting: the child outlives this process
+	}
+	if os.Geteuid() != 0 {
+		if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
+			t.Fatal("needs root to run a client as another user")
+		}
+		t.Skip("needs root to run a client as another user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatal("setpriv (util-linux) not installed")
+	}
+	dir, err := os.MkdirTemp("", "ovfwd-status-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(dir, "out")
+	if err := os.WriteFile(outFile, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(outFile, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ovfwd.sock")
+	var calls atomic.Int32
+	srv, err := ListenCommands(path, sample, func(Request) Reply { calls.Add(1); return Reply{Killed: 1} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	gid := strconv.Itoa(os.Getegid())
+	var got []byte
+	// A loaded machine may take over a second from the connect to the
+	// request, which the server then answers with the snapshot: try again
+	// (a refusal or the kill ends it).
+	for attempt := 0; attempt < 5 && !bytes.Contains(got, []byte("killed")) && !bytes.Contains(got, []byte("permission denied")); attempt++ {
+		if err := os.WriteFile(outFile, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--groups="+gid, os.Args[0], "-test.run=^TestPeerGroupsAtConnect$")
+		// Under -race a process sleeps a second before it exits
+		// (atexit_sleep_ms), past the server's wait for the request.
+		cmd.Env = append(os.Environ(), "OVFWD_PEER_HELPER=connect", "OVFWD_PEER_SOCK="+path, "OVFWD_PEER_OUT="+outFile, "GORACE=atexit_sleep_ms=0")
+		// Both helpers write to its pipes, so this returns once both ended.
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		got, _ = os.ReadFile(outFile)
+		if len(got) > 0 && !bytes.Contains(got, []byte("killed")) {
+			t.Logf("attempt %d: %.80q", attempt, got)
+		}
+	}
+	if string(got) != "{\"killed\":1}\n" || calls.Load() != 1 {
+		t.Fatalf("a member of the daemon's group (gid %s) whose connecting process has exited: handler called %d times, reply %q", gid, calls.Load(), got)
 	}
 }

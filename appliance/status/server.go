@@ -23,7 +23,8 @@ type Server struct {
 
 // Listen creates the socket at path (its directory too, mode 0750) and
 // serves snap on it, read-only. A stale socket left by a crashed run is
-// replaced; a live one (another ovfwd answering) is an error.
+// replaced; a live one (another ovfwd answering), or anything at path that
+// is not a socket, is an error (see ListenUnix).
 func Listen(path string, snap func() Snapshot) (*Server, error) {
 	return ListenCommands(path, snap, nil)
 }
@@ -37,16 +38,10 @@ func ListenCommands(path string, snap func() Snapshot, cmd func(Request) Reply) 
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("status: %s: another ovfwd is running", path)
-	}
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := ListenUnix(path, 0o660)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	_ = os.Chmod(path, 0o660)
 	s := &Server{ln: ln, path: path, snap: snap, cmd: cmd}
 	s.wg.Add(1)
 	go s.serve()

@@ -24,9 +24,12 @@ type Snapshot struct {
 	// Ready: serving, not draining, every worker running and every port's
 	// link up; the exported routes are announced only while it holds.
 	Ready    bool    `json:"ready"`
-	NotReady string  `json:"not_ready,omitempty"` // why not: starting, draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
+	NotReady string  `json:"not_ready,omitempty"` // why not: "starting: worker 0 not polling yet", draining, stopping, "port p0 link down", "worker 1 stalled (…)", "recovering from: …"
 	Drain    *Drain  `json:"drain,omitempty"`
 	Export   *Export `json:"export,omitempty"`
+	// Monitoring is the management interface's and the status file's
+	// counters (nil when neither is on).
+	Monitoring Counters `json:"monitoring,omitempty"`
 }
 
 // Drain is an `ovfwd drain` in progress.
@@ -70,8 +73,9 @@ type Port struct {
 
 // Queue is one RX/TX queue pair of a port and the mode it runs in.
 type Queue struct {
-	Queue int    `json:"queue"`
-	Mode  string `json:"mode"` // e.g. "copy, generic XDP (why…)"
+	Queue     int    `json:"queue"`
+	Mode      string `json:"mode"`                 // e.g. "copy, generic XDP (why…)"
+	RxPackets uint64 `json:"rx_packets,omitempty"` // frames its AF_XDP socket received (the worker of this queue polls it)
 }
 
 // Traffic is a packet and byte count.
@@ -109,6 +113,17 @@ type VPNPeer struct {
 	Rx       Traffic   `json:"rx"`
 	Tx       Traffic   `json:"tx"`
 	LastSeen time.Time `json:"last_seen"`
+	ClientID uint64    `json:"client_id"` // the management interface's CID: unique per connection since start
+	PeerID   uint32    `json:"peer_id"`
+	Username string    `json:"username,omitempty"` // the authenticated username; "" without auth_user_pass_verify
+	Cipher   string    `json:"cipher,omitempty"`   // the data channel's cipher, as openvpn names it
+	Since    time.Time `json:"connected_since"`
+	IRoutes  []string  `json:"iroutes,omitempty"` // networks routed to this client
+	// LinkRx and LinkTx count the data channel's datagrams as on the wire
+	// (Rx/Tx plus each packet's header, packet id and tag): openvpn's
+	// "Bytes Received/Sent" without its keepalives and control packets.
+	LinkRx uint64 `json:"link_rx_bytes"`
+	LinkTx uint64 `json:"link_tx_bytes"`
 }
 
 // Uplink is one [[vpn.client]] site-to-site uplink.

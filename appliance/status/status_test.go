@@ -13,7 +13,7 @@ func sample() Snapshot {
 		Version: "v1", PID: 42, Started: time.Unix(1000, 0), Taken: time.Unix(1060, 0), Config: "/etc/ovfwd/ovfwd.toml",
 		Mode: "router", Poll: "adaptive", Workers: []Worker{{Queue: 0, CPU: 1}},
 		Ports: []Port{{Name: "p0", Driver: "afxdp", Reason: "auto: no pci set", IfName: "eth1", Link: "up", MTU: 1500,
-			Queues: []Queue{{0, "copy, native XDP"}}, Rx: Traffic{10, 1000}, Tx: Traffic{9, 900},
+			Queues: []Queue{{Queue: 0, Mode: "copy, native XDP", RxPackets: 10}}, Rx: Traffic{10, 1000}, Tx: Traffic{9, 900},
 			Backend: Counters{"tx_full": 2, "kick_errors": 0}}},
 		Drops:  Counters{"no_route": 3, "malformed": 0},
 		Engine: Counters{"punts": 1},

@@ -96,6 +96,9 @@ func WriteText(w io.Writer, s *Snapshot) error {
 			fmt.Fprintf(b, "  client %s%s: %s ports %s (%d ports)\n", c.Inside, name, c.Outside, strings.Join(c.Blocks, " "), c.Ports)
 		}
 	}
+	if s.Monitoring != nil {
+		fmt.Fprintf(b, "\nmonitoring: %s\n", orNone(nonZero(s.Monitoring)))
+	}
 	fmt.Fprintf(b, "\nreloads: %d ok, %d rejected", s.Reload.Count, s.Reload.Failed)
 	if s.Reload.LastError != "" {
 		fmt.Fprintf(b, "; last rejected: %s", s.Reload.LastError)

@@ -2,11 +2,13 @@
 // labs, benches, end-to-end suites, load generators and guest helpers. The
 // product (config, fwd, vpn, mlx5, appliance outside this folder) never
 // imports it; cmd/ovfwd does, for the `lab` and `bench` commands operators use
-// to evaluate a box. This file enforces that and the package layering.
+// to evaluate a box. This file enforces that, the package layering, and that
+// the binary links no test machinery.
 package testbed_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,10 @@ var layering = []struct {
 	// The worker loop runs any engine over any ports: it knows only fwd.
 	{"appliance/runner", []string{"appliance", "config", "vpn", "mlx5", "cmd"}},
 }
+
+// deviceModel is the mlx5 device model: the binary links it for `ovfwd lab`,
+// `ovfwd bench` and `driver = "mlx5-sim"`, but the daemon does not.
+const deviceModel = "mlx5/model"
 
 // allowedTestbedImporters may import the testbed: the one binary, because
 // `ovfwd lab` and `ovfwd bench` are commands of it, and the testbed itself.
@@ -120,5 +126,83 @@ func TestImportGraphCatches(t *testing.T) {
 	got := violations(graph)
 	if len(got) != 4 {
 		t.Fatalf("want 4 violations (daemon→testbed, fwd→vpn, fwd/lpm→appliance, pki→control), got %d: %q", len(got), got)
+	}
+}
+
+// deps lists the packages pkg links (go list -deps: non-test imports,
+// transitively), the standard library's by import path and the module's
+// relative to it.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", module+"/"+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var list []string
+	for _, p := range strings.Fields(string(out)) {
+		list = append(list, strings.TrimPrefix(p, module+"/"))
+	}
+	return list
+}
+
+// testMachinery returns what in deps a shipped program must not link: the
+// testing package (and its internals), or a mlx5 device model when
+// noModel.
+func testMachinery(deps []string, noModel bool) []string {
+	var bad []string
+	for _, p := range deps {
+		if under(p, "testing") || noModel && under(p, deviceModel) {
+			bad = append(bad, p)
+		}
+	}
+	return bad
+}
+
+// TestProductLinks holds what the shipped binary carries: no testing
+// package (test helpers live in _test files and the testbed's *test
+// packages), and a daemon without the mlx5 device model (registered by
+// cmd/ovfwd).
+func TestProductLinks(t *testing.T) {
+	bin := deps(t, "cmd/ovfwd")
+	if !slices.Contains(bin, "appliance/daemon") || !slices.Contains(bin, "runtime") {
+		t.Fatalf("go list -deps cmd/ovfwd lists %d packages, without the daemon or the runtime", len(bin))
+	}
+	for _, p := range testMachinery(bin, false) {
+		t.Errorf("the ovfwd binary links %s", p)
+	}
+	daemon := deps(t, "appliance/daemon")
+	if !slices.Contains(daemon, "mlx5") {
+		t.Fatalf("go list -deps appliance/daemon lists %d packages, without mlx5", len(daemon))
+	}
+	for _, p := range testMachinery(daemon, true) {
+		t.Errorf("the daemon links %s", p)
+	}
+}
+
+// TestTestingOnlyInTestPackages: outside _test.go files only the testbed's
+// test-helper packages (named …test, imported by tests alone) import the
+// testing package.
+func TestTestingOnlyInTestPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module+"/")
+		if slices.Contains(f[1:], "testing") && !(under(pkg, "appliance/testbed") && strings.HasSuffix(pkg, "test")) {
+			t.Errorf("%s imports testing outside its tests", pkg)
+		}
+	}
+}
+
+// TestProductLinksCatches shows the check is able to fail.
+func TestProductLinksCatches(t *testing.T) {
+	got := testMachinery([]string{"fmt", "testing", "testing/internal/testdeps", "mlx5", "mlx5/model/fullsim", "mlx5/modelnot"}, true)
+	if want := []string{"testing", "testing/internal/testdeps", "mlx5/model/fullsim"}; !slices.Equal(got, want) {
+		t.Errorf("flagged %q, want %q", got, want)
+	}
+	if got := testMachinery([]string{"mlx5/model/fullsim", "testing"}, false); !slices.Equal(got, []string{"testing"}) {
+		t.Errorf("without noModel flagged %q", got)
 	}
 }

@@ -39,7 +39,15 @@ type Config struct {
 	// a client holds up to MaxBlocks blocks.
 	BlockSize int
 	MaxBlocks int
-	Timeouts  Timeouts
+	// MaxSessionsPerClient bounds one inside address's sessions (of one
+	// rule), MaxSessionsPerMapping one inside endpoint's (each remote it
+	// talks to, or, with endpoint-independent filtering, that reaches it,
+	// is a session): one client, or outside sources spraying a mapping,
+	// cannot take the table from the others. A session over either is
+	// refused and counted (client_limit); existing ones are undisturbed.
+	MaxSessionsPerClient  int
+	MaxSessionsPerMapping int
+	Timeouts              Timeouts
 	// EndpointIndependentFiltering lets any remote endpoint reach a mapping
 	// (RFC 4787 REQ-8's application-transparent choice); by default only
 	// remotes the inside endpoint sent to may (address and port dependent).
@@ -54,10 +62,15 @@ const (
 	DefaultMaxSessions = 1 << 20
 	DefaultBlockSize   = 256
 	DefaultMaxBlocks   = 8
-	DefaultPortLo      = 1024
-	DefaultPortHi      = 32767
-	maxBlocksCap       = 64
-	maxRules           = 255
+	// A busy desktop holds a few hundred to a few thousand flows; a
+	// peer-to-peer client more. 8192 a client is under 1 % of the
+	// default table, so 128 such clients are needed to fill it.
+	DefaultMaxSessionsPerClient  = 8192
+	DefaultMaxSessionsPerMapping = 1024
+	DefaultPortLo                = 1024
+	DefaultPortHi                = 32767
+	maxBlocksCap                 = 64
+	maxRules                     = 255
 )
 
 // DefaultTimeouts are the RFC minimums (RFC 4787 recommends 5 min for UDP;
@@ -78,6 +91,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBlocks == 0 {
 		c.MaxBlocks = DefaultMaxBlocks
+	}
+	if c.MaxSessionsPerClient == 0 {
+		c.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
+	if c.MaxSessionsPerMapping == 0 {
+		c.MaxSessionsPerMapping = DefaultMaxSessionsPerMapping
 	}
 	d := &c.Timeouts
 	for _, f := range []struct {
@@ -174,13 +193,13 @@ func Compile(c Config) (*Compiled, error) {
 			if p.Bits() > 0 {
 				m = ^uint32(0) << (32 - p.Bits())
 			}
-			cr.pfx = append(cr.pfx, pfx4{be32(p.Masked().Addr().AsSlice()), m})
+			cr.pfx = append(cr.pfx, pfx4{binary.BigEndian.Uint32(p.Masked().Addr().AsSlice()), m})
 		}
 		for _, a := range r.Outside {
 			if !a.Is4() {
 				return nil, fmt.Errorf("nat: rule %d: outside address %v is not IPv4", i, a)
 			}
-			v := be32(a.AsSlice())
+			v := binary.BigEndian.Uint32(a.AsSlice())
 			if seen[v] {
 				return nil, fmt.Errorf("nat: outside address %v in two rules (or twice)", a)
 			}
@@ -253,7 +272,7 @@ func (k *Compiled) outsideIndex(a uint32) int {
 // Outside reports whether a is one of c's outside addresses, and the
 // egress port of its rule.
 func (k *Compiled) Outside(a [4]byte) (port int, ok bool) {
-	if i := k.outsideIndex(be32(a[:])); i >= 0 {
+	if i := k.outsideIndex(binary.BigEndian.Uint32(a[:])); i >= 0 {
 		return k.out[i].port, true
 	}
 	return 0, false
@@ -262,24 +281,7 @@ func (k *Compiled) Outside(a [4]byte) (port int, ok bool) {
 // Config returns the configuration with its defaults filled in.
 func (k *Compiled) Config() Config { return k.cfg }
 
-func be32(b []byte) uint32 {
-	_ = b[3] // one bounds check, not four
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-func be64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-}
-func be16(b []byte) uint16 { _ = b[1]; return uint16(b[0])<<8 | uint16(b[1]) }
-
 // le loads and stores in wire order (see wireKey): one instruction each,
 // called directly (a wrapper's extra inlining level costs the fast path
 // a marker NOP per call).
 var le = binary.LittleEndian
-
-func put32(b []byte, v uint32) {
-	_ = b[3]
-	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-}
-func put16(b []byte, v uint16) { _ = b[1]; b[0], b[1] = byte(v>>8), byte(v) }

@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync/atomic"
 )
@@ -67,8 +68,8 @@ func (t *Table) Events(fn func(Event)) int {
 	for i := h; i < end; i++ {
 		e := &r.slots[i&r.mask]
 		var in, out [4]byte
-		put32(in[:], e.inside)
-		put32(out[:], e.out)
+		binary.BigEndian.PutUint32(in[:], e.inside)
+		binary.BigEndian.PutUint32(out[:], e.out)
 		fn(Event{Alloc: e.alloc, Inside: netip.AddrFrom4(in), Rule: int(e.rule), Outside: netip.AddrFrom4(out),
 			PortLo: e.lo, PortHi: e.hi, Time: e.time})
 	}

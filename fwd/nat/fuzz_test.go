@@ -3,12 +3,14 @@ package nat
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // checkable reports whether p's checksums are all valid (so they must
 // still be after a translation).
 func checkable(p []byte) bool {
-	if csum(p[:20]) != 0 {
+	if csum.Checksum(p[:20]) != 0 {
 		return false
 	}
 	if binary.BigEndian.Uint16(p[6:])&(ipv4FlagMF|ipv4FragMask) != 0 {
@@ -24,9 +26,9 @@ func checkable(p []byte) bool {
 		if p[9] == protoUDP && len(l) >= 8 && binary.BigEndian.Uint16(l[6:]) == 0 {
 			return true
 		}
-		return ^fold16(pseudo(p)+sum(l)) == 0
+		return ^csum.Fold16(pseudo(p)+csum.Sum(0, l)) == 0
 	case protoICMP:
-		return csum(l) == 0
+		return csum.Checksum(l) == 0
 	}
 	return true
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // Test packets: IPv4 with valid checksums, built from readable parts.
@@ -17,9 +19,7 @@ var (
 	remote2 = netip.MustParseAddr("198.19.0.11")
 )
 
-func a4(a netip.Addr) uint32 { return be32(a.AsSlice()) }
-
-func csum(b []byte) uint16 { return ^fold16(sum(b)) }
+func a4(a netip.Addr) uint32 { return binary.BigEndian.Uint32(a.AsSlice()) }
 
 // ipPacket builds an IPv4 datagram of proto with payload l4 (whose
 // checksum is filled in when l4csum is set).
@@ -31,7 +31,7 @@ func ipPacket(src, dst netip.Addr, proto uint8, l4 []byte) []byte {
 	p[8], p[9] = 64, proto
 	copy(p[12:], src.AsSlice())
 	copy(p[16:], dst.AsSlice())
-	binary.BigEndian.PutUint16(p[10:], csum(p[:20]))
+	binary.BigEndian.PutUint16(p[10:], csum.Checksum(p[:20]))
 	copy(p[20:], l4)
 	fillL4(p)
 	return p
@@ -43,23 +43,23 @@ func fillL4(p []byte) {
 	switch p[9] {
 	case protoTCP:
 		binary.BigEndian.PutUint16(l[16:], 0)
-		binary.BigEndian.PutUint16(l[16:], ^fold16(pseudo(p)+sum(l)))
+		binary.BigEndian.PutUint16(l[16:], ^csum.Fold16(pseudo(p)+csum.Sum(0, l)))
 	case protoUDP:
 		binary.BigEndian.PutUint16(l[6:], 0)
-		c := ^fold16(pseudo(p) + sum(l))
+		c := ^csum.Fold16(pseudo(p) + csum.Sum(0, l))
 		if c == 0 {
 			c = 0xffff
 		}
 		binary.BigEndian.PutUint16(l[6:], c)
 	case protoICMP:
 		binary.BigEndian.PutUint16(l[2:], 0)
-		binary.BigEndian.PutUint16(l[2:], csum(l))
+		binary.BigEndian.PutUint16(l[2:], csum.Checksum(l))
 	}
 }
 
 func pseudo(p []byte) uint32 {
 	n := len(p) - 20
-	return sum(p[12:20]) + uint32(p[9]) + uint32(n)
+	return csum.Sum(0, p[12:20]) + uint32(p[9]) + uint32(n)
 }
 
 func tcp(sp, dp uint16, flags uint8, payload string) []byte {
@@ -104,7 +104,7 @@ func icmpError(src, dst netip.Addr, ty, code uint8, orig []byte) []byte {
 // the transport checksum.
 func verify(t testing.TB, p []byte) {
 	t.Helper()
-	if c := csum(p[:20]); c != 0 {
+	if c := csum.Checksum(p[:20]); c != 0 {
 		t.Fatalf("IP header checksum wrong (%#04x)", c)
 	}
 	if binary.BigEndian.Uint16(p[6:])&(ipv4FlagMF|ipv4FragMask) != 0 {
@@ -113,17 +113,17 @@ func verify(t testing.TB, p []byte) {
 	l := p[20:]
 	switch p[9] {
 	case protoTCP:
-		if c := ^fold16(pseudo(p) + sum(l)); c != 0 {
+		if c := ^csum.Fold16(pseudo(p) + csum.Sum(0, l)); c != 0 {
 			t.Fatalf("TCP checksum wrong")
 		}
 	case protoUDP:
 		if binary.BigEndian.Uint16(l[6:]) != 0 {
-			if c := ^fold16(pseudo(p) + sum(l)); c != 0 {
+			if c := ^csum.Fold16(pseudo(p) + csum.Sum(0, l)); c != 0 {
 				t.Fatalf("UDP checksum wrong")
 			}
 		}
 	case protoICMP:
-		if c := csum(l); c != 0 {
+		if c := csum.Checksum(l); c != 0 {
 			t.Fatalf("ICMP checksum wrong")
 		}
 	}

@@ -1,5 +1,11 @@
 package nat
 
+import (
+	"encoding/binary"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
+)
+
 // Out translates an IPv4 packet routed out of egress port port: pkt is
 // the datagram from its IP header on (Parse-checked, trimmed to its total
 // length), l4 the offset of its transport header (0 when there is none: a
@@ -89,16 +95,16 @@ func (t *Table) outFast(buf []byte, x int, port int, hint uint64, ttl uint32) bo
 	d := uint32(s.dOut)
 	le.PutUint32(h[12:], s.out)
 	h[8] -= uint8(ttl)
-	le.PutUint16(h[ipCsumOff:], ^fold16(uint32(^le.Uint16(h[ipCsumOff:]))+d+ttl*0xfffe))
-	d += diff16(uint16(ports), s.outPort)
+	le.PutUint16(h[ipCsumOff:], ^csum.Fold16(uint32(^le.Uint16(h[ipCsumOff:]))+d+ttl*0xfffe))
+	d += csum.Diff16(uint16(ports), s.outPort)
 	l := h[ipv4MinHdrLen:]
 	if proto == protoTCP {
-		le.PutUint16(l[tcpCsumOff:], ^fold16(uint32(^le.Uint16(l[tcpCsumOff:]))+d))
+		le.PutUint16(l[tcpCsumOff:], ^csum.Fold16(uint32(^le.Uint16(l[tcpCsumOff:]))+d))
 		if st := s.state | tcpState(l[13], stSynOut, stFinOut); st != s.state {
 			s.state = st
 		}
 	} else if u := le.Uint16(l[udpCsumOff:]); u != 0 {
-		u = ^fold16(uint32(^u) + d)
+		u = ^csum.Fold16(uint32(^u) + d)
 		if u == 0 {
 			u = 0xffff
 		}
@@ -115,7 +121,7 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	if k == nil || len(pkt) < ipv4MinHdrLen {
 		return Pass, 0
 	}
-	src := be32(pkt[12:])
+	src := binary.BigEndian.Uint32(pkt[12:])
 	ri := k.match(src, port)
 	if ri < 0 {
 		return Pass, 0
@@ -124,7 +130,7 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 		return Handoff, o
 	}
 	proto := pkt[9]
-	if be16(pkt[6:])&ipv4FragMask != 0 {
+	if binary.BigEndian.Uint16(pkt[6:])&ipv4FragMask != 0 {
 		return t.fragOut(pkt, src, proto)
 	}
 	if l4 < ipv4MinHdrLen || l4+icmpHdrLen > len(pkt) {
@@ -137,13 +143,13 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 		if len(l) < tcpCsumOff+2 {
 			return t.drop(DropMalformed)
 		}
-		ip, rp = be16(l), be16(l[2:])
+		ip, rp = binary.BigEndian.Uint16(l), binary.BigEndian.Uint16(l[2:])
 	case protoUDP:
-		ip, rp = be16(l), be16(l[2:])
+		ip, rp = binary.BigEndian.Uint16(l), binary.BigEndian.Uint16(l[2:])
 	case protoICMP:
 		switch l[0] {
 		case icmpEchoRequest, icmpEchoReply:
-			ip = be16(l[4:])
+			ip = binary.BigEndian.Uint16(l[4:])
 		case icmpUnreachable, icmpTimeExceeded, icmpParamProblem, icmpSourceQuench:
 			return t.errorOut(pkt, l4)
 		default:
@@ -152,7 +158,7 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	default:
 		return t.drop(DropUnsupported)
 	}
-	key := skey{src, be32(pkt[16:]), ip, rp, proto}
+	key := skey{src, binary.BigEndian.Uint32(pkt[16:]), ip, rp, proto}
 	var sid uint32
 	var ok bool
 	// Touch's id names the session unless an earlier packet of the batch
@@ -189,28 +195,28 @@ func (t *Table) out(pkt []byte, l4 int, port int, hint uint64) (Verdict, int) {
 	out, op := s.outside()
 	// One difference for the address, folded once into each checksum it
 	// is in (the transport's pseudo-header also has the port's).
-	d := diff32(src, out)
-	put32(pkt[12:], out)
-	fixd(pkt[ipCsumOff:], d)
+	d := csum.Diff32(src, out)
+	binary.BigEndian.PutUint32(pkt[12:], out)
+	csum.FixDiff(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		fixd(l[tcpCsumOff:], d+diff16(ip, op))
-		put16(l, op)
+		csum.FixDiff(l[tcpCsumOff:], d+csum.Diff16(ip, op))
+		binary.BigEndian.PutUint16(l, op)
 		s.state |= tcpState(l[13], stSynOut, stFinOut)
 	case protoUDP:
-		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fixd(c, d+diff16(ip, op))
-			if be16(c) == 0 {
-				put16(c, 0xffff)
+		if c := l[udpCsumOff:]; binary.BigEndian.Uint16(c) != 0 {
+			csum.FixDiff(c, d+csum.Diff16(ip, op))
+			if binary.BigEndian.Uint16(c) == 0 {
+				binary.BigEndian.PutUint16(c, 0xffff)
 			}
 		}
-		put16(l, op)
+		binary.BigEndian.PutUint16(l, op)
 	case protoICMP:
-		fixd(l[icmpCsumOff:], diff16(ip, op))
-		put16(l[4:], op)
+		csum.FixDiff(l[icmpCsumOff:], csum.Diff16(ip, op))
+		binary.BigEndian.PutUint16(l[4:], op)
 	}
-	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragOut, src, key.rem, be16(pkt[4:]), proto, out)
+	if binary.BigEndian.Uint16(pkt[6:])&ipv4FlagMF != 0 {
+		t.record(fragOut, src, key.rem, binary.BigEndian.Uint16(pkt[4:]), proto, out)
 	}
 	t.cnt[cOut]++
 	return Done, 0
@@ -225,13 +231,13 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 	if k == nil || len(pkt) < ipv4MinHdrLen {
 		return Pass, 0
 	}
-	dst := be32(pkt[16:])
+	dst := binary.BigEndian.Uint32(pkt[16:])
 	oi := k.outsideIndex(dst)
 	if oi < 0 {
 		return Pass, 0
 	}
 	proto := pkt[9]
-	if be16(pkt[6:])&ipv4FragMask != 0 {
+	if binary.BigEndian.Uint16(pkt[6:])&ipv4FragMask != 0 {
 		return t.fragIn(pkt, proto)
 	}
 	if l4 < ipv4MinHdrLen || l4+icmpHdrLen > len(pkt) {
@@ -244,13 +250,13 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 		if len(l) < tcpCsumOff+2 {
 			return Pass, 0
 		}
-		op, rp = be16(l[2:]), be16(l)
+		op, rp = binary.BigEndian.Uint16(l[2:]), binary.BigEndian.Uint16(l)
 	case protoUDP:
-		op, rp = be16(l[2:]), be16(l)
+		op, rp = binary.BigEndian.Uint16(l[2:]), binary.BigEndian.Uint16(l)
 	case protoICMP:
 		switch l[0] {
 		case icmpEchoReply:
-			op = be16(l[4:])
+			op = binary.BigEndian.Uint16(l[4:])
 		case icmpUnreachable, icmpTimeExceeded, icmpParamProblem, icmpSourceQuench:
 			return t.errorIn(pkt, l4, oi)
 		default:
@@ -264,11 +270,11 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 		return Pass, 0
 	}
 	if own := t.ownerOut(oi, op); own != t.w {
-		if be16(pkt[6:])&ipv4FlagMF != 0 {
+		if binary.BigEndian.Uint16(pkt[6:])&ipv4FlagMF != 0 {
 			// The later fragments carry no port: remember where the
 			// first went, for them (they tend to arrive on this queue
 			// too: RSS hashes fragments by address).
-			t.record(fragHand, be32(pkt[12:]), dst, be16(pkt[4:]), proto, uint32(own))
+			t.record(fragHand, binary.BigEndian.Uint32(pkt[12:]), dst, binary.BigEndian.Uint16(pkt[4:]), proto, uint32(own))
 		}
 		return Handoff, own
 	}
@@ -276,7 +282,7 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 	if !ok {
 		return t.drop(DropNoSession)
 	}
-	src := be32(pkt[12:])
+	src := binary.BigEndian.Uint32(pkt[12:])
 	key := skey{t.maps[mi].ik.in, src, t.maps[mi].ik.port, rp, proto}
 	sid, ok := t.findSession(key)
 	if ok && t.expired(&t.sess[sid]) {
@@ -300,28 +306,28 @@ func (t *Table) In(pkt []byte, l4 int) (Verdict, int) {
 	s.last = t.now
 	sk := s.key()
 	in, ip := sk.in, sk.inPort // the mapping's inside endpoint
-	d := diff32(dst, in)
-	put32(pkt[16:], in)
-	fixd(pkt[ipCsumOff:], d)
+	d := csum.Diff32(dst, in)
+	binary.BigEndian.PutUint32(pkt[16:], in)
+	csum.FixDiff(pkt[ipCsumOff:], d)
 	switch proto {
 	case protoTCP:
-		fixd(l[tcpCsumOff:], d+diff16(op, ip))
-		put16(l[2:], ip)
+		csum.FixDiff(l[tcpCsumOff:], d+csum.Diff16(op, ip))
+		binary.BigEndian.PutUint16(l[2:], ip)
 		s.state |= tcpState(l[13], stSynIn, stFinIn)
 	case protoUDP:
-		if c := l[udpCsumOff:]; be16(c) != 0 {
-			fixd(c, d+diff16(op, ip))
-			if be16(c) == 0 {
-				put16(c, 0xffff)
+		if c := l[udpCsumOff:]; binary.BigEndian.Uint16(c) != 0 {
+			csum.FixDiff(c, d+csum.Diff16(op, ip))
+			if binary.BigEndian.Uint16(c) == 0 {
+				binary.BigEndian.PutUint16(c, 0xffff)
 			}
 		}
-		put16(l[2:], ip)
+		binary.BigEndian.PutUint16(l[2:], ip)
 	case protoICMP:
-		fixd(l[icmpCsumOff:], diff16(op, ip))
-		put16(l[4:], ip)
+		csum.FixDiff(l[icmpCsumOff:], csum.Diff16(op, ip))
+		binary.BigEndian.PutUint16(l[4:], ip)
 	}
-	if be16(pkt[6:])&ipv4FlagMF != 0 {
-		t.record(fragIn, src, dst, be16(pkt[4:]), proto, in)
+	if binary.BigEndian.Uint16(pkt[6:])&ipv4FlagMF != 0 {
+		t.record(fragIn, src, dst, binary.BigEndian.Uint16(pkt[4:]), proto, in)
 	}
 	t.cnt[cIn]++
 	return Done, 0
@@ -377,7 +383,7 @@ func quoted(pkt []byte, l4 int) (q, ql []byte, ok bool) {
 		return nil, nil, false
 	}
 	ihl := int(q[0]&0x0f) * 4
-	if ihl < ipv4MinHdrLen || len(q) < ihl+8 || be16(q[6:])&ipv4FragMask != 0 {
+	if ihl < ipv4MinHdrLen || len(q) < ihl+8 || binary.BigEndian.Uint16(q[6:])&ipv4FragMask != 0 {
 		return nil, nil, false
 	}
 	return q, q[ihl:], true
@@ -388,10 +394,10 @@ func quoted(pkt []byte, l4 int) (q, ql []byte, ok bool) {
 func quotedPorts(q, ql []byte) (sp, dp uint16, ok bool) {
 	switch q[9] {
 	case protoTCP, protoUDP:
-		return be16(ql), be16(ql[2:]), true
+		return binary.BigEndian.Uint16(ql), binary.BigEndian.Uint16(ql[2:]), true
 	case protoICMP:
 		if ql[0] == icmpEchoRequest || ql[0] == icmpEchoReply {
-			return be16(ql[4:]), 0, true
+			return binary.BigEndian.Uint16(ql[4:]), 0, true
 		}
 	}
 	return 0, 0, false
@@ -406,7 +412,7 @@ func (t *Table) errorIn(pkt []byte, l4, oi int) (Verdict, int) {
 		return Pass, 0
 	}
 	o := &t.k.out[oi]
-	qsrc := be32(q[12:])
+	qsrc := binary.BigEndian.Uint32(q[12:])
 	sp, dp, ok := quotedPorts(q, ql)
 	if !ok || qsrc != o.addr || sp < o.lo || sp > o.hi || sp == t.k.cfg.Exclude {
 		return Pass, 0
@@ -423,11 +429,11 @@ func (t *Table) errorIn(pkt []byte, l4, oi int) (Verdict, int) {
 		return t.drop(DropNoSession)
 	}
 	m := &t.maps[mi]
-	sid, ok := t.findSession(skey{m.ik.in, be32(q[16:]), m.ik.port, dp, proto})
+	sid, ok := t.findSession(skey{m.ik.in, binary.BigEndian.Uint32(q[16:]), m.ik.port, dp, proto})
 	if !ok || t.expired(&t.sess[sid]) {
 		return t.drop(DropNoSession)
 	}
-	put32c(pkt[16:], m.ik.in, pkt[ipCsumOff:])
+	csum.Set32(pkt[16:], m.ik.in, pkt[ipCsumOff:])
 	t.rewriteQuoted(pkt[l4:], q, ql, 12, m.ik.in, 0, m.ik.port)
 	t.cnt[cIn]++
 	return Done, 0
@@ -449,12 +455,12 @@ func (t *Table) errorOut(pkt []byte, l4 int) (Verdict, int) {
 	if proto == protoICMP {
 		in, rp = sp, 0
 	}
-	sid, ok := t.findSession(skey{be32(q[16:]), be32(q[12:]), in, rp, proto})
-	if !ok || t.expired(&t.sess[sid]) || be32(q[16:]) != be32(pkt[12:]) {
+	sid, ok := t.findSession(skey{binary.BigEndian.Uint32(q[16:]), binary.BigEndian.Uint32(q[12:]), in, rp, proto})
+	if !ok || t.expired(&t.sess[sid]) || binary.BigEndian.Uint32(q[16:]) != binary.BigEndian.Uint32(pkt[12:]) {
 		return t.drop(DropNoSession)
 	}
 	m := &t.maps[t.sess[sid].m-1]
-	put32c(pkt[12:], m.ok.out, pkt[ipCsumOff:])
+	csum.Set32(pkt[12:], m.ok.out, pkt[ipCsumOff:])
 	t.rewriteQuoted(pkt[l4:], q, ql, 16, m.ok.out, 2, m.ok.port)
 	t.cnt[cOut]++
 	return Done, 0
@@ -467,30 +473,30 @@ func (t *Table) errorOut(pkt []byte, l4 int) (Verdict, int) {
 func (t *Table) rewriteQuoted(icmp, q, ql []byte, aoff int, addr uint32, poff int, port uint16) {
 	ihl := len(q) - len(ql)
 	region := q[:min(len(q), ihl+tcpCsumOff+2)]
-	before := sum(region)
-	old := be32(q[aoff:])
-	put32c(q[aoff:], addr, q[ipCsumOff:])
+	before := csum.Sum(0, region)
+	old := binary.BigEndian.Uint32(q[aoff:])
+	csum.Set32(q[aoff:], addr, q[ipCsumOff:])
 	switch q[9] {
 	case protoTCP:
 		if len(ql) >= tcpCsumOff+2 {
-			fix32(ql[tcpCsumOff:], old, addr)
-			put16c(ql[poff:], port, ql[tcpCsumOff:])
+			csum.Fix32(ql[tcpCsumOff:], old, addr)
+			csum.Set16(ql[poff:], port, ql[tcpCsumOff:])
 		} else {
-			put16(ql[poff:], port)
+			binary.BigEndian.PutUint16(ql[poff:], port)
 		}
 	case protoUDP:
-		if be16(ql[udpCsumOff:]) != 0 {
-			fix32(ql[udpCsumOff:], old, addr)
-			put16c(ql[poff:], port, ql[udpCsumOff:])
+		if binary.BigEndian.Uint16(ql[udpCsumOff:]) != 0 {
+			csum.Fix32(ql[udpCsumOff:], old, addr)
+			csum.Set16(ql[poff:], port, ql[udpCsumOff:])
 		} else {
-			put16(ql[poff:], port)
+			binary.BigEndian.PutUint16(ql[poff:], port)
 		}
 	case protoICMP:
-		put16c(ql[4:], port, ql[icmpCsumOff:])
+		csum.Set16(ql[4:], port, ql[icmpCsumOff:])
 	}
-	after := sum(region)
-	c := uint32(^be16(icmp[icmpCsumOff:])) + uint32(^fold16(before)) + uint32(fold16(after))
-	put16(icmp[icmpCsumOff:], ^fold16(c))
+	after := csum.Sum(0, region)
+	c := uint32(^binary.BigEndian.Uint16(icmp[icmpCsumOff:])) + uint32(^csum.Fold16(before)) + uint32(csum.Fold16(after))
+	binary.BigEndian.PutUint16(icmp[icmpCsumOff:], ^csum.Fold16(c))
 }
 
 // ---- fragments ----
@@ -533,17 +539,17 @@ func (t *Table) lookupFrag(dir uint8, src, dst uint32, id uint16, proto uint8) (
 }
 
 func (t *Table) fragOut(pkt []byte, src uint32, proto uint8) (Verdict, int) {
-	a, ok := t.lookupFrag(fragOut, src, be32(pkt[16:]), be16(pkt[4:]), proto)
+	a, ok := t.lookupFrag(fragOut, src, binary.BigEndian.Uint32(pkt[16:]), binary.BigEndian.Uint16(pkt[4:]), proto)
 	if !ok {
 		return t.drop(DropFragNoState)
 	}
-	put32c(pkt[12:], a, pkt[ipCsumOff:])
+	csum.Set32(pkt[12:], a, pkt[ipCsumOff:])
 	t.cnt[cFragOut]++
 	return Done, 0
 }
 
 func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
-	src, dst, id := be32(pkt[12:]), be32(pkt[16:]), be16(pkt[4:])
+	src, dst, id := binary.BigEndian.Uint32(pkt[12:]), binary.BigEndian.Uint32(pkt[16:]), binary.BigEndian.Uint16(pkt[4:])
 	a, ok := t.lookupFrag(fragIn, src, dst, id, proto)
 	if !ok {
 		if w, ok := t.lookupFrag(fragHand, src, dst, id, proto); ok {
@@ -551,7 +557,7 @@ func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
 		}
 		return Pass, 0 // may be the appliance's own
 	}
-	put32c(pkt[16:], a, pkt[ipCsumOff:])
+	csum.Set32(pkt[16:], a, pkt[ipCsumOff:])
 	t.cnt[cFragIn]++
 	return Done, 0
 }
@@ -561,13 +567,13 @@ func (t *Table) fragIn(pkt []byte, proto uint8) (Verdict, int) {
 // test for hairpinning a packet from an inside client.
 func (t *Table) Claims(pkt []byte, l4 int) bool {
 	if t.k == nil || len(pkt) < ipv4MinHdrLen || l4 < ipv4MinHdrLen || l4+4 > len(pkt) ||
-		pkt[9] != protoTCP && pkt[9] != protoUDP || be16(pkt[6:])&ipv4FragMask != 0 {
+		pkt[9] != protoTCP && pkt[9] != protoUDP || binary.BigEndian.Uint16(pkt[6:])&ipv4FragMask != 0 {
 		return false
 	}
-	oi := t.k.outsideIndex(be32(pkt[16:]))
+	oi := t.k.outsideIndex(binary.BigEndian.Uint32(pkt[16:]))
 	if oi < 0 {
 		return false
 	}
-	op, o := be16(pkt[l4+2:]), &t.k.out[oi]
+	op, o := binary.BigEndian.Uint16(pkt[l4+2:]), &t.k.out[oi]
 	return op >= o.lo && op <= o.hi && op != t.k.cfg.Exclude
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 func TestTCPRoundTrip(t *testing.T) {
@@ -237,7 +239,7 @@ func TestICMPErrorIn(t *testing.T) {
 		}
 		p[8] = 1
 		p[10], p[11] = 0, 0
-		copy(p[10:], []byte{byte(csum(p[:20]) >> 8), byte(csum(p[:20]))})
+		copy(p[10:], []byte{byte(csum.Checksum(p[:20]) >> 8), byte(csum.Checksum(p[:20]))})
 		mustOut(t, tb, p)
 		router := netip.MustParseAddr("198.18.2.1")
 		e := icmpError(router, out1, icmpTimeExceeded, 0, p)
@@ -253,7 +255,7 @@ func TestICMPErrorIn(t *testing.T) {
 		} else if sport(q) != 5000 {
 			t.Fatalf("proto %d: quoted source port %d", proto, sport(q))
 		}
-		if c := csum(q[:20]); c != 0 {
+		if c := csum.Checksum(q[:20]); c != 0 {
 			t.Fatalf("proto %d: quoted IP header checksum wrong", proto)
 		}
 	}
@@ -281,7 +283,7 @@ func TestFragments(t *testing.T) {
 	p := ipPacket(inA, remote, protoUDP, udp(5000, 53, "0123456789abcdef"))
 	p[6] = 0x20 // MF: a first fragment
 	p[10], p[11] = 0, 0
-	c := csum(p[:20])
+	c := csum.Checksum(p[:20])
 	p[10], p[11] = byte(c>>8), byte(c)
 	if v, _ := tb.Out(p, 20, 1); v != Done {
 		t.Fatal(v)
@@ -290,7 +292,7 @@ func TestFragments(t *testing.T) {
 	later[9] = protoUDP
 	later[6], later[7] = 0, 3 // offset 24
 	later[10], later[11] = 0, 0
-	c = csum(later[:20])
+	c = csum.Checksum(later[:20])
 	later[10], later[11] = byte(c>>8), byte(c)
 	if v, _ := tb.Out(later, 0, 1); v != Done || src(later) != out1 {
 		t.Fatalf("later fragment: %v from %v", v, src(later))
@@ -299,7 +301,7 @@ func TestFragments(t *testing.T) {
 	other := append([]byte(nil), later...)
 	copy(other[12:], inB.AsSlice())
 	other[10], other[11] = 0, 0
-	c = csum(other[:20])
+	c = csum.Checksum(other[:20])
 	other[10], other[11] = byte(c>>8), byte(c)
 	if v, _ := tb.Out(other, 0, 1); v != DropFragNoState {
 		t.Fatalf("unknown later fragment: %v", v)
@@ -450,7 +452,7 @@ func TestFragmentsFollowTheFirst(t *testing.T) {
 	first := ipPacket(remote, out1, protoUDP, udp(53, sport(p), "0123456789abcdef"))
 	first[6] = 0x20 // MF
 	first[10], first[11] = 0, 0
-	c := csum(first[:20])
+	c := csum.Checksum(first[:20])
 	first[10], first[11] = byte(c>>8), byte(c)
 	other := 1 - owner
 	if v, o := w[other].In(append([]byte(nil), first...), 20); v != Handoff || o != owner {
@@ -462,7 +464,7 @@ func TestFragmentsFollowTheFirst(t *testing.T) {
 	later := ipPacket(remote, out1, protoUDP, []byte("more data"))
 	later[6], later[7] = 0, 3
 	later[10], later[11] = 0, 0
-	c = csum(later[:20])
+	c = csum.Checksum(later[:20])
 	later[10], later[11] = byte(c>>8), byte(c)
 	if v, o := w[other].In(append([]byte(nil), later...), 0); v != Handoff || o != owner {
 		t.Fatalf("later fragment where the first arrived: %v to %d", v, o)
@@ -713,7 +715,7 @@ func TestOutRoutedTTL(t *testing.T) {
 			in[8] = byte(ttl)
 			binary.BigEndian.PutUint16(in[4:], id)
 			in[10], in[11] = 0, 0
-			binary.BigEndian.PutUint16(in[10:], csum(in[:20]))
+			binary.BigEndian.PutUint16(in[10:], csum.Checksum(in[:20]))
 			q, r := append([]byte(nil), in...), append([]byte(nil), in...)
 			if v, _ := a.Out(q, 20, 1); v != Done {
 				t.Fatalf("Out %v", v)
@@ -793,32 +795,5 @@ func TestPrefetchFirstSources(t *testing.T) {
 	tb.Publish()
 	if h := hint(tb, lan); h != 0 {
 		t.Fatalf("NAT off: hint %#x", h)
-	}
-}
-
-// TestFold16: fold16's rotate-and-add is folding twice, the definition,
-// for sums of every size the translations make and at every carry edge
-// (it was checked for all 2^32 sums once; this samples them).
-func TestFold16(t *testing.T) {
-	ref := func(s uint32) uint16 {
-		s = s&0xffff + s>>16
-		return uint16(s&0xffff + s>>16)
-	}
-	check := func(s uint32) {
-		if got, want := fold16(s), ref(s); got != want {
-			t.Fatalf("fold16(%#x) = %#x, want %#x", s, got, want)
-		}
-	}
-	for hi := range uint32(1 << 16) {
-		for _, lo := range []uint32{0, 1, 0x7fff, 0xfffe, 0xffff, 0x10000 - hi&0xffff, 0xffff - hi&0xffff} {
-			check(hi<<16 | lo&0xffff)
-		}
-	}
-	x := uint32(1)
-	for range 1 << 20 {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		check(x)
 	}
 }

@@ -78,7 +78,7 @@ func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
 	}
 	defer os.RemoveAll(dir)
 	creds := filepath.Join(dir, "credentials")
-	if err := os.WriteFile(creds, []byte(r.Username+"\n"+r.Password+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(creds, authFile(r), 0o600); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
 	control := filepath.Join(dir, "auth_control")
@@ -114,70 +114,145 @@ func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
 	}
 }
 
+// authFile is the credentials file: the username and the password on a
+// line each. A control character in either becomes '_', as openvpn does
+// (ssl.c key_method_2_read: string_mod(password, CC_PRINT, CC_CRLF, '_')),
+// so neither can end its line early or add one.
+func authFile(r AuthRequest) []byte {
+	return []byte(printable(r.Username) + "\n" + printable(r.Password) + "\n")
+}
+
+// printable replaces ASCII control characters (NUL, CR, LF, DEL, …) with
+// '_'.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
 // authEnv is the command's environment: a minimal PATH and the variables
-// openvpn sets for user-pass-verify (never the password).
+// openvpn sets for user-pass-verify (never the password). Values are
+// printable: a certificate's common name may hold a newline.
 func authEnv(r AuthRequest, control string) []string {
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"script_type=user-pass-verify",
-		"username=" + r.Username,
-		"common_name=" + r.CommonName,
+		"username=" + printable(r.Username),
+		"common_name=" + printable(r.CommonName),
 		"untrusted_ip=" + r.Source.Addr().Unmap().String(),
 		"untrusted_port=" + strconv.Itoa(int(r.Source.Port())),
 		"auth_control_file=" + control,
 	}
 	for _, l := range strings.Split(r.PeerInfo, "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok && (strings.HasPrefix(k, "IV_") || strings.HasPrefix(k, "UV_")) && !strings.ContainsAny(k+v, "\x00") {
-			env = append(env, k+"="+v)
+		if k, v, ok := strings.Cut(l, "="); ok && (strings.HasPrefix(k, "IV_") || strings.HasPrefix(k, "UV_")) && !strings.ContainsFunc(k, isControl) {
+			env = append(env, k+"="+printable(v))
 		}
 	}
 	return env
 }
 
-// failLimiter counts failed logins per source address: past limit within
-// window, a source is refused without running the command.
+// failLimiter counts failed logins per source (an IPv4 address or an
+// IPv6 /64, sourcePrefix), and the logins in flight with them: past limit
+// within window, a source is refused without running the command, so
+// concurrent logins cannot all pass before the first failure is counted.
+// It holds at most failLimiterSize sources; when full, the one whose
+// window began first makes room.
 type failLimiter struct {
 	mu sync.Mutex
-	m  map[netip.Addr]failCount
+	m  map[netip.Prefix]*failCount
 }
 
 type failCount struct {
-	n     int
-	since time.Time
+	n, inflight int
+	since       time.Time // the first failure of the window
 }
 
-// blocked reports whether src has used up its failures.
-func (f *failLimiter) blocked(src netip.Addr, limit int, window time.Duration, now time.Time) bool {
+const failLimiterSize = 4096
+
+// begin reports whether src may try a login now; if so, end must follow.
+func (f *failLimiter) begin(src netip.Addr, limit int, window time.Duration, now time.Time) bool {
 	if limit <= 0 {
-		return false
+		return true
 	}
+	k := sourcePrefix(src)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.m[src]
-	if !ok || now.Sub(c.since) > window {
+	c := f.m[k]
+	if c == nil {
+		if f.m == nil {
+			f.m = map[netip.Prefix]*failCount{}
+		}
+		f.makeRoom(window, now)
+		c = &failCount{since: now}
+		f.m[k] = c
+	}
+	if c.n > 0 && now.Sub(c.since) > window {
+		c.n, c.since = 0, now
+	}
+	if c.n+c.inflight >= limit {
 		return false
 	}
-	return c.n >= limit
+	c.inflight++
+	return true
 }
 
-// failed records a failure of src; old entries are swept as it goes.
-func (f *failLimiter) failed(src netip.Addr, window time.Duration, now time.Time) {
+// end records the outcome of a login begin allowed.
+func (f *failLimiter) end(src netip.Addr, failed bool, window time.Duration, now time.Time) {
+	k := sourcePrefix(src)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[netip.Addr]failCount{}
+	c := f.m[k]
+	if c == nil {
+		return // begin was not limited (limit 0)
 	}
-	c := f.m[src]
-	if now.Sub(c.since) > window {
-		c = failCount{since: now}
+	c.inflight--
+	if failed {
+		if c.n == 0 || now.Sub(c.since) > window {
+			c.n, c.since = 0, now
+		}
+		c.n++
 	}
-	c.n++
-	f.m[src] = c
-	if len(f.m) > 4096 {
-		for a, e := range f.m {
-			if now.Sub(e.since) > window {
-				delete(f.m, a)
-			}
+	if c.n == 0 && c.inflight <= 0 {
+		delete(f.m, k)
+	}
+}
+
+// makeRoom keeps the map below failLimiterSize: expired sources go first,
+// then the oldest without a login in flight. Called with mu held.
+func (f *failLimiter) makeRoom(window time.Duration, now time.Time) {
+	if len(f.m) < failLimiterSize {
+		return
+	}
+	var oldest netip.Prefix
+	var oldestSince time.Time
+	for k, c := range f.m {
+		if c.inflight > 0 {
+			continue
+		}
+		if now.Sub(c.since) > window {
+			delete(f.m, k)
+			continue
+		}
+		if !oldest.IsValid() || c.since.Before(oldestSince) {
+			oldest, oldestSince = k, c.since
 		}
 	}
+	if len(f.m) >= failLimiterSize && oldest.IsValid() {
+		delete(f.m, oldest)
+	}
+}
+
+// size is how many sources it holds.
+func (f *failLimiter) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
 }

@@ -90,6 +90,7 @@ func TestUserPassConcurrentLogins(t *testing.T) {
 	e := startEchoServer(t, dir, "127.0.0.1:0", func(c *control.Config) {
 		c.Auth = &control.UserPass{Command: []string{authScript(t, t.TempDir())}, Timeout: 10 * time.Second, Concurrency: 128}
 		c.HandshakeRate, c.HandshakeBurst, c.MaxHalfOpen = 1000, 1000, 1000
+		c.MaxHalfOpenPerSource = 1000 // all from 127.0.0.1
 	})
 	base := clientProfile(t, dir, "base", e.addr())
 	base.Username, base.Password = "alice", "secret"

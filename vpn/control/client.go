@@ -141,6 +141,12 @@ type Client struct {
 	sess    *clientSession
 	lastErr error
 
+	// The credentials the next key presents (SetCredentials).
+	credMu   sync.Mutex
+	cert     tls.Certificate
+	username string
+	password string
+
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -168,6 +174,25 @@ var sendBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b
 // the first attempt failed). The Client then keeps itself connected until
 // Close.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	first := c.start()
+	select {
+	case err = <-first:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newClient checks cfg and opens the socket; start runs the client.
+func newClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.Certificate.Certificate) == 0 || cfg.RootCAs == nil {
 		return nil, errors.New("control: client certificate and CA are required")
 	}
@@ -191,25 +216,69 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	c := &Client{cfg: cfg, conn: conn, epoch: time.Now(), closed: make(chan struct{})}
+	c := &Client{cfg: cfg, conn: conn, epoch: time.Now(), closed: make(chan struct{}),
+		cert: cfg.Certificate, username: cfg.Username, password: cfg.Password}
 	if cfg.Receive == nil {
 		c.recvq = make(chan []byte, clientRecvQueue)
 	}
+	return c, nil
+}
+
+// SetCredentials makes every key from now on (renegotiations and
+// reconnects) present cert and, when the server checks them, username and
+// password: a renewed certificate or a changed password takes effect at
+// the next renegotiation (Renegotiate) without a reconnect, if the server
+// accepts it (openvpn refuses a changed certificate or username
+// mid-session; ovfwd does too).
+func (c *Client) SetCredentials(cert tls.Certificate, username, password string) {
+	c.credMu.Lock()
+	c.cert, c.username, c.password = cert, username, password
+	c.credMu.Unlock()
+}
+
+func (c *Client) credentials() (cert tls.Certificate, username, password string) {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	return c.cert, c.username, c.password
+}
+
+// Renegotiate starts a client-initiated renegotiation now; it reports
+// false when not connected or one is already in flight.
+func (c *Client) Renegotiate() bool {
+	s := c.session()
+	if s == nil || !c.Connected() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.primary == nil || !s.primary.established {
+		return false
+	}
+	s.renegAt = time.Now() // the timer starts it on its next tick
+	return true
+}
+
+// SendControl writes msg as one control-channel message (NUL-terminated)
+// on the newest key, as openvpn's management send-cc-message does; the
+// server ignores (and counts) messages it does not know.
+func (c *Client) SendControl(msg string) error {
+	s := c.session()
+	if s == nil || !c.Connected() {
+		return ErrNotConnected
+	}
+	s.sendText(msg)
+	return nil
+}
+
+// start runs the client's goroutines; the first connection's result
+// goes to the channel it returns.
+func (c *Client) start() <-chan error {
 	first := make(chan error, 1)
 	c.wg.Add(3)
 	go c.readLoop()
 	go c.timerLoop()
 	go c.run(first)
-	select {
-	case err = <-first:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return first
 }
 
 func (c *Client) logf(format string, args ...any) {

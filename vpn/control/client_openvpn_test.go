@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
@@ -55,15 +56,15 @@ func startOpenVPNServer(t *testing.T, ns *netns.NS, dir string, extra ...string)
 // kernel through tun0) must come back decrypted, also after the server
 // renegotiated.
 func TestClientOpenVPNServer(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath(openvpnBin); err != nil {
 		t.Fatalf("%s not installed", openvpnBin)
 	}
-	srvNS := netns.New(t, "h15os")
-	cliNS := netns.New(t, "h15oc")
-	netns.Link(t, srvNS, "h15os0", cliNS, "h15oc0")
-	netns.Run(t, srvNS, "ip", "addr", "add", "198.18.75.1/24", "dev", "h15os0")
-	netns.Run(t, cliNS, "ip", "addr", "add", "198.18.75.2/24", "dev", "h15oc0")
+	srvNS := nstest.New(t, "h15os")
+	cliNS := nstest.New(t, "h15oc")
+	nstest.Link(t, srvNS, "h15os0", cliNS, "h15oc0")
+	nstest.Run(t, srvNS, "ip", "addr", "add", "198.18.75.1/24", "dev", "h15os0")
+	nstest.Run(t, cliNS, "ip", "addr", "add", "198.18.75.2/24", "dev", "h15oc0")
 	dir := newPKI(t)
 	serverLog := startOpenVPNServer(t, srvNS, dir, "reneg-sec 4")
 	cfg := clientProfile(t, dir, "erin", "198.18.75.1:1194")

@@ -136,9 +136,10 @@ func (s *clientSession) newKey(id uint8, op uint8, now time.Time) *clientKeyStat
 
 func (c *Client) tlsConfig() *tls.Config {
 	roots, name := c.cfg.RootCAs, c.cfg.ServerName
+	cert, _, _ := c.credentials()
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{c.cfg.Certificate},
+		Certificates: []tls.Certificate{cert},
 		// openvpn checks the chain and "remote-cert-tls server", not a
 		// host name, so the standard verification (which insists on one)
 		// is replaced by the same check.
@@ -347,6 +348,7 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	if err := k.tls.HandshakeContext(ctx); err != nil {
 		return errors.New("TLS handshake: " + err.Error())
 	}
+	_, username, password := s.c.credentials()
 	var ciphers []string
 	for _, c := range s.c.cfg.Ciphers {
 		ciphers = append(ciphers, c.String())
@@ -354,7 +356,7 @@ func (s *clientSession) negotiate(k *clientKeyState) error {
 	km := keyMethod2{options: clientOptionsString,
 		peerInfo: "IV_VER=2.6.14\nIV_PLAT=linux\nIV_PROTO=" + strconv.Itoa(clientIVProto) +
 			"\nIV_CIPHERS=" + strings.Join(ciphers, ":") + "\nIV_MTU=1600\nIV_GUI_VER=ovfwd\n",
-		username: s.c.cfg.Username, password: s.c.cfg.Password}
+		username: username, password: password}
 	_, _ = rand.Read(km.preMaster[:])
 	_, _ = rand.Read(km.random1[:])
 	_, _ = rand.Read(km.random2[:])

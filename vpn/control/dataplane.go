@@ -15,6 +15,9 @@ type Peer struct {
 	VPNIPv6    netip.Addr
 	Comp       vpn.Comp // compression stub framing (never real compression)
 	CommonName string
+	Username   string     // authenticated by auth_user_pass_verify; "" without
+	Cipher     vpn.Cipher // the negotiated data channel cipher
+	Since      time.Time  // when the client's session began
 }
 
 // DataPlane is the data-channel peer table the control plane drives, in

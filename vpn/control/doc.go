@@ -1,5 +1,5 @@
-// Package control implements the OpenVPN 2.6 control channel, server role,
-// over UDP (IPv4 and IPv6): packet framing, tls-crypt v1 / tls-auth
+// Package control implements the OpenVPN 2.6 control channel, server role
+// (Server) and client role (Client, client*.go), over UDP (IPv4 and IPv6): packet framing, tls-crypt v1 / tls-auth
 // wrapping, the reliability layer, TLS 1.2/1.3 with client certificates
 // (crypto/tls over a net.Conn adapter), key method 2, data-key derivation
 // (TLS-EKM, legacy PRF fallback), PUSH_REPLY, renegotiation, keepalive
@@ -26,6 +26,10 @@
 //   - Locks: Server.mu (session map, pools, counters) is taken before a
 //     session's mu, never after it. DataPlane methods are called with a
 //     session's mu held and must not call back into the Server.
+//
+// Every client is treated as an adversary that holds valid keys: what one
+// session may make the server buffer, queue or run is bounded and each
+// bound is counted (spec.go, DropReason; docs/hardening.md).
 //
 // The code is role-symmetric where that was cheap (wrapper, reliable,
 // streamConn, keyMethod2 and splitKey2 all take the role), so the client

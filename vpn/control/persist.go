@@ -71,6 +71,9 @@ func formatLeases(m map[string]lease) []byte {
 	sort.Strings(names)
 	var b bytes.Buffer
 	for _, n := range names {
+		if !leaseName(n) {
+			continue
+		}
 		l := m[n]
 		v4, v6 := "", ""
 		if l.v4.IsValid() {
@@ -82,6 +85,15 @@ func formatLeases(m map[string]lease) []byte {
 		fmt.Fprintf(&b, "%s,%s,%s\n", n, v4, v6)
 	}
 	return b.Bytes()
+}
+
+// leaseName reports whether a common name can be a lease file's first
+// field and read back as itself: no comma, no control character (a CN may
+// hold a newline, which would start a line of its own), nothing
+// TrimSpace or a comment would change.
+func leaseName(n string) bool {
+	return n != "" && n[0] != '#' && n == strings.TrimSpace(n) &&
+		!strings.ContainsFunc(n, func(r rune) bool { return r == ',' || isControl(r) })
 }
 
 // writeFileAtomic replaces path with data (temporary file and rename), so

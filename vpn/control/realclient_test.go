@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/control/controltest"
@@ -84,7 +85,7 @@ type realCase struct {
 // pushed IPv4/IPv6 addresses on tun0, and its keepalive pings must decrypt
 // with the data keys the server derived.
 func TestRealClient(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath(openvpnBin); err != nil {
 		t.Fatalf("%s not installed", openvpnBin)
 	}
@@ -104,15 +105,15 @@ func TestRealClient(t *testing.T) {
 
 func runRealClient(t *testing.T, idx int, c realCase) {
 	log := newSyncLog(t)
-	srvNS := netns.New(t, "vpcs")
-	cliNS := netns.New(t, "vpcc")
+	srvNS := nstest.New(t, "vpcs")
+	cliNS := nstest.New(t, "vpcc")
 	if err := netns.Veth(srvNS, "vpcs0", cliNS, "vpcc0"); err != nil {
 		t.Fatal(err)
 	}
-	netns.Run(t, srvNS, "ip", "addr", "add", "198.18.70.1/24", "dev", "vpcs0")
-	netns.Run(t, srvNS, "ip", "addr", "add", "2001:db8:70::1/64", "dev", "vpcs0", "nodad")
-	netns.Run(t, cliNS, "ip", "addr", "add", "198.18.70.2/24", "dev", "vpcc0")
-	netns.Run(t, cliNS, "ip", "addr", "add", "2001:db8:70::2/64", "dev", "vpcc0", "nodad")
+	nstest.Run(t, srvNS, "ip", "addr", "add", "198.18.70.1/24", "dev", "vpcs0")
+	nstest.Run(t, srvNS, "ip", "addr", "add", "2001:db8:70::1/64", "dev", "vpcs0", "nodad")
+	nstest.Run(t, cliNS, "ip", "addr", "add", "198.18.70.2/24", "dev", "vpcc0")
+	nstest.Run(t, cliNS, "ip", "addr", "add", "2001:db8:70::2/64", "dev", "vpcc0", "nodad")
 
 	dir := t.TempDir()
 	if err := pki.Init(dir); err != nil {
@@ -249,7 +250,7 @@ func runRealClient(t *testing.T, idx int, c realCase) {
 	if ps.Peer.VPNIPv4 != netip.MustParseAddr("198.18.71.2") || ps.Peer.VPNIPv6 != netip.MustParseAddr("2001:db8:71::1000") {
 		t.Errorf("peer addresses %v %v", ps.Peer.VPNIPv4, ps.Peer.VPNIPv6)
 	}
-	addrs := netns.Run(t, cliNS, "ip", "addr", "show", "dev", "tun0")
+	addrs := nstest.Run(t, cliNS, "ip", "addr", "show", "dev", "tun0")
 	for _, want := range []string{"inet 198.18.71.2/24", "inet6 2001:db8:71::1000/64"} {
 		if !strings.Contains(addrs, want) {
 			t.Errorf("tun0 lacks %q:\n%s", want, addrs)

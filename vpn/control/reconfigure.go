@@ -26,10 +26,13 @@ type Tunables struct {
 	RenegSec    time.Duration // <0 disables
 	TunMTU      int
 
-	MaxPeers       int // at most the MaxPeers the server was created with (its pools' size)
-	MaxHalfOpen    int
-	HandshakeRate  float64
-	HandshakeBurst int
+	MaxPeers    int // at most the MaxPeers the server was created with (its pools' size)
+	MaxHalfOpen int
+	// MaxHalfOpenPerSource and HandshakeTimeout: see Config.
+	MaxHalfOpenPerSource int
+	HandshakeTimeout     time.Duration
+	HandshakeRate        float64
+	HandshakeBurst       int
 
 	// Operator policy, read when a client authenticates; Reconfigure also
 	// disconnects admitted clients it newly refuses (revoked, disabled).
@@ -74,6 +77,7 @@ func (c *Config) tunables() *Tunables {
 		Routes: slices.Clone(c.Routes), Ping: c.Ping, PingRestart: c.PingRestart,
 		RenegSec: c.RenegSec, TunMTU: c.TunMTU,
 		MaxPeers: c.MaxPeers, MaxHalfOpen: c.MaxHalfOpen,
+		MaxHalfOpenPerSource: c.MaxHalfOpenPerSource, HandshakeTimeout: c.HandshakeTimeout,
 		HandshakeRate: c.HandshakeRate, HandshakeBurst: c.HandshakeBurst,
 		DuplicateCN: c.DuplicateCN, Revoked: c.Revoked, Clients: c.Clients, Push: slices.Clone(c.Push),
 		Auth: c.Auth, UsernameAsCN: c.UsernameAsCN, AuthFailLimit: c.AuthFailLimit, AuthFailWindow: c.AuthFailWindow,
@@ -94,13 +98,15 @@ func (s *Server) Reconfigure(t Tunables) error {
 	setDefault(&t.TunMTU, 1500)
 	setDefault(&t.MaxPeers, s.cfg.MaxPeers)
 	setDefault(&t.MaxHalfOpen, 256)
+	setDefault(&t.MaxHalfOpenPerSource, defaultHalfOpenPerSource)
+	setDefault(&t.HandshakeTimeout, defaultHandshakeTimeout)
 	setDefault(&t.HandshakeRate, 10)
 	setDefault(&t.HandshakeBurst, 100)
 	var errs []error
 	if t.MaxPeers > s.cfg.MaxPeers {
 		errs = append(errs, fmt.Errorf("control: MaxPeers %d above the %d this server was started with (restart to raise it)", t.MaxPeers, s.cfg.MaxPeers))
 	}
-	if t.Ping < 0 || t.PingRestart < 0 || t.TunMTU < 0 || t.MaxPeers < 0 || t.MaxHalfOpen < 0 || t.HandshakeRate < 0 || t.HandshakeBurst < 0 {
+	if t.Ping < 0 || t.PingRestart < 0 || t.TunMTU < 0 || t.MaxPeers < 0 || t.MaxHalfOpen < 0 || t.MaxHalfOpenPerSource < 0 || t.HandshakeTimeout < 0 || t.HandshakeRate < 0 || t.HandshakeBurst < 0 {
 		errs = append(errs, errors.New("control: negative tunable"))
 	}
 	for _, p := range t.Routes {

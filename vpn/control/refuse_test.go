@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/control/controltest"
@@ -30,18 +31,18 @@ type refuseRig struct {
 }
 
 func newRefuseRig(t *testing.T, tweak func(*control.Config)) *refuseRig {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath(openvpnBin); err != nil {
 		t.Fatalf("%s not installed", openvpnBin)
 	}
 	r := &refuseRig{t: t, dir: t.TempDir(), log: newSyncLog(t)}
-	srvNS := netns.New(t, "vprs")
-	r.cli = netns.New(t, "vprc")
+	srvNS := nstest.New(t, "vprs")
+	r.cli = nstest.New(t, "vprc")
 	if err := netns.Veth(srvNS, "vprs0", r.cli, "vprc0"); err != nil {
 		t.Fatal(err)
 	}
-	netns.Run(t, srvNS, "ip", "addr", "add", "198.18.76.1/24", "dev", "vprs0")
-	netns.Run(t, r.cli, "ip", "addr", "add", "198.18.76.2/24", "dev", "vprc0")
+	nstest.Run(t, srvNS, "ip", "addr", "add", "198.18.76.1/24", "dev", "vprs0")
+	nstest.Run(t, r.cli, "ip", "addr", "add", "198.18.76.2/24", "dev", "vprc0")
 	if err := pki.Init(r.dir); err != nil {
 		t.Fatal(err)
 	}

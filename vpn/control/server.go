@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
@@ -43,10 +44,17 @@ type Config struct {
 	RenegSec    time.Duration // server-initiated renegotiation (default 3600 s; <0 disables)
 	TunMTU      int           // pushed tun-mtu (default 1500)
 
-	MaxPeers       int     // default 1024
-	MaxHalfOpen    int     // sessions not yet through key method 2; default 256
-	HandshakeRate  float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
-	HandshakeBurst int     // default 100
+	MaxPeers    int // default 1024
+	MaxHalfOpen int // sessions not yet through key method 2; default 256
+	// MaxHalfOpenPerSource bounds those from one IPv4 address or IPv6
+	// /64; default 16. Logins in progress are half-open, so it bounds a
+	// source's share of the auth command too.
+	MaxHalfOpenPerSource int
+	// HandshakeTimeout is the time a key's TLS handshake may take from
+	// its first packet; default 10 s.
+	HandshakeTimeout time.Duration
+	HandshakeRate    float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
+	HandshakeBurst   int     // default 100
 
 	// Operator policy; see Tunables.
 	DuplicateCN    bool
@@ -102,14 +110,16 @@ type Server struct {
 	sessions map[netip.AddrPort]*session
 	byPeer   map[uint32]*session // admitted sessions by peer id
 	halfOpen int
-	peerIDs  *indexPool
-	pool4    *Pool
-	pool6    *Pool
-	tokens   float64
-	tokensAt time.Time
-	conn     net.PacketConn
-	closed   bool
-	leases   map[string]lease // pool addresses by common name (PoolPersist)
+	// halfOpenBy counts half-open sessions per source (session.source).
+	halfOpenBy map[netip.Prefix]int
+	peerIDs    *indexPool
+	pool4      *Pool
+	pool6      *Pool
+	tokens     float64
+	tokensAt   time.Time
+	conn       net.PacketConn
+	closed     bool
+	leases     map[string]lease // pool addresses by common name (PoolPersist)
 	// fixedInUse are fixed addresses outside the pools' dynamic range
 	// that a session holds.
 	fixedInUse map[netip.Addr]bool
@@ -154,6 +164,8 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	setDefault(&cfg.TunMTU, 1500)
 	setDefault(&cfg.MaxPeers, 1024)
 	setDefault(&cfg.MaxHalfOpen, 256)
+	setDefault(&cfg.MaxHalfOpenPerSource, defaultHalfOpenPerSource)
+	setDefault(&cfg.HandshakeTimeout, defaultHandshakeTimeout)
 	setDefault(&cfg.HandshakeRate, 10)
 	setDefault(&cfg.HandshakeBurst, 100)
 	if cfg.MaxPeers > maxPeerID+1 {
@@ -168,11 +180,12 @@ func NewServer(cfg Config, dp DataPlane) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, dp: dp, wrap: w,
-		sessions: map[netip.AddrPort]*session{},
-		byPeer:   map[uint32]*session{},
-		peerIDs:  newIndexPool(cfg.MaxPeers),
-		tokens:   float64(cfg.HandshakeBurst),
-		done:     make(chan struct{}),
+		sessions:   map[netip.AddrPort]*session{},
+		byPeer:     map[uint32]*session{},
+		halfOpenBy: map[netip.Prefix]int{},
+		peerIDs:    newIndexPool(cfg.MaxPeers),
+		tokens:     float64(cfg.HandshakeBurst),
+		done:       make(chan struct{}),
 	}
 	s.live.Store(cfg.tunables())
 	if cfg.Pool4.IsValid() {
@@ -312,8 +325,9 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 	}
 	// Authenticate before any per-session state exists.
 	w := s.wrap
+	var v2Key *statickey.Key // the client key a WKc packet carried
 	if s.cfg.TLSCryptV2 != nil {
-		if w = s.v2Wrapper(src, op, &pkt); w == nil {
+		if w, v2Key = s.v2Wrapper(src, op, &pkt); w == nil {
 			return
 		}
 	}
@@ -349,6 +363,12 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 	sess := s.sessions[src]
 	s.mu.Unlock()
 	if sess != nil && sess.remoteSID == p.sid {
+		// Session ids and the address are cleartext: a packet authenticated
+		// with another client's tls-crypt-v2 key is not this session's.
+		if v2Key != nil && (sess.v2Key == nil || subtle.ConstantTimeCompare(v2Key[:], sess.v2Key[:]) != 1) {
+			s.drops.add(DropV2KeyMismatch)
+			return
+		}
 		sess.handle(&p, rid, now)
 		return
 	}
@@ -385,7 +405,7 @@ func (s *Server) HandlePacket(src netip.AddrPort, pkt []byte) {
 		s.drops.add(DropBadCookie)
 		return
 	}
-	sess = s.newSession(src, &p, rid, now, sess, w)
+	sess = s.newSession(src, &p, rid, now, sess, w, v2Key)
 	if sess != nil {
 		sess.handle(&p, rid, now)
 	}
@@ -427,38 +447,38 @@ func (s *Server) checkCookie(src netip.AddrPort, clientSID, got [sessionIDLen]by
 // or WKC_V1 the client key unwrapped (and authenticated) from the WKc it
 // carries, which it strips from *pkt; for anything else the session's.
 // nil means dropped (and counted).
-func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) *wrapper {
+func (s *Server) v2Wrapper(src netip.AddrPort, op uint8, pkt *[]byte) (*wrapper, *statickey.Key) {
 	switch op {
 	case opControlHardResetClient3, opControlWKCV1:
 		inner, wkc, ok := splitWKc(*pkt)
 		if !ok {
 			s.drops.add(DropMalformed)
-			return nil
+			return nil, nil
 		}
 		kc, _, err := s.cfg.TLSCryptV2.unwrapClientKey(wkc)
 		if err != nil {
 			s.drops.add(DropWrapAuth)
-			return nil
+			return nil, nil
 		}
 		w, err := newWrapper(WrapTLSCrypt, &kc, 0, 0, true)
 		if err != nil {
 			s.drops.add(DropWrapAuth)
-			return nil
+			return nil, nil
 		}
 		*pkt = inner
-		return w
+		return w, &kc
 	case opControlHardResetClient2:
 		s.drops.add(DropUnsupported) // a tls-crypt v1 client
-		return nil
+		return nil, nil
 	}
 	s.mu.Lock()
 	sess := s.sessions[src]
 	s.mu.Unlock()
 	if sess == nil {
 		s.drops.add(DropNoSession)
-		return nil
+		return nil, nil
 	}
-	return sess.wrap
+	return sess.wrap, nil
 }
 
 func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wrapper, payload []byte) {
@@ -485,198 +505,6 @@ func (s *Server) replyReset(src netip.AddrPort, p *packet, now time.Time, w *wra
 	rid := rs.nextID(now)
 	out := w.wrap(nil, opControlHardResetServer2<<opShift, &sid, rid, reply.appendBody(nil))
 	s.send(src, out)
-}
-
-// newSession creates the session for a completed three-way handshake,
-// replacing old (the same address's previous session) if any.
-func (s *Server) newSession(src netip.AddrPort, p *packet, rid uint64, now time.Time, old *session, w *wrapper) *session {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	t := s.live.Load()
-	if s.halfOpen >= t.MaxHalfOpen {
-		s.mu.Unlock()
-		s.drops.add(DropHalfOpen)
-		return nil
-	}
-	// Sessions are at most MaxHalfOpen plus the admitted peers, which
-	// admit bounds by MaxPeers where the client can be told (AUTH_FAILED).
-	sess := newSession(s, src, p.peerSID, p.sid, now, w)
-	sess.set = t
-	s.sessions[src] = sess
-	s.halfOpen++
-	s.mu.Unlock()
-	if old != nil {
-		s.logf("control: %s: new session replaces the old one", src)
-		s.teardown(old)
-	}
-	s.logf("control: %s: session created", src)
-	sess.start()
-	return sess
-}
-
-// teardown removes sess: its data-plane peer first, then its peer id and
-// addresses, so a reused peer id never meets a stale RemovePeer.
-func (s *Server) teardown(sess *session) {
-	s.mu.Lock()
-	if sess.removed {
-		s.mu.Unlock()
-		return
-	}
-	sess.removed = true
-	if s.sessions[sess.addr] == sess {
-		delete(s.sessions, sess.addr)
-	}
-	if !sess.admitted {
-		s.halfOpen--
-	}
-	s.mu.Unlock()
-
-	sess.mu.Lock()
-	sess.dead = true
-	keys := [2]*keyState{sess.primary, sess.lame}
-	if sess.peerAdded {
-		_ = s.dp.RemovePeer(sess.peerID)
-		sess.peerAdded = false
-	}
-	hasID, id, v4, v6 := sess.hasPeerID, sess.peerID, sess.vpn4, sess.vpn6
-	sess.hasPeerID = false
-	sess.mu.Unlock()
-	for _, ks := range keys {
-		if ks != nil {
-			ks.conn.Close()
-		}
-	}
-	if hasID {
-		s.release(id, v4, v6)
-	}
-	s.logf("control: %s: session removed", sess.remote())
-}
-
-// release returns a peer id and its addresses to the pools.
-func (s *Server) release(id uint32, v4, v6 netip.Addr) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byPeer, id)
-	s.peerIDs.release(id)
-	if v4.IsValid() && !s.pool4.Free(v4) {
-		delete(s.fixedInUse, v4)
-	}
-	if v6.IsValid() && !s.pool6.Free(v6) {
-		delete(s.fixedInUse, v6)
-	}
-}
-
-// reserve keeps the fixed addresses of t's clients out of dynamic
-// allocation. Called with mu held.
-func (s *Server) reserve(t *Tunables) {
-	var as4, as6 []netip.Addr
-	for _, p := range t.Clients {
-		if p.IPv4.IsValid() {
-			as4 = append(as4, p.IPv4)
-		}
-		if p.IPv6.IsValid() {
-			as6 = append(as6, p.IPv6)
-		}
-	}
-	if s.pool4 != nil {
-		s.pool4.SetReserved(as4)
-	}
-	if s.pool6 != nil {
-		s.pool6.SetReserved(as6)
-	}
-}
-
-// address picks a client's address from pool: its fixed one, else the
-// one it had last (PoolPersist), else any free one. A fixed address held
-// by another session of the same name (duplicate_cn) falls back to the
-// pool. Called with mu held.
-func (s *Server) address(pool *Pool, fixed, last netip.Addr) (a netip.Addr, remembered bool, err error) {
-	if pool == nil {
-		return a, false, nil
-	}
-	if fixed.IsValid() {
-		// Inside the dynamic range the pool accounts for it; outside it
-		// (e.g. below the IPv6 pool's ::1000) the server does.
-		if pool.InRange(fixed) {
-			if pool.Take(fixed) {
-				return fixed, false, nil
-			}
-		} else if !s.fixedInUse[fixed] {
-			s.fixedInUse[fixed] = true
-			return fixed, false, nil
-		}
-	}
-	if !fixed.IsValid() && last.IsValid() && !pool.Reserved(last) && pool.Take(last) {
-		return last, true, nil
-	}
-	a, err = pool.Allocate()
-	return a, !fixed.IsValid(), err
-}
-
-// admit gives an authenticated session with common name cn a peer id and
-// tunnel addresses and moves it out of the half-open count.
-func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uint32, v4, v6 netip.Addr, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sess.removed {
-		return 0, v4, v6, errors.New("session closed")
-	}
-	t := s.live.Load()
-	var ok bool
-	if len(s.byPeer) < t.MaxPeers {
-		id, ok = s.peerIDs.alloc()
-	}
-	if !ok {
-		s.drops.add(DropMaxPeers)
-		return 0, v4, v6, errors.New("server full (max_peers reached)")
-	}
-	pol, last := t.Clients[cn], s.leases[cn]
-	v4, keep4, err := s.address(s.pool4, pol.IPv4, last.v4)
-	if err == nil {
-		var keep6 bool
-		v6, keep6, err = s.address(s.pool6, pol.IPv6, last.v6)
-		if err != nil && v4.IsValid() && !s.pool4.Free(v4) {
-			delete(s.fixedInUse, v4)
-		}
-		if err == nil && s.cfg.PoolPersist != "" && cn != "" && (keep4 || keep6) {
-			nl := lease{}
-			if keep4 {
-				nl.v4 = v4
-			}
-			if keep6 {
-				nl.v6 = v6
-			}
-			if nl != last {
-				s.leases[cn], s.dirty = nl, true
-			}
-		}
-	}
-	if err != nil {
-		s.peerIDs.release(id)
-		return 0, netip.Addr{}, netip.Addr{}, err
-	}
-	sess.admitted = true
-	s.halfOpen--
-	s.byPeer[id] = sess
-	sess.mu.Lock()
-	sess.commonName, sess.cert = cn, cert
-	sess.mu.Unlock()
-	return id, v4, v6, nil
-}
-
-// sameName lists the admitted sessions with common name cn other than
-// except. Called with mu held.
-func (s *Server) sameName(cn string, except *session) []*session {
-	var out []*session
-	for _, o := range s.byPeer {
-		if o != except && o.commonName == cn {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // saveLeases writes the pool_persist file if it changed.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
 // keyState is one key_id's negotiation: its reliability layer and the TLS
@@ -28,6 +29,7 @@ type keyState struct {
 	start       time.Time
 	established bool // data keys installed
 	promoted    bool // transmit key in the data plane
+	rxBytes     int  // stream bytes taken while not established (handshakeByteLimit)
 }
 
 // session is one client: a (remote address, session id pair) with up to
@@ -41,7 +43,9 @@ type session struct {
 	localSID  [sessionIDLen]byte
 	remoteSID [sessionIDLen]byte
 	created   time.Time
-	set       *Tunables // the server's Tunables when the session began; read-only
+	set       *Tunables      // the server's Tunables when the session began; read-only
+	source    netip.Prefix   // the address (IPv4) or /64 (IPv6) it began from: its half-open share
+	v2Key     *statickey.Key // under tls-crypt-v2, the client key it began with
 
 	// Server.mu
 	removed  bool // torn down (or being)
@@ -63,6 +67,10 @@ type session struct {
 	info          PeerInfo
 	commonName    string            // written under Server.mu and mu (admit); read under either
 	cert          *x509.Certificate // the client's certificate; as commonName
+	certCN        string            // cert's common name (commonName may be the username); as commonName
+	username      string            // the first key's username, when Auth checks one; as commonName
+	ignored       int               // unknown control messages since the last one logged
+	ignoredAt     time.Time         // when one was last logged
 	useEKM        bool
 	renegAt       time.Time
 	lameExpire    time.Time
@@ -161,6 +169,20 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 		if p.op != opControlV1 {
 			payload = nil // resets carry no TLS bytes
 		}
+		switch {
+		case len(payload) > maxControlPayload:
+			drops.add(DropOversize)
+			return
+		case !ks.established && ks.rxBytes > handshakeByteLimit:
+			drops.add(DropStreamFull) // the session is on its way out
+			return
+		case p.msgID >= ks.rel.recvNext && ks.conn.buffered() >= streamBufferLimit:
+			// Not taken, not acked: the client retransmits it once the
+			// reader has caught up (reliable.c reliable_can_get).
+			drops.add(DropStreamFull)
+			s.flush(now)
+			return
+		}
 		if !ks.rel.receive(p.msgID, payload) {
 			drops.add(DropRecvWindow)
 			return
@@ -168,7 +190,15 @@ func (s *session) handle(p *packet, rid uint64, now time.Time) {
 		for b, ok := ks.rel.next(); ok; b, ok = ks.rel.next() {
 			if len(b) > 0 {
 				ks.conn.deliver(b)
+				if !ks.established {
+					ks.rxBytes += len(b)
+				}
 			}
+		}
+		if !ks.established && ks.rxBytes > handshakeByteLimit && s.exitAt.IsZero() {
+			drops.add(DropHandshakeBytes)
+			s.srv.logf("control: %s: key %d: more than %d bytes before the key was up; closing", s.addr, ks.id, handshakeByteLimit)
+			s.exitAt = now
 		}
 	}
 	s.flush(now)
@@ -204,6 +234,14 @@ func (s *session) writeTLS(ks *keyState, b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dead {
+		return errConnClosed
+	}
+	if len(ks.rel.out) >= sendQueueLimit {
+		if s.exitAt.IsZero() || s.exitAt.After(time.Now()) {
+			s.srv.drops.add(DropSendQueue)
+			s.srv.logf("control: %s: key %d: %d messages unacknowledged; closing", s.addr, ks.id, len(ks.rel.out))
+			s.exitAt = time.Now()
+		}
 		return errConnClosed
 	}
 	for len(b) > 0 {
@@ -374,10 +412,17 @@ func (s *session) tick(now time.Time) string {
 // the primary key) the text messages that follow.
 func (s *session) runKey(ks *keyState) {
 	srv := s.srv
-	ctx, cancel := context.WithTimeout(context.Background(), handWindow)
+	// A client that stalls its TLS handshake holds a half-open slot: it
+	// gets HandshakeTimeout from its first packet, not openvpn's 60 s
+	// hand-window, which still bounds the whole negotiation.
+	ctx, cancel := context.WithTimeout(context.Background(), s.set.HandshakeTimeout)
 	err := ks.tls.HandshakeContext(ctx)
+	timedOut := ctx.Err() != nil
 	cancel()
 	if err != nil {
+		if timedOut {
+			srv.drops.add(DropHandshakeTimeout)
+		}
 		s.fail(ks, "TLS handshake: "+err.Error())
 		return
 	}
@@ -400,6 +445,10 @@ func (s *session) runKey(ks *keyState) {
 	var refused string
 	if ks.first {
 		refused = s.authorize(&ckm, &cs)
+	} else if why := s.reauthorize(&ckm, &cs); why != "" {
+		srv.drops.add(DropRenegRefused)
+		s.fail(ks, "renegotiation refused: "+why)
+		return
 	}
 	// Our key method 2 goes first even for a refused client: a 2.6 client
 	// reads the first record after TLS as key method 2 (ssl.c
@@ -436,7 +485,8 @@ func (s *session) runKey(ks *keyState) {
 		return
 	}
 	if ks.first {
-		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName})
+		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName,
+			Username: s.username, Cipher: s.cipher, Since: s.created})
 		s.peerAdded = err == nil
 	}
 	if err == nil {
@@ -487,148 +537,6 @@ func tlsVersion(v uint16) string {
 		return "TLS 1.3"
 	}
 	return "TLS 1.2"
-}
-
-// authorize checks the first key's client: cipher negotiation, peer id and
-// addresses. A non-empty result is the AUTH_FAILED reason.
-func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
-	info := parsePeerInfo(ckm.peerInfo)
-	var names []string
-	for _, c := range s.srv.cfg.Ciphers {
-		names = append(names, c.String())
-	}
-	chosen := negotiateCipher(names, info.Ciphers)
-	if chosen == "" {
-		return "no common data cipher (server: " + strings.Join(names, ":") + ")"
-	}
-	var cipher vpn.Cipher
-	for _, c := range s.srv.cfg.Ciphers {
-		if c.String() == chosen {
-			cipher = c
-		}
-	}
-	// openvpn 2.6 "compress migrate": a client whose OCC string says
-	// comp-lzo is moved to stub-v2 framing, or kept on "comp-lzo no" when it
-	// cannot do stub-v2 (multi.c multi_client_set_protocol_options, comp.h).
-	comp := vpn.CompNone
-	if strings.Contains(ckm.options+",", ",comp-lzo,") {
-		comp = vpn.CompLZO
-		if info.CompStubV2 {
-			comp = vpn.CompStubV2
-		}
-	}
-	cn := ""
-	var cert *x509.Certificate
-	if len(cs.PeerCertificates) > 0 {
-		cert = cs.PeerCertificates[0]
-		cn = cert.Subject.CommonName
-	}
-	srv := s.srv
-	t := srv.live.Load()
-	if t.Auth != nil {
-		user, reason := s.checkUserPass(t, ckm, cn)
-		if reason != "" {
-			return reason
-		}
-		if t.UsernameAsCN {
-			cn = user
-		}
-	} else if cert == nil {
-		return "client certificate required"
-	}
-	if reason := t.refusal(cn, cert); reason != "" {
-		if reason == "certificate revoked" {
-			srv.logf("control: %s: certificate of %q (serial %s) is revoked (crl)", s.remote(), cn, cert.SerialNumber)
-		}
-		return reason
-	}
-	// Without duplicate_cn a name has one session: the newest, as in
-	// openvpn (multi.c multi_delete_dup), so a reconnecting laptop is never
-	// locked out by its own stale session.
-	if !t.DuplicateCN && cn != "" {
-		srv.mu.Lock()
-		old := srv.sameName(cn, s)
-		srv.mu.Unlock()
-		for _, o := range old {
-			srv.logf("control: %s: %q connected again from %s; dropping its previous session", o.remote(), cn, s.remote())
-			srv.teardown(o)
-		}
-	}
-	id, v4, v6, err := srv.admit(s, cn, cert)
-	if err != nil {
-		return err.Error()
-	}
-	s.mu.Lock()
-	if s.dead {
-		s.mu.Unlock()
-		srv.release(id, v4, v6)
-		return "session closed"
-	}
-	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
-	s.info, s.cipher, s.compression = info, cipher, comp
-	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
-	s.mu.Unlock()
-	return ""
-}
-
-// authFailed refuses the client: AUTH_FAILED,reason now and again for
-// each PUSH_REQUEST, and the session ends 5 s later (openvpn's
-// scheduled exit, so the reliable layer can deliver the message). No peer,
-// key or address is ever installed for it.
-// maxUsername bounds a username (openvpn's USER_PASS_LEN is 128 in most
-// builds); longer ones are refused before any command runs.
-const maxUsername = 128
-
-// checkUserPass runs t.Auth for the client's key method 2 credentials;
-// a non-empty reason refuses it. The password never reaches a log.
-func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, reason string) {
-	srv, src, now := s.srv, s.remote(), time.Now()
-	user = ckm.username
-	if srv.fails.blocked(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
-		srv.logf("control: %s: too many failed logins; refused without checking", src)
-		return user, "too many failed logins, try again later"
-	}
-	switch {
-	case user == "" || ckm.password == "":
-		reason = "username and password required"
-	case len(user) > maxUsername || strings.ContainsFunc(user, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ',' }):
-		reason = "bad username"
-	}
-	if reason == "" {
-		start := time.Now()
-		err := t.Auth.Verify(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
-		if err == nil {
-			srv.logf("control: %s: user %q authenticated (%v)", src, user, time.Since(start).Round(time.Millisecond))
-			return user, ""
-		}
-		reason = err.Error()
-	}
-	srv.fails.failed(src.Addr(), t.AuthFailWindow, now)
-	srv.logf("control: %s: user %q: %s", src, user, reason)
-	return user, reason
-}
-
-func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
-	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
-	s.srv.drops.add(DropAuthFailed)
-	msg := append([]byte(msgAuthFailed+","+reason), 0)
-	s.mu.Lock()
-	s.exitAt = time.Now().Add(5 * time.Second)
-	s.mu.Unlock()
-	if _, err := ks.tls.Write(msg); err != nil {
-		return
-	}
-	for {
-		n, err := ks.tls.Read(buf)
-		if err != nil {
-			return
-		}
-		if bytes.Contains(buf[:n], []byte(msgPushRequest)) {
-			if _, err := ks.tls.Write(msg); err != nil {
-				return
-			}
-		}
-	}
 }
 
 // fail abandons a key; for the first key (or a failed renegotiation) the
@@ -683,11 +591,36 @@ func (s *session) handleText(ks *keyState, msg string) {
 			s.sendPush(ks)
 		}
 	case msg == msgExit || strings.HasPrefix(msg, msgExit+","):
-		s.srv.logf("control: %s: client sent EXIT", s.remote())
 		s.mu.Lock()
-		s.exitAt = time.Now().Add(5 * time.Second) // absorb retransmits
+		first := s.exitAt.IsZero()
+		if first {
+			s.exitAt = time.Now().Add(5 * time.Second) // absorb retransmits
+		}
 		s.mu.Unlock()
+		if first {
+			s.srv.logf("control: %s: client sent EXIT", s.remote())
+		}
 	default:
-		s.srv.logf("control: %s: ignoring control message %q", s.remote(), msg)
+		s.srv.drops.add(DropIgnoredText)
+		// One line per ignoredLogEvery at most: a client must not be able
+		// to write the log at its link rate.
+		now := time.Now()
+		s.mu.Lock()
+		s.ignored++
+		n, due := s.ignored, now.Sub(s.ignoredAt) >= ignoredLogEvery
+		if due {
+			s.ignored, s.ignoredAt = 0, now
+		}
+		s.mu.Unlock()
+		if due {
+			if len(msg) > 64 {
+				msg = msg[:64] + "…"
+			}
+			s.srv.logf("control: %s: ignoring %d unknown control message(s), the last %q", s.remote(), n, msg)
+		}
 	}
 }
+
+// ignoredLogEvery spaces the log lines about unknown control messages of
+// one session (all are counted, DropIgnoredText).
+const ignoredLogEvery = 10 * time.Second

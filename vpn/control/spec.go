@@ -40,6 +40,29 @@ const (
 	replayBacktrackTime = 15 * time.Second // replay-window … 15
 )
 
+// What one session may make the server hold. OpenVPN's reliability layer
+// has fixed buffers and stops acknowledging when they are full
+// (reliable.c reliable_get_buf, reliable_can_get); crypto/tls reads a byte
+// stream, so the stream behind the receive window gets a bound of its own.
+const (
+	// maxControlPayload bounds one P_CONTROL_V1 payload: a 2.6 peer sends
+	// at most tls-mtu (1250 by default) per packet.
+	maxControlPayload = tlsChannelBufSize
+	// streamBufferLimit is the unread bytes a key's stream may hold; past
+	// it new messages are neither taken nor acknowledged, so the client
+	// retransmits them once the reader catches up.
+	streamBufferLimit = 32 << 10
+	// handshakeByteLimit is what a key may send before it is up (TLS,
+	// key method 2, and everything after a refusal): a TLS handshake with
+	// a long chain and key method 2 with its 4 KiB strings are well under
+	// it.
+	handshakeByteLimit = 64 << 10
+	// sendQueueLimit is the messages a key may leave unacknowledged
+	// (queued, not only in flight): a client that never acknowledges
+	// cannot make the server queue its writes without bound.
+	sendQueueLimit = 64
+)
+
 // tls-crypt v1 (tls_crypt.h).
 const (
 	tlsCryptTagLen    = 32
@@ -86,6 +109,13 @@ const serverOptionsString = "V4,dev-type tun,link-mtu 1541,tun-mtu 1500,proto UD
 // Stateless handshake cookie (ssl_pkt.c calculate_session_id_hmac): time
 // quantum (hand-window+1)/2.
 const cookieQuantum = 30 * time.Second
+
+// Per-source admission defaults (Config.MaxHalfOpenPerSource,
+// HandshakeTimeout).
+const (
+	defaultHalfOpenPerSource = 16
+	defaultHandshakeTimeout  = 10 * time.Second
+)
 
 // Peer ids are 24 bits; 0xFFFFFF means "undefined".
 const maxPeerID = 0xFFFFFE

@@ -41,6 +41,13 @@ func (c *streamConn) deliver(b []byte) {
 	c.mu.Unlock()
 }
 
+// buffered is how many received bytes wait for Read.
+func (c *streamConn) buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.in)
+}
+
 func (c *streamConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

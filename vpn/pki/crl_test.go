@@ -157,3 +157,27 @@ func FuzzParseCRL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCerts: arbitrary bytes as a certificate file never panic the
+// parser, and what it returns is certificates and no error, or an error.
+func FuzzParseCerts(f *testing.F) {
+	dir := f.TempDir()
+	if err := Init(dir); err != nil {
+		f.Fatal(err)
+	}
+	ca, _ := os.ReadFile(filepath.Join(dir, CACertFile))
+	f.Add(ca)
+	f.Add(append(append([]byte(nil), ca...), ca...))
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cs, err := parseCerts(data)
+		if err == nil {
+			for _, c := range cs {
+				if c == nil {
+					t.Fatal("nil certificate without an error")
+				}
+			}
+		}
+	})
+}

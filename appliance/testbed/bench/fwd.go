@@ -543,6 +543,11 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	for range o.GenThreads {
 		gens = append(gens, <-tids)
 	}
+	// The generator's count is read before the sink's and after it at the
+	// end, so the sink's window lies inside the generator's: the reads in
+	// between (thread times, /proc) take long enough on a loaded machine
+	// for frames sent before the window to be counted as forwarded in it.
+	s0 := gc.sent.Load()
 	c0, _, err := sink.Count()
 	if err != nil {
 		return Run{}, err
@@ -552,7 +557,7 @@ func measure(ctx context.Context, t *topology, sink *afxdp.DropCounter, o FwdOpt
 	ksoft := ksoftirqd(o.FwdCPU)
 	p0, n0 := prog()
 	q0 := threadTimes(ksoft)
-	s0, cpu0, t0, r0, w0 := gc.sent.Load(), readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
+	cpu0, t0, r0, w0 := readCPUTimes(), time.Now(), ringDrops(), threadTimes(threads)
 	select {
 	case <-time.After(o.Duration):
 	case <-ctx.Done():

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // A short Fwd run measures both sides (something forwarded through each),
 // reports queue modes and a ratio, and leaves no namespace behind. It
 // asserts nothing about speed.
 func TestFwdShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	res := measureFwd(t, FwdOptions{Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
 	if len(res.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(res.Runs))
@@ -45,7 +45,7 @@ func TestFwdShort(t *testing.T) {
 // sink, and ovfwd's did it in the fast path (the sink's and the
 // generator's MACs learned and mirrored into its map). Nothing about speed.
 func TestFwdBridgeShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	res := measureFwd(t, FwdOptions{Bridge: true, Rounds: 1, Duration: time.Second, Warmup: 500 * time.Millisecond, MaxPackets: 5_000_000})
 	for _, r := range res.Runs {
 		if r.Sent == 0 || r.Forwarded == 0 {
@@ -65,7 +65,7 @@ func TestFwdBridgeShort(t *testing.T) {
 // and bpf_stats timed the bare and the steering program. Nothing about
 // speed.
 func TestFwdDefaultGenBare(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, pass := range []bool{false, true} {
 		t.Run(fmt.Sprintf("linux_xdp_pass=%v", pass), func(t *testing.T) { testFwdXDPGenBare(t, pass) })
 	}
@@ -99,7 +99,7 @@ func testFwdXDPGenBare(t *testing.T, linuxXDPPass bool) {
 // generator's CPU, OVFWD_BENCH_GENERIC=1 to attach ovfwd's XDP program in
 // generic mode, OVFWD_BENCH_BOOST=1 to renice ovfwd's threads.
 func BenchmarkFwd(b *testing.B) {
-	netns.RequireRoot(b)
+	nstest.RequireRoot(b)
 	o := FwdOptions{IngressOnGenCPU: os.Getenv("OVFWD_BENCH_INGRESS_ON_GEN") == "1"}
 	o.Boost = os.Getenv("OVFWD_BENCH_BOOST") == "1"
 	if os.Getenv("OVFWD_BENCH_GENERIC") == "1" {

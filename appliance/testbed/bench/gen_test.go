@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // The flow set is n distinct flows (source address, source port), each a
@@ -50,7 +50,7 @@ func TestFlowFrames(t *testing.T) {
 // ingress veth, sends and is counted, and says what it costs per frame.
 // Nothing about speed.
 func TestFwdGenOnlyShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, gen := range []string{genAFXDP, genAFPacket} {
 		res := measureFwd(t, FwdOptions{GenOnly: true, Gen: gen, Rounds: 1, Duration: time.Second, Warmup: 300 * time.Millisecond, MaxPackets: 5_000_000})
 		if len(res.Runs) != 1 {

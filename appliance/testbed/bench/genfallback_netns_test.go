@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,7 +37,7 @@ func refuseAFXDP(t *testing.T) {
 // A refused live-frames run is an error, with nothing left open and no
 // panic in the cleanup of what was opened before the refusal.
 func TestLiveGenRefused(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	refuseLiveFrames(t)
 	frames := flowFrames([]byte{2, 0, 0, 0, 0, 1}, []byte{2, 0, 0, 0, 0, 2}, 4)
 	g, err := newLiveGen(1, frames)
@@ -49,7 +50,7 @@ func TestLiveGenRefused(t *testing.T) {
 // (to AF_XDP), and AF_XDP too (to AF_PACKET); the generator that ran then
 // sends, and the result and the report name it and why it was chosen.
 func TestFwdGenFallback(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, c := range []struct {
 		name   string
 		refuse []func(*testing.T)
@@ -98,7 +99,7 @@ func TestFwdGenFallback(t *testing.T) {
 // generator's CPU, and the result and the report say so and leave the CPU
 // costs out.
 func TestFwdIngressMoveRefused(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, c := range []struct {
 		name   string
 		refuse func(*testing.T)

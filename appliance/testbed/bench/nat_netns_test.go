@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // A short NAT run: both sides forward with the source translated (ovfwd
 // reports its translations; Linux's masquerade rule is in place during its
 // run and gone after). It asserts nothing about speed.
 func TestFwdNATShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatal("needs nft (.ci/install-deps installs nftables)")
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
+	"github.com/ovfwd/ovfwd/appliance/nlsync"
 	"github.com/ovfwd/ovfwd/appliance/runner"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 	"github.com/ovfwd/ovfwd/fwd"
@@ -18,7 +19,7 @@ type Appliance struct {
 	Engine *fwd.Engine
 	Ports  []*afxdp.Port
 
-	mirror    *afxdp.NeighMirror
+	mirror    *nlsync.NeighMirror
 	installed map[mirrored]bool // kernel entries we made, removed again on Close
 	run       *runner.Runner
 	mirrored  atomic.Uint64
@@ -53,7 +54,7 @@ func StartAppliance(ns *netns.NS, ifnames []string, cfg Config, logf func(string
 			a.Ports = append(a.Ports, p)
 		}
 		var err error
-		a.mirror, err = afxdp.NewNeighMirror()
+		a.mirror, err = nlsync.NewNeighMirror()
 		return err
 	})
 	if err != nil {
@@ -96,7 +97,7 @@ func (a *Appliance) mirrorEvent(ev fwd.Event) {
 	var err error
 	switch ev.Kind {
 	case fwd.EventNeighbourLearned:
-		if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC[:]); err == nil {
+		if err = a.mirror.Set(ifindex, ev.Addr, ev.MAC[:], ev.Confirmed); err == nil {
 			a.installed[mirrored{ifindex, ev.Addr}] = true
 		}
 	case fwd.EventNeighbourExpired:

@@ -8,6 +8,9 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
 )
 
 // traffic is what Run drives: routed A→B traffic (pings over IPv4 and
@@ -38,6 +41,88 @@ const (
 	labTCPBytes    = 8 << 20
 	labTunnelBytes = 4 << 20
 )
+
+// path is an address host A must reach before the timed traffic starts.
+type path struct {
+	dst    netip.Addr
+	tunnel bool
+}
+
+func (p path) String() string {
+	if p.tunnel {
+		return p.dst.String() + " (tunnel)"
+	}
+	return p.dst.String() + " (routed)"
+}
+
+// pathsFrom is what Run's traffic goes to: host B's addresses, and with
+// the VPN those behind its tunnel.
+func pathsFrom(cfg Config, withVPN bool) []path {
+	var out []path
+	for _, a := range cfg.HostB.Addrs {
+		out = append(out, path{dst: a.Addr()})
+	}
+	if withVPN {
+		for _, a := range tunnelTargets(cfg) {
+			out = append(out, path{dst: a, tunnel: true})
+		}
+	}
+	return out
+}
+
+// pathTimeout bounds waitPaths: three of the appliance's resolution
+// attempts (neighbour_timeout, 3 s each) and then some.
+const pathTimeout = 10 * time.Second
+
+// waitPaths waits until every path answers a ping from ns, at most
+// timeout for all. A freshly built lab has resolved nothing: the hosts
+// and the appliance must resolve their next hops (ARP/ND) and the
+// client's tunnel must carry its first packets. A real client rides that
+// out with its own retransmissions (TCP retries a SYN for about two
+// minutes); the lab's transfers give up after 5 s, so it lets the paths
+// converge first, and says how long each took. Each try is one echo
+// (ping stops at the first error, such as the appliance's host
+// unreachable when a resolution attempt failed); a path that does not
+// answer in time fails the run.
+func waitPaths(ctx context.Context, ns *netns.NS, paths []path, timeout time.Duration, out io.Writer) error {
+	errs := make([]error, len(paths))
+	took := make([]time.Duration, len(paths))
+	start := time.Now()
+	deadline := start.Add(timeout)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res string
+			var err error
+			for try := 0; try < 1000 && ctx.Err() == nil; try++ {
+				if res, err = ns.Run("ping", "-n", "-c", "1", "-W", "1", p.dst.String()); err == nil {
+					took[i] = time.Since(start)
+					return
+				}
+				if !time.Now().Before(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			errs[i] = fmt.Errorf("lab: %s: no answer from host A in %v: %s", p, timeout, lastLine(res))
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var s []string
+	for i, p := range paths {
+		s = append(s, fmt.Sprintf("%s %v", p, took[i].Round(time.Millisecond)))
+	}
+	fmt.Fprintf(out, "lab: paths answer: %s\n", strings.Join(s, ", "))
+	return nil
+}
 
 func startTraffic(ctx context.Context, tp *Topology, cfg Config, out io.Writer) *traffic {
 	tr := &traffic{}

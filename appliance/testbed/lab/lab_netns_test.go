@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 func startLab(t *testing.T, cfg Config) (*Topology, *Appliance) {
 	t.Helper()
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	tp, err := Build(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestRouterIPv4IPv6(t *testing.T) {
 	// which can reply only through the neighbours ovfwd mirrored.
 	ping(t, tp.A, "198.18.30.254")
 	ping(t, tp.A, "2001:db8:30::fe")
-	if out := netns.Run(t, tp.App, "ip", "neigh", "show", "dev", ifAppA); !strings.Contains(out, "198.18.30.1 ") {
+	if out := nstest.Run(t, tp.App, "ip", "neigh", "show", "dev", ifAppA); !strings.Contains(out, "198.18.30.1 ") {
 		t.Errorf("kernel has no mirrored neighbour for host A:\n%s", out)
 	}
 	st := app.Engine.Stats()
@@ -114,10 +115,10 @@ func TestLinkFlapRecovers(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	time.Sleep(300 * time.Millisecond)
 	for _, ifn := range []string{ifAppB, ifAppA} {
-		netns.Run(t, tp.App, "ip", "link", "set", ifn, "down")
+		nstest.Run(t, tp.App, "ip", "link", "set", ifn, "down")
 		time.Sleep(500 * time.Millisecond)
 		downRx := flow.Received.Load()
-		netns.Run(t, tp.App, "ip", "link", "set", ifn, "up")
+		nstest.Run(t, tp.App, "ip", "link", "set", ifn, "up")
 		var after uint64
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if after = flow.Received.Load(); after > downRx+500 {
@@ -205,7 +206,7 @@ func TestMirroredNeighboursRemovedOnClose(t *testing.T) {
 	ping(t, tp.A, "198.18.31.1")
 	var out string
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out = netns.Run(t, tp.App, "ip", "neigh", "show", "nud", "permanent"); strings.Contains(out, "198.18.30.1 ") {
+		if out = nstest.Run(t, tp.App, "ip", "neigh", "show", "nud", "permanent"); strings.Contains(out, "198.18.30.1 ") {
 			break
 		}
 	}
@@ -213,7 +214,7 @@ func TestMirroredNeighboursRemovedOnClose(t *testing.T) {
 		t.Fatalf("no mirrored entry for host A:\n%s", out)
 	}
 	app.Close()
-	if out = netns.Run(t, tp.App, "ip", "neigh", "show", "nud", "permanent"); strings.TrimSpace(out) != "" {
+	if out = nstest.Run(t, tp.App, "ip", "neigh", "show", "nud", "permanent"); strings.TrimSpace(out) != "" {
 		t.Fatalf("mirrored entries left after Close:\n%s", out)
 	}
 }

@@ -141,6 +141,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if testHookRunning != nil {
 		testHookRunning(lr)
 	}
+	// The timed traffic measures the lab once it carries traffic, not how
+	// fast it gets there: first every path must answer (see waitPaths).
+	paths := pathsFrom(lr.tp.Config, withVPN)
+	if err := waitPaths(ctx, lr.tp.A, paths, pathTimeout, out); err != nil {
+		return fmt.Errorf("%w\n%s", err, lr.tails(withVPN))
+	}
 	if o.Keep {
 		printEnter(out, lr)
 	}
@@ -185,7 +191,20 @@ func Run(ctx context.Context, o Options) (err error) {
 		res.last = s
 	}
 	fmt.Fprintf(out, "lab: %s\n", tr.summary())
-	return tr.err()
+	if err := tr.err(); err != nil {
+		return fmt.Errorf("%w\n%s", err, lr.tails(withVPN))
+	}
+	return nil
+}
+
+// tails are the ends of the appliance's and the client's logs, for a
+// failed run (the lab removes them unless Keep).
+func (lr *running) tails(withVPN bool) string {
+	s := fmt.Sprintf("lab: ovfwd log ends:\n%s", lr.daemon.logTail(2000))
+	if withVPN && lr.client != nil {
+		s += fmt.Sprintf("\nlab: openvpn client log ends:\n%s", lr.client.logTail(2000))
+	}
+	return s
 }
 
 // setUp makes the work directory, the PKI, the config and the
@@ -251,7 +270,9 @@ func setUp(ctx context.Context, out io.Writer, bin string, keep bool) (*running,
 		return lr, fmt.Errorf("%v\n%s", err, lr.daemon.logTail(3000))
 	}
 	fmt.Fprintf(out, "lab: ovfwd runs as packaging/ovfwd.service runs it: %s\n", u)
-	s, err := waitStatus(ctx, lr.sock, lr.daemon, 20*time.Second, func(s *status.Snapshot) bool { return s.VPN != nil })
+	// Ready: every worker polls its queues (before that, the client's
+	// first packets would wait unread).
+	s, err := waitStatus(ctx, lr.sock, lr.daemon, 20*time.Second, func(s *status.Snapshot) bool { return s.Ready && s.VPN != nil })
 	if err != nil {
 		return lr, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/afxdp"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // binDir holds the ovfwd binary the tests built, removed by TestMain.
@@ -131,7 +132,7 @@ func checkGone(t *testing.T, s *seen) {
 // traffic pass over IPv4 and IPv6, the counters move, tun0 carries the
 // addresses the appliance assigned, and nothing is left behind.
 func TestRunShortLeavesNothing(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := exec.LookPath("openvpn"); err != nil {
 		t.Fatal("openvpn is not installed (make deps installs it)")
 	}
@@ -210,7 +211,7 @@ func TestRunShortLeavesNothing(t *testing.T) {
 // Keep leaves the appliance running and forwarding after Run returns;
 // Clean then removes it all.
 func TestKeepThenClean(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	s := hook(t)
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{Duration: time.Second, Keep: true, NoVPN: true, Out: &out, Binary: testBinary(t)})
@@ -316,7 +317,7 @@ func helperLab(t *testing.T) (*exec.Cmd, chan struct{}, *netns.SyncBuffer, *seen
 // A lab whose process was killed (SIGKILL: no cleanup ran) is removed by
 // the next run: its namespaces, its appliance and its work directory.
 func TestCrashedLabIsSwept(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	cmd, exited, _, s := helperLab(t)
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
@@ -341,7 +342,7 @@ func TestCrashedLabIsSwept(t *testing.T) {
 // Ctrl-C (SIGINT) ends a lab that runs without a duration: it prints its
 // summary, stops ovfwd and openvpn, and removes everything.
 func TestInterruptCleansUp(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	cmd, exited, out, s := helperLab(t)
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGINT)
 	select {
@@ -352,6 +353,76 @@ func TestInterruptCleansUp(t *testing.T) {
 	t.Log(out.String())
 	if !strings.Contains(out.String(), "lab: removed host A") || !strings.Contains(out.String(), "tunnel tcp") {
 		t.Error("the interrupted lab did not print its summary and removal")
+	}
+	checkGone(t, s)
+}
+
+// arpBlock is how long TestRunWaitsForSlowNextHop keeps host B from
+// answering ARP: longer than one of the appliance's resolution attempts
+// (3 s), so the first attempt fails whatever the machine's speed.
+const arpBlock = 4 * time.Second
+
+// A lab whose next hop resolves late — host B answers no ARP for the
+// first seconds after the tunnel is up, as on a machine still coming up —
+// still passes: Run waits until every path answers before the timed
+// traffic. Started at once, the IPv4 pings fail, no UDP datagram arrives
+// and the transfers' dials time out while the appliance holds their SYNs
+// for a neighbour that does not answer.
+func TestRunWaitsForSlowNextHop(t *testing.T) {
+	nstest.RequireRoot(t)
+	if _, err := exec.LookPath("openvpn"); err != nil {
+		t.Fatal("openvpn is not installed (make deps installs it)")
+	}
+	s := hook(t)
+	record := testHookRunning
+	released := make(chan string, 1)
+	testHookRunning = func(lr *running) {
+		record(lr)
+		// B's ARP (requests and replies) is dropped on its way out; its
+		// IPv6 (ND) is not touched.
+		b := lr.tp.B
+		for _, args := range [][]string{
+			{"nft", "add", "table", "arp", "coldstart"},
+			{"nft", "add", "chain", "arp", "coldstart", "out", "{ type filter hook output priority 0; }"},
+			{"nft", "add", "rule", "arp", "coldstart", "out", "counter", "drop"},
+		} {
+			if out, err := b.Run(args...); err != nil {
+				t.Errorf("%v: %v\n%s", args, err, out)
+			}
+		}
+		go func() {
+			time.Sleep(arpBlock)
+			rules, _ := b.Run("nft", "list", "table", "arp", "coldstart")
+			_, _ = b.Run("nft", "delete", "table", "arp", "coldstart")
+			released <- rules
+		}()
+	}
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{Duration: 3 * time.Second, Out: &out, Binary: testBinary(t)})
+	t.Log(out.String())
+	if !s.sawRunning {
+		t.Fatalf("the lab never came up: %v", err)
+	}
+	var rules string
+	select {
+	case rules = <-released:
+	case <-time.After(arpBlock + 10*time.Second):
+		t.Fatal("the ARP block was never lifted")
+	}
+	// The block was in force: B's ARP replies to the appliance were dropped.
+	m := regexp.MustCompile(`counter packets (\d+)`).FindStringSubmatch(rules)
+	if m == nil || m[1] == "0" {
+		t.Fatalf("host B's ARP was not blocked (nothing to prove):\n%s", rules)
+	}
+	if err != nil {
+		t.Fatalf("Run with a next hop that resolves late: %v", err)
+	}
+	if !strings.Contains(out.String(), "lab: paths answer: 198.18.31.1 (routed)") {
+		t.Error("Run did not report the paths answering")
+	}
+	tr := s.res.traffic
+	if tr.plain.OK == 0 || tr.plain.Bad > 0 || tr.tunnel.OK == 0 || tr.tunnel.Bad > 0 {
+		t.Errorf("%s; %s", tr.plain.Summary("routed tcp", labTCPBytes), tr.tunnel.Summary("tunnel tcp", labTunnelBytes))
 	}
 	checkGone(t, s)
 }

@@ -71,7 +71,7 @@ func (l *Lab) StartOvfwd(bin string, a *Appliance) error {
 	if l.HandshakeRate > 0 {
 		// Sized for a failover storm: every client of a dead peer
 		// handshakes at once.
-		limits = fmt.Sprintf("handshake_rate = %d\nmax_half_open = 1024", l.HandshakeRate)
+		limits = fmt.Sprintf("handshake_rate = %d\nmax_half_open = 1024\nmax_half_open_per_source = 1024\nhandshake_timeout = \"60s\"", l.HandshakeRate)
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, a.Outside, a.Link, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 )
 
 func needTools(t *testing.T) {
 	t.Helper()
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, tool := range []string{"bird", "birdc", "openvpn", "ethtool", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("OVFWD_REQUIRE_PRIV") == "1" {
@@ -30,8 +30,8 @@ func needTools(t *testing.T) {
 func newLab(t *testing.T, n int, bulk int, opts ...func(*Lab)) (*Lab, string) {
 	t.Helper()
 	needTools(t)
-	bin := netns.BuildOvfwd(t)
-	l, err := NewLab(unit.ForTest(t).TempDir(t), n)
+	bin := nstest.BuildOvfwd(t)
+	l, err := NewLab(unittest.TempDir(t, unittest.Load(t)), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestScaleOutFailover(t *testing.T) {
 
 	// A port going down is a data-plane failure: a withdraws until it is
 	// back.
-	netns.Run(t, a.NS, "ip", "link", "set", "p0", "down")
+	nstest.Run(t, a.NS, "ip", "link", "set", "p0", "down")
 	if !waitFor(5*time.Second, 20*time.Millisecond, func() bool { return len(l.RouteVia(a.Pool)) == 0 }) {
 		t.Errorf("a's pool still announced with its port p0 down")
 	}
@@ -168,7 +168,7 @@ func TestScaleOutFailover(t *testing.T) {
 		t.Errorf("a's status with p0 down: ready %v %q %v", st != nil && st.Ready, st.NotReady, err)
 	}
 	upAgain := time.Now()
-	netns.Run(t, a.NS, "ip", "link", "set", "p0", "up")
+	nstest.Run(t, a.NS, "ip", "link", "set", "p0", "up")
 	if !waitFor(10*time.Second, 20*time.Millisecond, func() bool { return len(l.RouteVia(a.Pool)) == 1 }) {
 		t.Errorf("a's pool not announced again with p0 back up")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // ourNamespaces lists the lab namespaces this process still has.
@@ -41,7 +42,7 @@ func ourNamespaces(t *testing.T) []string {
 // the model (pings and TCP transfers succeed, counters show packets),
 // closes the models without errors and removes its namespaces.
 func TestRunPrintsCountersAndCleansUp(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{Duration: 4 * time.Second, Out: &out})
 	t.Logf("output:\n%s", out.String())
@@ -65,7 +66,7 @@ func TestRunPrintsCountersAndCleansUp(t *testing.T) {
 // TestRunFailureCleansUp: a lab that cannot be built (a host route that
 // the kernel refuses) fails and leaves no namespace behind.
 func TestRunFailureCleansUp(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	cfg := lab.DefaultConfig()
 	cfg.HostA.Via = []netip.Addr{netip.MustParseAddr("198.19.99.1")} // not on host A's link
 	var out bytes.Buffer

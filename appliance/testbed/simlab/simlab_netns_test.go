@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/fwd"
 )
 
@@ -16,7 +17,7 @@ import (
 // fails the test if the models met errors or leaked anything.
 func startLab(t testing.TB, cfg lab.Config) (*Topology, *Appliance) {
 	t.Helper()
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	tp, err := Build(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestSimRouter(t *testing.T) {
 	}{{tp.A, IfHostA, []string{"198.18.30.254", "2001:db8:30::fe"}, PortMAC(0).String()},
 		{tp.B, IfHostB, []string{"198.18.31.254", "2001:db8:31::fe"}, PortMAC(1).String()}} {
 		for _, gw := range h.gws {
-			if out := netns.Run(t, h.ns, "ip", "neigh", "show", gw, "dev", h.ifn); !strings.Contains(out, h.portMAC) {
+			if out := nstest.Run(t, h.ns, "ip", "neigh", "show", gw, "dev", h.ifn); !strings.Contains(out, h.portMAC) {
 				t.Errorf("%s: neighbour %s is not model port MAC %s: %q", h.ns.Name, gw, h.portMAC, out)
 			}
 		}

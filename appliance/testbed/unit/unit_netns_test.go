@@ -1,4 +1,4 @@
-package unit
+package unit_test
 
 import (
 	"os"
@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 )
 
 // TestWrapperApplies starts a program through Argv in a namespace, as the
@@ -19,10 +20,10 @@ import (
 // and that Verify fails for a process that does not run that way (this
 // test's own, root with every capability).
 func TestWrapperApplies(t *testing.T) {
-	netns.RequireRoot(t)
-	u := ForTest(t)
-	ns := netns.New(t, "unt")
-	dir := u.TempDir(t)
+	nstest.RequireRoot(t)
+	u := unittest.Load(t)
+	ns := nstest.New(t, "unt")
+	dir := unittest.TempDir(t, u)
 	mark := filepath.Join(dir, "run", "mark")
 	hostTun, err := os.Stat("/dev/net/tun")
 	if err != nil {

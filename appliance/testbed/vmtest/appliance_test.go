@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // pkgVersion is the package the guest installs first; nextVersion the
@@ -200,7 +200,7 @@ var scriptStepRE = regexp.MustCompile(`(?m)^(?:step|stepup|came_up) "([^"$]+)"`)
 // systemd and drives the service the way an operator does (the steps are
 // in testdata/appliance.sh).
 func TestApplianceGuest(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	qv, err := QEMUVersion()
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // fastPathTests are the afxdp tests that load the XDP fast path and run
 // it with BPF_PROG_TEST_RUN against the engine: they need root and BPF,
 // no network namespace.
-const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|FinishesPartialChecksums|RandomFrames|PuntsSYNWhenClamping|BridgeMatchesEngine|BridgeRandomFrames))$`
+const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|Martians|FinishesPartialChecksums|RandomFrames|PuntsSYNWhenClamping|BridgeMatchesEngine|BridgeRandomFrames))$`
 
 // TestFastPathGuest runs the XDP fast path's differential tests (the real
 // program in the kernel against fwd.Engine, byte for byte) on Linux 6.1:
@@ -22,7 +22,7 @@ const fastPathTests = `^(TestSteeringLoads|TestFastPath(MatchesEngine|FinishesPa
 // swap, nothing learnt from a JNE against 0), and the host runs a later
 // kernel.
 func TestFastPathGuest(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	if _, err := QEMUVersion(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package vmtest
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,15 +13,24 @@ import (
 	"sync"
 )
 
-// Pins: the kernel and emulator the guests and their module lists are made
-// for. Debian's security updates move the kernel ABI number (6.1.0-N), so
-// the pin is the series; the exact version keys the cache.
+// Pins: the kernels and emulator the guests and their module lists are
+// made for. Debian's security updates move a kernel's ABI number (6.1.0-N,
+// 6.12.N+deb12), so each pin is a metapackage and a series; the exact
+// version keys the cache.
 const (
-	KernelSeries = "6.1." // bookworm's linux-image-6.1.0-N-amd64, version 6.1.x-y
-	QEMUSeries   = "7.2." // bookworm's qemu-system-x86 1:7.2+dfsg
-	CacheRoot    = "/var/cache/ovfwd-vmtest"
-	kernelMeta   = "linux-image-amd64"
+	QEMUSeries = "7.2." // bookworm's qemu-system-x86 1:7.2+dfsg
+	CacheRoot  = "/var/cache/ovfwd-vmtest"
 )
+
+// KernelPin names a Debian kernel package through the metapackage that
+// depends on its newest build.
+type KernelPin struct {
+	Meta    string         // the metapackage: linux-image-amd64
+	Image   *regexp.Regexp // the package Meta must depend on; group 1 is uname -r
+	Suffix  string         // added to that name for the package downloaded (its -unsigned build: same kernel, no signature to carry)
+	Series  string         // the version's required prefix
+	Modules []string       // the modules the guests load, in dependency order (paths in lib/modules/VERSION/kernel)
+}
 
 // Modules are the kernel modules the guests load, in dependency order
 // (paths as in 6.1's lib/modules/VERSION/kernel tree).
@@ -36,6 +47,35 @@ var (
 		"drivers/net/veth.ko",
 		"drivers/net/tun.ko",
 	}
+	// VirtioModules are what the 6.12 guest loads: virtio_net and what it
+	// needs, veth and tun for its hosts and the VPN client.
+	VirtioModules = []string{
+		"net/core/failover.ko",
+		"drivers/net/net_failover.ko",
+		"drivers/net/virtio_net.ko",
+		"drivers/net/veth.ko",
+		"drivers/net/tun.ko",
+	}
+)
+
+var (
+	// Kernel61 is bookworm's own kernel (linux-image-6.1.0-N-amd64).
+	Kernel61 = KernelPin{
+		Meta:    "linux-image-amd64",
+		Image:   regexp.MustCompile(`^linux-image-(6\.1\.0-[0-9]+-amd64)$`),
+		Series:  "6.1.",
+		Modules: append(append([]string{}, VFIOModules...), ApplianceModules...),
+	}
+	// Kernel612 is bookworm-security's 6.12 cloud kernel: the one whose
+	// virtio_net has AF_XDP zero-copy (drivers/net/virtio_net.c
+	// virtnet_xsk_pool_enable).
+	Kernel612 = KernelPin{
+		Meta:    "linux-image-6.12-cloud-amd64",
+		Image:   regexp.MustCompile(`^linux-image-(6\.12\.[0-9]+\+deb12-cloud-amd64)$`),
+		Suffix:  "-unsigned",
+		Series:  "6.12.",
+		Modules: VirtioModules,
+	}
 )
 
 // Kernel is an unpacked kernel package in the cache.
@@ -50,8 +90,6 @@ func (k *Kernel) Vmlinuz() string { return filepath.Join(k.Dir, "vmlinuz") }
 
 // Module is the path of a module from the lists above.
 func (k *Kernel) Module(rel string) string { return filepath.Join(k.Dir, "modules", rel) }
-
-var kernelPkgRE = regexp.MustCompile(`^linux-image-(6\.1\.0-[0-9]+-amd64)$`)
 
 // aptOut runs an apt command; if its package lists are empty it runs
 // `apt-get update` once and tries again.
@@ -95,20 +133,23 @@ func PkgVersions(pkgs ...string) (map[string]string, error) {
 	return vs, nil
 }
 
-var kernelOnce struct {
+var kernels struct {
 	sync.Mutex
-	k *Kernel
+	k map[string]*Kernel
 }
 
-// GetKernel returns the pinned kernel, downloading and unpacking it into
+// GetKernel returns the 6.1 kernel (Kernel61).
+func GetKernel() (*Kernel, error) { return GetPinnedKernel(Kernel61) }
+
+// GetPinnedKernel returns pin's kernel, downloading and unpacking it into
 // the cache the first time.
-func GetKernel() (*Kernel, error) {
-	kernelOnce.Lock()
-	defer kernelOnce.Unlock()
-	if kernelOnce.k != nil {
-		return kernelOnce.k, nil
+func GetPinnedKernel(pin KernelPin) (*Kernel, error) {
+	kernels.Lock()
+	defer kernels.Unlock()
+	if k := kernels.k[pin.Meta]; k != nil {
+		return k, nil
 	}
-	deps, err := aptOut("apt-cache", "depends", kernelMeta)
+	deps, err := aptOut("apt-cache", "depends", pin.Meta)
 	if err != nil {
 		return nil, err
 	}
@@ -120,32 +161,34 @@ func GetKernel() (*Kernel, error) {
 			break
 		}
 	}
-	m := kernelPkgRE.FindStringSubmatch(k.Pkg)
+	m := pin.Image.FindStringSubmatch(k.Pkg)
 	if m == nil {
-		return nil, fmt.Errorf("vmtest: %s depends on %q, not a linux-image-6.1.0-N-amd64: the guests and their module lists are pinned to Debian bookworm's 6.1 kernel (KernelSeries in appliance/testbed/vmtest/kernel.go)", kernelMeta, k.Pkg)
+		return nil, fmt.Errorf("vmtest: %s depends on %q, not a package matching %s: the guests and their module lists are pinned to it (KernelPin in appliance/testbed/vmtest/kernel.go)", pin.Meta, k.Pkg, pin.Image)
 	}
 	k.Release = m[1]
+	k.Pkg += pin.Suffix
 	vs, err := PkgVersions(k.Pkg)
 	if err != nil {
 		return nil, err
 	}
 	k.PkgVersion = vs[k.Pkg]
-	if !strings.HasPrefix(k.PkgVersion, KernelSeries) {
-		return nil, fmt.Errorf("vmtest: %s is version %s, the guests are pinned to %sx", k.Pkg, k.PkgVersion, KernelSeries)
+	if !strings.HasPrefix(k.PkgVersion, pin.Series) {
+		return nil, fmt.Errorf("vmtest: %s is version %s, the guests are pinned to %sx", k.Pkg, k.PkgVersion, pin.Series)
 	}
 	k.Dir = filepath.Join(CacheRoot, "kernel-"+k.Pkg+"_"+k.PkgVersion)
-	if _, err := os.Stat(filepath.Join(k.Dir, "complete")); err == nil {
-		kernelOnce.k = k
-		return k, nil
+	if _, err := os.Stat(filepath.Join(k.Dir, "complete")); err != nil {
+		if err := unpackKernel(k, pin); err != nil {
+			return nil, err
+		}
 	}
-	if err := unpackKernel(k); err != nil {
-		return nil, err
+	if kernels.k == nil {
+		kernels.k = map[string]*Kernel{}
 	}
-	kernelOnce.k = k
+	kernels.k[pin.Meta] = k
 	return k, nil
 }
 
-func unpackKernel(k *Kernel) error {
+func unpackKernel(k *Kernel, pin KernelPin) error {
 	if err := os.MkdirAll(CacheRoot, 0o755); err != nil {
 		return err
 	}
@@ -173,12 +216,18 @@ func unpackKernel(k *Kernel) error {
 		"boot/vmlinuz-" + k.Release: "vmlinuz",
 		"boot/config-" + k.Release:  "config",
 	}
-	for _, mod := range append(append([]string{}, VFIOModules...), ApplianceModules...) {
+	for _, mod := range pin.Modules {
 		copies["lib/modules/"+k.Release+"/kernel/"+mod] = "modules/" + mod
 	}
 	for from, to := range copies {
-		if err := copyFile(filepath.Join(x, from), filepath.Join(dst, to), 0o644); err != nil {
-			return fmt.Errorf("vmtest: %s has no %s (the module lists are for %sx): %w", k.Pkg, from, KernelSeries, err)
+		err := copyFile(filepath.Join(x, from), filepath.Join(dst, to), 0o644)
+		if errors.Is(err, fs.ErrNotExist) {
+			// 6.12's packages compress their modules (.ko.xz); busybox's
+			// insmod takes them plain.
+			err = unxz(filepath.Join(x, from+".xz"), filepath.Join(dst, to))
+		}
+		if err != nil {
+			return fmt.Errorf("vmtest: %s has no %s (the module lists are for %sx): %w", k.Pkg, from, pin.Series, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dst, "complete"), []byte(k.Pkg+" "+k.PkgVersion+"\n"), 0o644); err != nil {
@@ -186,6 +235,28 @@ func unpackKernel(k *Kernel) error {
 	}
 	os.RemoveAll(k.Dir)
 	return os.Rename(dst, k.Dir)
+}
+
+func unxz(from, to string) error {
+	if _, err := os.Stat(from); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("xz", "-dc", from)
+	cmd.Stdout = out
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		out.Close()
+		return fmt.Errorf("xz -dc %s: %v: %s", from, err, stderr.String())
+	}
+	return out.Close()
 }
 
 func copyFile(from, to string, perm os.FileMode) error {

@@ -8,18 +8,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// Machine is one guest boot: q35 with an emulated Intel IOMMU, one vCPU,
-// TCG.
+// Machine is one guest boot: q35 with an emulated Intel IOMMU, TCG.
 type Machine struct {
 	Kernel   *Kernel
 	Initrd   string
 	Append   string   // kernel command line after the common part
 	IntRemap bool     // interrupt remapping in the emulated IOMMU
+	Netdevs  []string // -netdev arguments, in order
 	Devices  []string // further -device arguments, in order
+	CPUs     int      // 0: one
 	MemMB    int
+	NetNS    string // the host network namespace QEMU runs in (its tap devices are there); "": the caller's
 	Timeout  time.Duration
 }
 
@@ -57,7 +60,7 @@ func Boot(ctx context.Context, dir string, m Machine) (Result, error) {
 		iommu = "intel-iommu,intremap=on"
 	}
 	args := []string{
-		"-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", "1", "-m", fmt.Sprint(m.MemMB),
+		"-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", fmt.Sprint(max(m.CPUs, 1)), "-m", fmt.Sprint(m.MemMB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-no-user-config",
 		"-device", iommu,
 		"-kernel", m.Kernel.Vmlinuz(), "-initrd", m.Initrd,
@@ -66,12 +69,22 @@ func Boot(ctx context.Context, dir string, m Machine) (Result, error) {
 		"-append", "console=ttyS0 panic=-1 no_timer_check intel_iommu=on iommu=pt " + m.Append,
 		"-serial", "file:" + console, "-serial", "file:" + output,
 	}
+	for _, n := range m.Netdevs {
+		args = append(args, "-netdev", n)
+	}
 	for _, d := range m.Devices {
 		args = append(args, "-device", d)
 	}
+	args = append([]string{"qemu-system-x86_64"}, args...)
+	if m.NetNS != "" {
+		// nsenter execs QEMU: the PID killed on timeout is QEMU's.
+		args = append([]string{"nsenter", "--net=/run/netns/" + m.NetNS, "--"}, args...)
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	// A test binary killed by go test's timeout takes its guest with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	start := time.Now()

@@ -81,3 +81,25 @@ step fine fine
 		}
 	}
 }
+
+func FuzzParseVirtioReport(f *testing.F) {
+	f.Add("FACT a.b true\nFACT a.b x y\nSTATUS t {\"ready\": true}\nSTATUS u {\n")
+	f.Add("STATUS  \nFACT \nFACT k\r\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		r, errs := parseVirtioReport(out)
+		statuses := 0
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimRight(l, "\r"), "STATUS ") {
+				statuses++
+			}
+		}
+		if len(r.snaps)+len(errs) > statuses {
+			t.Fatalf("%d snapshots and %d errors from %d STATUS lines", len(r.snaps), len(errs), statuses)
+		}
+		for k := range r.facts {
+			if strings.ContainsAny(k, " \n") {
+				t.Fatalf("fact key %q", k)
+			}
+		}
+	})
+}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // The VFIO guest's devices: vfioguest/main.go names them by these
@@ -103,7 +103,7 @@ func vfioInitramfs(t *testing.T, k *Kernel) string {
 // TestVFIOGuest runs the VFIO layer against Linux 6.1's vfio-pci and an
 // emulated Intel IOMMU: twice, with and without interrupt remapping.
 func TestVFIOGuest(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	qv, err := QEMUVersion()
 	if err != nil {
 		t.Fatal(err)

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpnbench"
 )
 
 // TestRunShort runs the comparison with one short round: both servers
 // carry traffic both ways through the tunnel and are charged CPU for it.
 func TestRunShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, tool := range []string{"openvpn", "iperf3", "ethtool"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
@@ -26,7 +26,7 @@ func TestRunShort(t *testing.T) {
 	}
 	bin := ovfwdBinary(t)
 	var out bytes.Buffer
-	dir := unit.ForTest(t).TempDir(t) // the daemon's tree: its parents let the unit's user through
+	dir := unittest.TempDir(t, unittest.Load(t)) // the daemon's tree: its parents let the unit's user through
 	res, err := vpnbench.Run(context.Background(), &out, vpnbench.Options{Binary: bin, Rounds: 1, Duration: 2 * time.Second, Tag: "vpbt", Dir: dir})
 	t.Logf("\n%s", out.String())
 	if err != nil {
@@ -57,7 +57,7 @@ func TestRunShort(t *testing.T) {
 // BenchmarkVPN is the full comparison (ovfwd bench vpn -tcp):
 // go test -run '^$' -bench VPN -benchtime 1x ./appliance/testbed/vpnbench/
 func BenchmarkVPN(b *testing.B) {
-	netns.RequireRoot(b)
+	nstest.RequireRoot(b)
 	bin := ovfwdBinary(b)
 	for i := 0; i < b.N; i++ {
 		var out bytes.Buffer

@@ -18,7 +18,8 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 )
 
@@ -134,9 +135,9 @@ func natStatus(t *testing.T, s *vpne2e.Server) *status.NAT {
 }
 
 func natLab(t *testing.T, tag string, clients, queues int, appliance string) (*vpne2e.NATLab, *vpne2e.Server, []*vpne2e.Client) {
-	netns.RequireRoot(t)
-	bin := netns.BuildOvfwd(t)
-	l, err := vpne2e.NewNATLab(tag, unit.ForTest(t).TempDir(t), clients, queues)
+	nstest.RequireRoot(t)
+	bin := nstest.BuildOvfwd(t)
+	l, err := vpne2e.NewNATLab(tag, unittest.TempDir(t, unittest.Load(t)), clients, queues)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +173,17 @@ func natLab(t *testing.T, tag string, clients, queues int, appliance string) (*v
 			t.Fatalf("client %d: no redirect-gateway def1 in the PUSH_REPLY:\n%s", c.Index, c.LogText())
 		}
 		for _, dst := range []netip.Addr{vpne2e.NATInet, netip.MustParseAddr("198.19.0.1")} {
-			if out := netns.Run(t, c.NS, "ip", "route", "get", dst.String()); !strings.Contains(out, "dev tun0") {
+			if out := nstest.Run(t, c.NS, "ip", "route", "get", dst.String()); !strings.Contains(out, "dev tun0") {
 				t.Fatalf("client %d: route to %v not through the tunnel: %s", c.Index, dst, out)
 			}
 		}
-		if out := netns.Run(t, c.NS, "ip", "route", "get", vpne2e.NATServer.String()); !strings.Contains(out, "dev c0") {
+		if out := nstest.Run(t, c.NS, "ip", "route", "get", vpne2e.NATServer.String()); !strings.Contains(out, "dev c0") {
 			t.Fatalf("client %d: route to the server not on c0: %s", c.Index, out)
 		}
 	}
 	// The internet host has no route to the pool: without NAT nothing
 	// would come back.
-	if out := netns.Run(t, l.Inet, "ip", "route", "get", cs[0].V4.String()); !strings.Contains(out, "via "+vpne2e.NATRouterOut.String()) {
+	if out := nstest.Run(t, l.Inet, "ip", "route", "get", cs[0].V4.String()); !strings.Contains(out, "via "+vpne2e.NATRouterOut.String()) {
 		t.Fatalf("internet host routes the pool unexpectedly: %s", out)
 	}
 	if out, err := l.Router.Run("ip", "route", "get", cs[0].V4.String()); err == nil {
@@ -291,8 +292,8 @@ func TestNATFullTunnel(t *testing.T) {
 	// later ones carry no ports) and its echo comes back in fragments.
 	// ovfwd does not reassemble outer tunnel packets yet, so inner
 	// fragments must fit the tunnel: 1400-byte links on both hosts.
-	netns.Run(t, l.Clients[0], "ip", "link", "set", "tun0", "mtu", "1400")
-	netns.Run(t, l.Inet, "ip", "link", "set", "i0", "mtu", "1400")
+	nstest.Run(t, l.Clients[0], "ip", "link", "set", "tun0", "mtu", "1400")
+	nstest.Run(t, l.Inet, "ip", "link", "set", "i0", "mtu", "1400")
 	big := append([]byte("echo:"), make([]byte, 3000)...)
 	_, _ = rand.Read(big[5:])
 	gotBig := false
@@ -499,9 +500,9 @@ func TestNATTwoQueues(t *testing.T) {
 	}
 	// Fragmented datagrams both ways: the later fragments follow the first
 	// to the worker owning the flow.
-	netns.Run(t, l.Inet, "ip", "link", "set", "i0", "mtu", "1400")
+	nstest.Run(t, l.Inet, "ip", "link", "set", "i0", "mtu", "1400")
 	for ci := range 2 {
-		netns.Run(t, l.Clients[ci], "ip", "link", "set", "tun0", "mtu", "1400")
+		nstest.Run(t, l.Clients[ci], "ip", "link", "set", "tun0", "mtu", "1400")
 		f := flows[ci*12]
 		for i := range 6 {
 			big := append([]byte("echo:"), make([]byte, 3000)...)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -36,7 +36,7 @@ func TestNeighbourRefreshUnderLoad(t *testing.T) {
 	}{{"IPv4", vpne2e.LANHost4}, {"IPv6", vpne2e.LANHost6}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Resolve first: what is measured is the refresh, not the start.
-			netns.Run(t, c.NS, "ping", "-c", "3", "-i", "0.2", "-W", "1", tc.to.String())
+			nstest.Run(t, c.NS, "ping", "-c", "3", "-i", "0.2", "-W", "1", tc.to.String())
 			before := neighbourFull(t, srv)
 			// Five reachable periods of a steady flow toward the LAN host.
 			r, err := vpne2e.Iperf(c.NS, tc.to, 0, "-t", "10", "-b", "50M")

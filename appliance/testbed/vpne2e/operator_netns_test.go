@@ -18,7 +18,8 @@ import (
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
-// The operator features of issue 17, each through `ovfwd run` with stock
+// The operator features (CRL, isolation, per-client config, NAT, auth
+// command, tls-crypt-v2, kill, drain), each through `ovfwd run` with stock
 // openvpn 2.6 clients, asserting on the client's own view (its log, tun0,
 // routes) and on traffic.
 
@@ -550,7 +551,7 @@ func userPassProfile(t *testing.T, l *vpne2e.Lab, i int, p pki.Profile, user, pa
 func TestUserPass(t *testing.T) {
 	script := verifyScript(t)
 	l, srv, _ := setupWith(t, 2, opts(vpne2e.ServerOptions{VPN: fmt.Sprintf(
-		"auth_user_pass_verify = [%q]\nverify_client_cert = \"none\"\nusername_as_common_name = true\nauth_concurrency = 128\nhandshake_rate = 1000\nmax_half_open = 512", script), MaxPeers: 256}))
+		"auth_user_pass_verify = [%q]\nverify_client_cert = \"none\"\nusername_as_common_name = true\nauth_concurrency = 128\nhandshake_rate = 1000\nmax_half_open = 512\nmax_half_open_per_source = 512\nauth_fail_limit = 0", script), MaxPeers: 256}))
 	wrong, err := l.StartClient(0, userPassProfile(t, l, 0, pki.Profile{Name: "nocert-wrong", NoCert: true}, "alice", "guess"))
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,10 @@ type ServerOptions struct {
 	// VPN is extra TOML lines for ovfwd's [vpn] table, Tail extra tables
 	// after it (e.g. [[vpn.ccd]]).
 	VPN, Tail string
+	// Status is extra TOML lines for ovfwd's [status] table; OpenVPN extra
+	// lines for the openvpn server's config.
+	Status  string
+	OpenVPN []string
 	// MaxPeers is ovfwd's max_peers (0: 64).
 	MaxPeers int
 	// TLSCryptV2 is a tls-crypt-v2 server key file for ovfwd (instead of
@@ -43,6 +47,8 @@ type ServerOptions struct {
 	// default CPUs.
 	Pin bool
 	CPU int
+	// MetricsSocket, when set, serves ovfwd's metrics on that unix socket.
+	MetricsSocket string
 }
 
 // pinned prefixes args with taskset when o pins the server.
@@ -123,6 +129,7 @@ listen = ""
 
 [status]
 socket = %q
+%s
 
 [log]
 level = "info"
@@ -152,9 +159,12 @@ func (l *Lab) StartOvfwd(bin string, o ServerOptions) (*Server, error) {
 	}
 	cfg := fmt.Sprintf(ovfwdConfig, appliance, ServerAddr, ServerAddr6, LANGW4, LANGW6, VPNPort,
 		filepath.Join(l.PKI, pki.CACertFile), filepath.Join(l.PKI, pki.ServerCertFile), filepath.Join(l.PKI, pki.ServerKeyFile),
-		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock)
+		wrap, Pool4, Pool6, LANNet4, LANNet6, strings.Join(quoted, ", "), cmp.Or(o.MaxPeers, 64), o.VPN, o.Tail, sock, o.Status)
 	if o.XDPMode != "" {
 		cfg = strings.ReplaceAll(cfg, "driver = \"afxdp-copy\"\n", fmt.Sprintf("driver = \"afxdp-copy\"\nafxdp.xdp_mode = %q\n", o.XDPMode))
+	}
+	if o.MetricsSocket != "" {
+		cfg = strings.Replace(cfg, "[metrics]\nlisten = \"\"\n", fmt.Sprintf("[metrics]\nlisten = \"\"\nsocket = %q\n", o.MetricsSocket), 1)
 	}
 	cfg = WithFastPath(cfg)
 	cfgPath := filepath.Join(l.Dir, "ovfwd.toml")
@@ -214,6 +224,7 @@ func (l *Lab) StartOpenVPN(o ServerOptions) (*Server, error) {
 		// client's own default mssfix sizes the segments for both.
 		"mssfix 0",
 	}
+	lines = append(lines, o.OpenVPN...)
 	cfgPath := filepath.Join(l.Dir, "openvpn-server.conf")
 	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -56,7 +58,7 @@ type siteLab struct {
 }
 
 func newSiteLab(t *testing.T) *siteLab {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, tool := range []string{"openvpn", "ethtool", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
@@ -68,8 +70,8 @@ func newSiteLab(t *testing.T) *siteLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := u.TempDir(t)
-	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "state", "pki"), bin: netns.BuildOvfwd(t),
+	dir := unittest.TempDir(t, u)
+	l := &siteLab{t: t, dir: dir, pki: filepath.Join(dir, "state", "pki"), bin: nstest.BuildOvfwd(t),
 		statusA: filepath.Join(dir, "run", "a.sock"), statusSrv: filepath.Join(dir, "run", "srv.sock")}
 	t.Cleanup(func() {
 		for _, p := range l.procs {

@@ -22,7 +22,8 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/lab"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -52,14 +53,14 @@ func setup(t testing.TB, n int, o vpne2e.ServerOptions) (*vpne2e.Lab, *vpne2e.Se
 // test failed).
 func newLab(t testing.TB, n int, tools ...string) (*vpne2e.Lab, string) {
 	t.Helper()
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (make deps installs it)", tool)
 		}
 	}
-	bin := netns.BuildOvfwd(t)
-	dir := unit.ForTest(t).TempDir(t)
+	bin := nstest.BuildOvfwd(t)
+	dir := unittest.TempDir(t, unittest.Load(t))
 	l, err := vpne2e.NewLab(tag, dir, n)
 	if err != nil {
 		t.Fatal(err)
@@ -490,7 +491,7 @@ func TestIPv6Transport(t *testing.T) {
 func TestRoutedBesideTunnel(t *testing.T) {
 	l, srv := setup(t, 1, vpne2e.ServerOptions{})
 	c := l.Clients[0]
-	netns.Run(t, c, "ip", "route", "add", vpne2e.LANHost4.String()+"/32", "via", vpne2e.ServerAddr.String())
+	nstest.Run(t, c, "ip", "route", "add", vpne2e.LANHost4.String()+"/32", "via", vpne2e.ServerAddr.String())
 	// Datagrams of 4 to 1,400 bytes (odd and even lengths, so that
 	// finishing a checksum covers every tail), each saying what it must
 	// hold; the LAN host counts those that arrive intact. Its kernel drops
@@ -571,7 +572,7 @@ func TestRoutedBesideTunnel(t *testing.T) {
 				fc["fast_csum_finished"], n, fc["fast_forwarded"], fc["fast_punt_csum_partial"], n/2)
 		}
 		// Offload off: finished checksums, forwarded as they are.
-		netns.Run(t, c, "ethtool", "-K", "c0", "tx", "off")
+		nstest.Run(t, c, "ethtool", "-K", "c0", "tx", "off")
 		before := fc
 		send(2 * n)
 		fc = fastCounters(t, srv, 0)
@@ -591,7 +592,7 @@ func TestRoutedBesideTunnel(t *testing.T) {
 func udpCsumErrors(t *testing.T, ns *netns.NS) int64 {
 	t.Helper()
 	var head []string
-	for _, line := range strings.Split(netns.Run(t, ns, "cat", "/proc/net/snmp"), "\n") {
+	for _, line := range strings.Split(nstest.Run(t, ns, "cat", "/proc/net/snmp"), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] != "Udp:" {
 			continue

@@ -9,7 +9,8 @@ import (
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
-	"github.com/ovfwd/ovfwd/appliance/testbed/unit"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
+	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 
 func newLab(t *testing.T, clients int, o Options) *lab {
 	t.Helper()
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	o.Clients = clients
 	if o.Logf == nil {
 		o.Logf = t.Logf
@@ -56,7 +57,7 @@ func newLab(t *testing.T, clients int, o Options) *lab {
 		}
 		o.OvfwdBin = builtOvfwd
 	}
-	l := &lab{t: t, dir: unit.ForTest(t).TempDir(t), o: o}
+	l := &lab{t: t, dir: unittest.TempDir(t, unittest.Load(t)), o: o}
 	if err := pki.Init(pkiIn(l.dir)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovfwd/ovfwd/appliance/testbed/netns"
+	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
 // TestRunShort runs the whole bench briefly against both servers: every
 // client must connect and traffic must reach the sink through each.
 func TestRunShort(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -44,7 +44,7 @@ func TestRunShort(t *testing.T) {
 // TestRunSocketGenerator runs the bench briefly against ovfwd with the
 // clients' own sockets as the generator: traffic must reach the sink.
 func TestRunSocketGenerator(t *testing.T) {
-	netns.RequireRoot(t)
+	nstest.RequireRoot(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

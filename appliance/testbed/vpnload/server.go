@@ -235,6 +235,8 @@ keepalive_timeout = "%s"
 reneg_sec = 0
 max_peers = 2048
 max_half_open = 1024
+max_half_open_per_source = 1024
+handshake_timeout = "60s"
 handshake_rate = 100000
 
 [metrics]
