@@ -6,7 +6,7 @@ _ovfwd() {
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
 	cmd=${COMP_WORDS[1]}
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run check status reload kill drain pki probe lab bench version help" -- "$cur"))
+		COMPREPLY=($(compgen -W "run check import status reload kill drain pki probe lab bench version help" -- "$cur"))
 		return
 	fi
 	case $prev in
@@ -19,20 +19,31 @@ _ovfwd() {
 		COMPREPLY=($(compgen -f -- "${cur:-/run/ovfwd}"))
 		return
 		;;
-	-pid | -timeout | -deadline | -remote | -pci | -cert | -duration)
+	-o | -ccd)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	-pid | -timeout | -deadline | -remote | -pci | -cert | -duration | -user | -port)
 		return
 		;;
 	esac
 	local flags=
 	case $cmd in
 	run) flags="-c" ;;
+	import)
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -f -- "$cur"))
+			return
+		fi
+		flags="-o -ccd -port"
+		;;
 	check)
 		if [[ $cur != -* ]]; then
 			COMPREPLY=($(compgen -f -X '!*.toml' -- "$cur") $(compgen -d -S / -- "$cur"))
 			compopt -o nospace 2>/dev/null
 			return
 		fi
-		flags="-c"
+		flags="-c -user"
 		;;
 	status) flags="-s -c -json" ;;
 	reload) flags="-s -c -pid -timeout" ;;
