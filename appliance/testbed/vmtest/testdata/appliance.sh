@@ -144,6 +144,8 @@ cert = "/var/lib/ovfwd/pki/server.crt"
 key = "/var/lib/ovfwd/pki/server.key"
 tls_crypt = "/var/lib/ovfwd/pki/tls-crypt.key"
 pool_v4 = "198.18.142.0/24"
+# No more clients than the pool has addresses (ovfwd check insists).
+max_peers = 253
 push_routes = ["198.18.141.0/24"]
 # Full tunnel: the server pushes "redirect-gateway def1".
 redirect_gateway = ["ipv4"]
