@@ -1,7 +1,9 @@
 # ovfwd — see README.md. Every target that touches namespaces needs root.
 GO       ?= go
 BIN      := bin/ovfwd
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# From the release tags (packaging/version.sh): 0.3.1 on a tag, 0.3.2~git5.<hash>
+# past it; the package and `ovfwd version` carry the same string.
+VERSION  ?= $(shell ./packaging/version.sh)
 LDFLAGS  := -X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version=$(VERSION)
 # Packages with no privileged code run under the race detector too.
 PURE     := ./config/... ./fwd/... ./vpn/... ./mlx5/...

@@ -3,7 +3,7 @@
 #
 #   packaging/build.sh [outdir]      (default: dist)
 #
-# Environment: VERSION (default: git describe, else "dev"), OVFWD_BIN (the
+# Environment: VERSION (default: packaging/version.sh), OVFWD_BIN (the
 # binary to package, default bin/ovfwd from `make build`), NFPM (the nfpm
 # command; default runs the pinned module without touching go.mod).
 set -euo pipefail
@@ -19,25 +19,80 @@ if [ ! -x "$OVFWD_BIN" ]; then
 	echo "build.sh: $OVFWD_BIN is missing; run \`make build\` first" >&2
 	exit 1
 fi
-: "${VERSION:=$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
-
-# Both dpkg and rpm want a version that starts with a digit and has no '-'
-# (rpm reserves it for the release): v1.2.3 -> 1.2.3, 1.2.3-4-gabc -> 1.2.3.4.gabc,
-# abc1234-dirty -> 0.0.0~git.abc1234.dirty ('~' sorts before any release).
-v=${VERSION#v}
-v=${v//-/.}
-v=$(printf '%s' "$v" | tr -c 'A-Za-z0-9.+~' '.')
-case "$v" in
+: "${VERSION:=$(packaging/version.sh)}"
+# dpkg and rpm both take it as is: it starts with a digit and has no '-'
+# (the release separator of both).
+case "$VERSION" in
 [0-9]*) ;;
-*) v="0.0.0~git.$v" ;;
+*)
+	echo "build.sh: VERSION $VERSION does not start with a digit" >&2
+	exit 1
+	;;
 esac
+if printf '%s' "$VERSION" | grep -q '[^A-Za-z0-9.+~]'; then
+	echo "build.sh: VERSION $VERSION has characters outside [A-Za-z0-9.+~]" >&2
+	exit 1
+fi
+# The package's version is the binary's: refuse a binary built for another.
+if ! got=$("$OVFWD_BIN" version) || [ "$got" != "ovfwd $VERSION" ]; then
+	echo "build.sh: $OVFWD_BIN says \"$got\", not \"ovfwd $VERSION\"; build it with this VERSION (make build)" >&2
+	exit 1
+fi
+v=$VERSION
 
 # nfpm expands environment variables in version but not in contents, so
-# the binary's path is substituted into a private copy of the config.
+# the paths of the binary and of the files made here (compressed man pages,
+# changelog, copyright) are substituted into a private copy of the config.
 bin=$(cd "$(dirname "$OVFWD_BIN")" && pwd)/$(basename "$OVFWD_BIN")
-cfg=$(mktemp "${TMPDIR:-/tmp}/ovfwd-nfpm.XXXXXX.yaml")
-trap 'rm -f "$cfg"' EXIT
-sed "s|\${OVFWD_BIN}|$bin|g" packaging/nfpm.yaml >"$cfg"
+work=$(mktemp -d "${TMPDIR:-/tmp}/ovfwd-nfpm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+for page in packaging/man/*.[0-9]; do
+	gzip -9n -c "$page" >"$work/$(basename "$page").gz"
+done
+
+# Packaged stripped (the Go runtime's own tables keep stack traces whole).
+cp "$bin" "$work/ovfwd"
+strip --strip-unneeded "$work/ovfwd"
+bin=$work/ovfwd
+
+# changelog.Debian (the version's one entry, dated by its commit) and a
+# copyright file naming the Go modules linked into the binary with their
+# licences, from the module cache.
+when=$(git log -1 --format=%cD 2>/dev/null || date -R)
+{
+	printf 'ovfwd (%s-1) unstable; urgency=medium\n\n' "$v"
+	printf '  * Built from %s.\n\n' "$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'a tree without git')"
+	printf ' -- ovfwd team <ovfwd@example.invalid>  %s\n' "$when"
+} | gzip -9n >"$work/changelog.Debian.gz"
+modcache=$(go env GOMODCACHE)
+{
+	cat packaging/copyright
+	go version -m "$bin" | awk '$1 == "dep" {print $2, $3}' | while read -r mod ver; do
+		# The module cache escapes capitals as '!' + lower case.
+		dir=$modcache/$(printf '%s' "$mod" | sed 's/[A-Z]/!\L&/g')@$ver
+		lic=
+		for f in "$dir"/LICENSE* "$dir"/LICENCE* "$dir"/COPYING*; do
+			if [ -f "$f" ]; then
+				lic=$f
+				break
+			fi
+		done
+		if [ -z "$lic" ]; then
+			echo "build.sh: no licence file for $mod $ver in $dir" >&2
+			exit 1
+		fi
+		printf '\nLinked Go module: %s %s\n' "$mod" "$ver"
+		if grep -q 'Apache License' "$lic" && grep -q 'Version 2.0' "$lic"; then
+			# Debian ships this one text (Debian policy 12.5).
+			printf ' Apache License 2.0: /usr/share/common-licenses/Apache-2.0\n'
+		else
+			sed -e 's/^$/./' -e 's/^/ /' "$lic"
+		fi
+	done
+} >"$work/copyright"
+
+sed -e "s|\${OVFWD_BIN}|$bin|g" -e "s|\${OVFWD_WORK}|$work|g" packaging/nfpm.yaml >"$work/nfpm.yaml"
+cfg=$work/nfpm.yaml
 
 export OVFWD_VERSION=$v
 nfpm=${NFPM:-go run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2}

@@ -70,6 +70,7 @@ type daemon struct {
 	beats   []heartbeat       // beats[q]: worker q's loop counter
 	so      *scaleOut         // readiness, drain and route export
 	mon     *monitoring       // management interface and status file (mgmt.go)
+	notify  *notifier         // systemd's notify socket; nil outside systemd
 
 	aclMu sync.Mutex
 	acl   *aclState // nil without [[acl]] (under aclMu)
@@ -110,6 +111,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 	}
 	d.log.Info("running", "config", cfgPath, "mode", cfg.Appliance.Mode, "ports", len(d.ports),
 		"workers", len(d.engine.Workers()), "poll", cfg.Appliance.Poll, "pid", os.Getpid())
+	d.startNotify()
 	for {
 		select {
 		case <-ctx.Done():
@@ -267,6 +269,7 @@ func applianceRestartPart(a config.Appliance) config.Appliance {
 // neighbours ovfwd added removed.
 func (d *daemon) shutdown() error {
 	var errs []error
+	d.stopNotify()
 	// The routing daemon withdraws the pools before the tunnels go.
 	errs = append(errs, d.stopScaleOut())
 	d.stopMonitoring()

@@ -19,6 +19,7 @@ commands:
   check    validate a config file as the unit's user  ovfwd check [-c] FILE [-user NAME]
   import   translate an OpenVPN server.conf            ovfwd import SERVER.CONF [-o FILE] [-ccd DIR] [-port IFNAME=ADDR/LEN …]
   status   show a running appliance's state          ovfwd status [-s SOCKET | -c FILE] [-json]
+  reload   reload the running daemon's config, fail if it rejects it  ovfwd reload [-s SOCKET | -c FILE] [-pid PID]
   kill     disconnect a VPN client                   ovfwd kill [-s SOCKET | -c FILE] [-halt] NAME|ADDR
   lab      run the namespace lab                      ovfwd lab [-duration D] [-keep] [-clean] [-no-vpn] [-driver afxdp|mlx5-sim]
   pki      make a CA, server and client profiles      ovfwd pki init DIR | pki client DIR NAME -remote HOST:PORT | pki site DIR NAME | pki revoke DIR NAME
@@ -44,6 +45,7 @@ var commands = map[string]func(args []string) error{
 	"check":   checkCmd,
 	"import":  importCmd,
 	"status":  statusCmd,
+	"reload":  reloadCmd,
 	"kill":    killCmd,
 	"lab":     labCmd,
 	"pki":     pkiCmd,

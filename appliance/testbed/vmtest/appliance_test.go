@@ -16,7 +16,12 @@ import (
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 )
 
-const pkgVersion = "0.0.0~vmtest"
+// pkgVersion is the package the guest installs first; nextVersion the
+// upgrade it installs over it (packaging/version.sh's shape past a tag).
+const (
+	pkgVersion  = "0.1.0"
+	nextVersion = "0.1.1~git1.0123456789ab"
+)
 
 // repoRoot is the module root (this package is three levels down), or
 // $OVFWD_VMTEST_SRC: another source tree to package and test (a branch
@@ -34,23 +39,36 @@ func repoRoot(t *testing.T) string {
 }
 
 // buildPackages runs packaging/build.sh (what `make package` runs) on a
-// fresh build of ovfwd and returns the .deb and .rpm.
-func buildPackages(t *testing.T) (deb, rpm string) {
+// fresh build of ovfwd stamped with version and returns the .deb and .rpm.
+func buildPackages(t *testing.T, version string) (deb, rpm string) {
 	t.Helper()
 	root, dir := repoRoot(t), t.TempDir()
-	bin := filepath.Join(dir, "ovfwd")
-	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version="+pkgVersion, "-o", bin, "./cmd/ovfwd")
+	bin := buildBinary(t, dir, version)
+	cmd := exec.Command("./packaging/build.sh", dir)
 	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd = exec.Command("./packaging/build.sh", dir)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "OVFWD_BIN="+bin, "VERSION="+pkgVersion)
+	cmd.Env = append(os.Environ(), "OVFWD_BIN="+bin, "VERSION="+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("packaging/build.sh: %v\n%s", err, out)
 	}
-	return filepath.Join(dir, "ovfwd_"+pkgVersion+"_amd64.deb"), filepath.Join(dir, "ovfwd_"+pkgVersion+"_amd64.rpm")
+	return filepath.Join(dir, "ovfwd_"+version+"_amd64.deb"), filepath.Join(dir, "ovfwd_"+version+"_amd64.rpm")
+}
+
+// buildBinary builds ovfwd into dir, stamped with version, with the given
+// build tags (test seams) if any.
+func buildBinary(t *testing.T, dir, version string, tags ...string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "ovfwd")
+	args := []string{"build", "-ldflags", "-X github.com/ovfwd/ovfwd/cmd/ovfwd/version.Version=" + version, "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "./cmd/ovfwd")...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", tags, err, out)
+	}
+	return bin
 }
 
 // unitCaps is the capability mask the unit grants (AmbientCapabilities).
@@ -139,8 +157,9 @@ WantedBy=multi-user.target
 `
 
 // applianceInitrd is the cached image followed by a second archive with
-// this run's package, script and driver unit (the kernel unpacks both).
-func applianceInitrd(t *testing.T, img *Image, deb string) string {
+// this run's packages (N and the upgrade N+1), the stall-seam build,
+// scripts and driver unit (the kernel unpacks both).
+func applianceInitrd(t *testing.T, img *Image, deb, next, seam string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "initrd")
 	f, err := os.Create(path)
@@ -160,7 +179,11 @@ func applianceInitrd(t *testing.T, img *Image, deb string) string {
 	c := newCPIO(f)
 	c.Dir("vmtest", 0o755)
 	c.Copy("vmtest/ovfwd.deb", deb, 0o644)
+	c.Copy("vmtest/ovfwd-next.deb", next, 0o644)
+	c.File("vmtest/next-version", 0o644, []byte(nextVersion+"\n"))
+	c.Copy("vmtest/ovfwd-stallseam", seam, 0o755)
 	c.Copy("vmtest/appliance.sh", "testdata/appliance.sh", 0o755)
+	c.Copy("vmtest/lifecycle.sh", "testdata/lifecycle.sh", 0o644)
 	c.File("etc/systemd/system/vmtest.service", 0o644, []byte(vmtestUnit))
 	c.Dir("etc/systemd/system/multi-user.target.wants", 0o755)
 	c.Symlink("etc/systemd/system/multi-user.target.wants/vmtest.service", "/etc/systemd/system/vmtest.service")
@@ -197,9 +220,11 @@ func TestApplianceGuest(t *testing.T) {
 	} else {
 		t.Logf("guest image %s from the cache (%v)", img.Key, time.Since(start).Round(time.Millisecond))
 	}
-	deb, rpm := buildPackages(t)
+	deb, rpm := buildPackages(t, pkgVersion)
 	checkRPM(t, rpm)
-	initrd := applianceInitrd(t, img, deb)
+	next, _ := buildPackages(t, nextVersion)
+	seam := buildBinary(t, t.TempDir(), nextVersion, "ovfwd_stallseam")
+	initrd := applianceInitrd(t, img, deb, next, seam)
 
 	r, err := Boot(context.Background(), t.TempDir(), Machine{
 		Kernel: k, Initrd: initrd, IntRemap: true, MemMB: 2048, Timeout: 15 * time.Minute,
@@ -210,13 +235,15 @@ func TestApplianceGuest(t *testing.T) {
 		dumpGuest(t, r)
 		t.Fatal(err)
 	}
-	script, err := os.ReadFile("testdata/appliance.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for _, m := range scriptStepRE.FindAllStringSubmatch(string(script), -1) {
-		want = append(want, m[1])
+	for _, f := range []string{"testdata/appliance.sh", "testdata/lifecycle.sh"} {
+		script, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range scriptStepRE.FindAllStringSubmatch(string(script), -1) {
+			want = append(want, m[1])
+		}
 	}
 	checkSteps(t, r, want)
 
@@ -227,6 +254,7 @@ func TestApplianceGuest(t *testing.T) {
 			facts[k] = v
 		}
 	}
+	t.Logf("upgrade from %q to %s: clients back after %s s", facts["upgrade.from"], nextVersion, facts["upgrade.reconnect_s"])
 	if facts["unit_user"] != "ovfwd" {
 		t.Errorf("unit User=%q, want ovfwd", facts["unit_user"])
 	}

@@ -144,6 +144,8 @@ cert = "/var/lib/ovfwd/pki/server.crt"
 key = "/var/lib/ovfwd/pki/server.key"
 tls_crypt = "/var/lib/ovfwd/pki/tls-crypt.key"
 pool_v4 = "198.18.142.0/24"
+# No more clients than the pool has addresses (ovfwd check insists).
+max_peers = 253
 push_routes = ["198.18.141.0/24"]
 # Full tunnel: the server pushes "redirect-gateway def1".
 redirect_gateway = ["ipv4"]
@@ -389,22 +391,8 @@ step "stopped: no XDP program left on the ports" sh -c "! ip -d link show p0 | g
 step "stopped: no pinned neighbour or BPF object left" sh -c '[ -z "$(ip neigh show nud permanent)" ] && [ -z "$(ls -A /sys/fs/bpf 2>/dev/null)" ]'
 journal_tail
 
-purge() {
-	set -e
-	dpkg -P ovfwd
-	test ! -e /usr/bin/ovfwd
-	test ! -e /etc/ovfwd
-	test ! -e /var/lib/ovfwd
-	test ! -e /usr/lib/systemd/system/ovfwd.service
-	test ! -e /etc/systemd/system/multi-user.target.wants/ovfwd.service
-	not getent passwd ovfwd
-	not getent group ovfwd
-	not systemctl cat ovfwd
-}
-step "dpkg -P leaves no file, user or unit" purge
-for f in /etc/ovfwd /var/lib/ovfwd /etc/systemd/system/multi-user.target.wants/ovfwd.service; do
-	[ -e "$f" ] && echo "  | left behind: $f"
-done
+# Upgrade, instances, reload verdicts, watchdog and purge.
+. /vmtest/lifecycle.sh
 
 echo "VMTEST done fails=$fails"
 echo "VMTEST end uptime $(cut -d' ' -f1 /proc/uptime)"
