@@ -42,7 +42,8 @@ var (
 	vpnPeerRxPackets = desc("vpn_peer_rx_packets_total", "Tunnel packets received from a VPN client's session.", "peer", "client_id")
 	vpnPeerTxPackets = desc("vpn_peer_tx_packets_total", "Tunnel packets sent to a VPN client's session.", "peer", "client_id")
 	vpnPeerLastSeen  = desc("vpn_peer_last_seen_seconds", "Unix time a VPN client's session was last heard from.", "peer", "client_id")
-	vpnDrops         = desc("vpn_drops_total", "VPN packets dropped, by reason.", "reason")
+	vpnDrops         = desc("vpn_drops_total", "VPN packets dropped, by reason (data_* on the data channel, control_* on the control channel, kernel_data_refused).", "reason")
+	vpnRefused       = desc("vpn_sessions_refused_total", "Client logins and sessions the control plane refused or ended, by reason (auth_failed, login_limited, draining, handshake_timeout, …).", "reason")
 
 	uplinkUp       = desc("uplink_up", "1 while a [[vpn.client]] uplink is connected.", "uplink")
 	uplinkPackets  = desc("uplink_packets_total", "An uplink's packets (tx_packets, tx_down, tx_errors, rx_packets, rx_drops, rx_spoofed, rx_link_local).", "uplink", "counter")
@@ -64,7 +65,8 @@ var (
 	draining           = desc("draining", "1 while an ovfwd drain is in progress.")
 	exportedRoutes     = desc("exported_routes", "Routes installed in the [export] kernel table for a routing daemon.")
 
-	buildInfo = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")
+	workerPolls = desc("worker_polls_total", "Polls a data-plane worker made; it stops rising when the worker stalls.", "queue")
+	buildInfo   = desc("build_info", "Always 1; the labels say which ovfwd is running and how.", "version", "goversion", "mode", "poll")
 )
 
 // Which family a status counter goes to, by its key. Keys not listed go
@@ -76,7 +78,11 @@ var (
 	neighbourEventKeys = set("neighbour_refused", "neighbour_unsolicited", "neighbour_table_full", "neighbour_evicted",
 		"neighbours_mirrored", "neighbours_mirror_failed", "neighbours_mirror_deferred", "neighbours_purged")
 	backendPacketKeys = set("tx_full", "link_down", "kernel_rx_dropped", "kernel_rx_ring_full", "kernel_tx_invalid")
-	natSingles        = map[string]*prometheus.Desc{
+	// The control plane's counters that count a session or a login, not
+	// a packet (vpn/control's DropReason).
+	sessionRefusals = set("auth_failed", "draining", "handshake_bytes", "send_queue", "half_open_source",
+		"handshake_timeout", "reneg_refused", "login_limited")
+	natSingles = map[string]*prometheus.Desc{
 		"sessions_created": natSessionsCreated, "sessions_expired": natSessionsExpired,
 		"blocks_allocated": natBlocksAlloc, "blocks_released": natBlocksReleased, "block_logs_lost": natBlockLogsLost,
 	}
@@ -98,12 +104,12 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var allDescs = []*prometheus.Desc{
 	portRxPackets, portRxBytes, portTxPackets, portTxBytes, portBackendPackets, portBackendEvents, portFastBytes, portUp, queueInfo,
 	drops, enginePackets, engineEvents, neighbourEvent, neighbourPin, routes, prefixes, neighbours, reloads,
-	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops,
+	vpnPeers, vpnPeerRxBytes, vpnPeerTxBytes, vpnPeerRxPackets, vpnPeerTxPackets, vpnPeerLastSeen, vpnDrops, vpnRefused,
 	uplinkUp, uplinkPackets, uplinkAttempts,
 	natSessions, natPackets, natSessionsCreated, natSessionsExpired, natBlocksAlloc, natBlocksReleased, natBlockLogsLost,
 	natMappings, natClients, natBlocks, natDrops, natClient,
 	ready, draining, exportedRoutes,
-	buildInfo,
+	workerPolls, buildInfo,
 }
 
 // Collector is a prometheus.Collector that takes one snapshot per scrape.
@@ -188,7 +194,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				e.gauge(vpnPeerLastSeen, unixSeconds(p), p.Name, id)
 			}
 		}
-		e.counters(vpnDrops, v.Drops)
+		for _, k := range sortedKeys(v.Drops) {
+			if r, ok := strings.CutPrefix(k, "control_"); ok && sessionRefusals[r] {
+				e.counter(vpnRefused, v.Drops[k], r)
+			} else {
+				e.counter(vpnDrops, v.Drops[k], k)
+			}
+		}
 	}
 	for _, u := range s.Uplinks { // names are unique (config)
 		e.gauge(uplinkUp, boolValue(u.State == "connected"), u.Name)
@@ -224,6 +236,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge(draining, boolValue(s.Drain != nil))
 	if s.Export != nil {
 		e.gauge(exportedRoutes, float64(len(s.Export.Routes)))
+	}
+	for _, w := range s.Workers {
+		e.counter(workerPolls, w.Polls, strconv.Itoa(w.Queue))
 	}
 	e.gauge(buildInfo, 1, s.Version, runtime.Version(), s.Mode, s.Poll)
 }

@@ -42,7 +42,7 @@ func sample() status.Snapshot {
 				{Name: "alice", ClientID: 4, Rx: status.Traffic{Packets: 10, Bytes: 99}, Tx: status.Traffic{Packets: 11, Bytes: 120}, LastSeen: time.Unix(1700000100, 500e6)},
 				{Name: "bob", ClientID: 7, Rx: status.Traffic{Packets: 1, Bytes: 2}},
 			},
-			Drops: status.Counters{"replay": 8, "bad_hmac": 2},
+			Drops: status.Counters{"data_replay": 8, "control_wrap_auth": 2, "control_auth_failed": 3},
 		},
 		Uplinks: []status.Uplink{
 			{Name: "site-b", State: "connected", Counters: status.Counters{"tx_packets": 12, "rx_packets": 13, "tx_down": 0}},
@@ -55,8 +55,9 @@ func sample() status.Snapshot {
 			Drops:   status.Counters{"no_port": 1},
 			Clients: []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
 		},
-		Ready:  true,
-		Export: &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
+		Ready:   true,
+		Workers: []status.Worker{{Queue: 0, CPU: 1, Polls: 12345}},
+		Export:  &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
 	}
 }
 
@@ -197,10 +198,11 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	if _, ok := value(fams, "ovfwd_vpn_peer_last_seen_seconds", "peer", "bob", "client_id", "7"); ok {
 		t.Error("a peer never seen has a last-seen time")
 	}
-	for k, v := range s.VPN.Drops {
-		check(float64(v), "ovfwd_vpn_drops_total", "reason", k)
-	}
+	check(8, "ovfwd_vpn_drops_total", "reason", "data_replay")
+	check(2, "ovfwd_vpn_drops_total", "reason", "control_wrap_auth")
+	check(3, "ovfwd_vpn_sessions_refused_total", "reason", "auth_failed")
 	check(1, "ovfwd_ready")
+	check(12345, "ovfwd_worker_polls_total", "queue", "0")
 	check(0, "ovfwd_draining")
 	check(2, "ovfwd_exported_routes")
 	if f := fams["ovfwd_build_info"]; f == nil || len(f.Metric) != 1 {
@@ -448,7 +450,7 @@ func TestInvalidLabelValueSkipped(t *testing.T) {
 		t.Errorf("invalid label value exported:\n%s", body)
 	}
 	// Metrics collected after the bad one are still there.
-	if v := sampleValue(t, body, `ovfwd_vpn_drops_total{reason="replay"}`); v != 8 {
+	if v := sampleValue(t, body, `ovfwd_vpn_drops_total{reason="data_replay"}`); v != 8 {
 		t.Errorf("vpn replay drops %d", v)
 	}
 	if !strings.Contains(body, "\novfwd_build_info{") {

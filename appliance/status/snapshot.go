@@ -52,8 +52,9 @@ type Counters map[string]uint64
 
 // Worker is one data-plane worker: queue q of every port.
 type Worker struct {
-	Queue int `json:"queue"`
-	CPU   int `json:"cpu"` // -1: not pinned
+	Queue int    `json:"queue"`
+	CPU   int    `json:"cpu"`   // -1: not pinned
+	Polls uint64 `json:"polls"` // the worker's loop count: it stops when the worker stalls
 }
 
 // Port is one configured port.
