@@ -148,12 +148,11 @@ type Reload struct {
 
 // NAT is the NAT44 state ([[nat]]).
 type NAT struct {
-	Rules              []NATRule   `json:"rules"`
-	Sessions           Counters    `json:"sessions"` // live sessions by protocol: tcp, udp, icmp
-	Counters           Counters    `json:"counters"` // translated, untranslated, hairpinned, sessions_created, blocks_allocated, …
-	Drops              Counters    `json:"drops"`    // no_port, table_full, no_session, frag_no_state, unsupported, malformed
-	TranslationsPerSec float64     `json:"translations_per_second"`
-	Clients            []NATClient `json:"clients"`
+	Rules    []NATRule   `json:"rules"`
+	Sessions Counters    `json:"sessions"` // live sessions by protocol: tcp, udp, icmp
+	Counters Counters    `json:"counters"` // translated, untranslated, hairpinned, sessions_created, blocks_allocated, …
+	Drops    Counters    `json:"drops"`    // no_port, table_full, no_session, frag_no_state, unsupported, malformed
+	Clients  []NATClient `json:"clients"`
 }
 
 // NATRule is one [[nat]] rule as it runs.
