@@ -22,6 +22,8 @@ type Config struct {
 	Log        Log
 	NAT        []NAT
 	NATOptions NATOptions
+	ACL        []ACL
+	ACLGroups  []ACLGroup
 
 	lines lineIndex // key → line in File, for Line
 }
@@ -255,6 +257,7 @@ type VPNCCD struct {
 	PushRoutes []netip.Prefix // pushed to this client besides [vpn] push_routes
 	IRoutes    []netip.Prefix // networks behind this client, as [[vpn.iroute]] routes
 	Disable    bool           // refuse this client (AUTH_FAILED)
+	Group      string         // its [[acl]] group (ingress "group:NAME")
 }
 
 // VPNIRoute is one [[vpn.iroute]]: networks behind one client (a site-to-site

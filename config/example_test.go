@@ -97,6 +97,9 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		"log":         func(t *table) { d.log(t, &Log{}) },
 		"nat":         func(t *table) { d.nat(t, &NAT{}) },
 		"nat_options": func(t *table) { d.natOptions(t, &NATOptions{}) },
+		"acl":         func(t *table) { d.acl(t, &ACL{}) },
+		"acl.rule":    func(t *table) { d.aclRule(t, &ACLRule{}) },
+		"acl_group":   func(t *table) { d.aclGroup(t, &ACLGroup{}) },
 	} {
 		tb := &table{d: d, path: name, m: map[string]any{}}
 		decode(tb)

@@ -36,6 +36,16 @@ func (d *decoder) decodeRoot(root *table, c *Config) {
 		c.NAT = append(c.NAT, n)
 	}
 	d.natOptions(root.sub("nat_options"), &c.NATOptions)
+	for _, t := range root.list("acl") {
+		var a ACL
+		d.acl(t, &a)
+		c.ACL = append(c.ACL, a)
+	}
+	for _, t := range root.list("acl_group") {
+		var g ACLGroup
+		d.aclGroup(t, &g)
+		c.ACLGroups = append(c.ACLGroups, g)
+	}
 	root.done()
 }
 
@@ -439,6 +449,7 @@ func (d *decoder) vpnCCD(t *table, c *VPNCCD) {
 	t.prefixes("push_routes", &c.PushRoutes, false)
 	t.prefixes("iroutes", &c.IRoutes, false)
 	t.boolean("disable", &c.Disable)
+	t.str("group", &c.Group)
 	t.done()
 }
 

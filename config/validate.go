@@ -14,6 +14,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateRoutes(c)
 	d.validateVPN(c)
 	d.validateNAT(c)
+	d.validateACL(c)
 	d.validateExport(c)
 }
 

@@ -26,6 +26,7 @@ const (
 	DropPeerToPeer               // a tunnel peer's packet to another peer, client_to_client off
 	DropMartian                  // an address that is never routed at either end (martian.go)
 	DropTunnelSource             // from a port with a source that routes into the tunnel (a client's address), on its way to NAT
+	DropACL                      // an access rule (or a list's default) denied it
 	NumDropReasons
 )
 
@@ -34,7 +35,7 @@ var dropNames = [NumDropReasons]string{
 	"neighbour_full", "neighbour_fail", "punt_full", "tx_full", "vlan",
 	"loop", "unsupported", "tunnel", "link_down", "uplink_full",
 	"nat", "handoff_full",
-	"glean_limited", "client_to_client", "martian", "tunnel_source",
+	"glean_limited", "client_to_client", "martian", "tunnel_source", "acl",
 }
 
 func (r DropReason) String() string {

@@ -143,6 +143,7 @@ type Engine struct {
 	neigh  atomic.Pointer[neighTable]
 	limits atomic.Pointer[Limits] // SetLimits; workers copy it per poll
 	nat    atomic.Pointer[nat.Compiled]
+	acl    atomic.Pointer[ACL]
 
 	mu       sync.Mutex // serialises the control plane
 	static   map[netip.Prefix]NextHop

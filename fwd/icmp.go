@@ -9,10 +9,11 @@ import (
 type icmpErr uint8
 
 const (
-	errNoRoute     icmpErr = iota // ICMP net unreachable / ICMPv6 no route
-	errTTL                        // time exceeded in transit / hop limit exceeded
-	errTooBig                     // fragmentation needed (RFC 1191) / packet too big (RFC 8201)
-	errHostUnreach                // the next hop did not answer ARP / ND (RFC 1812 §4.3.3.1, RFC 4443 §3.1)
+	errNoRoute         icmpErr = iota // ICMP net unreachable / ICMPv6 no route
+	errTTL                            // time exceeded in transit / hop limit exceeded
+	errTooBig                         // fragmentation needed (RFC 1191) / packet too big (RFC 8201)
+	errHostUnreach                    // the next hop did not answer ARP / ND (RFC 1812 §4.3.3.1, RFC 4443 §3.1)
+	errAdminProhibited                // an access rule refused it (RFC 1812 §5.2.7.1 code 13, RFC 4443 §3.1 code 1)
 )
 
 // icmpError sends the ICMP or ICMPv6 error kind about p back to p's
@@ -100,6 +101,8 @@ func (w *Worker) icmpError(t *tables, p *Packet, kind icmpErr, mtu int, how uint
 			binary.BigEndian.PutUint16(ic[6:], uint16(mtu))
 		case errHostUnreach:
 			ic[0], ic[1] = icmpUnreachable, icmpCodeHost
+		case errAdminProhibited:
+			ic[0], ic[1] = icmpUnreachable, icmpCodeAdmin
 		}
 		copy(ic[icmpHdrLen:], l3[:q])
 		binary.BigEndian.PutUint16(ic[2:], csum.Checksum(ic))
@@ -125,6 +128,8 @@ func (w *Worker) icmpError(t *tables, p *Packet, kind icmpErr, mtu int, how uint
 			binary.BigEndian.PutUint32(ic[4:], uint32(mtu))
 		case errHostUnreach:
 			ic[0], ic[1] = icmp6Unreachable, icmp6CodeAddr
+		case errAdminProhibited:
+			ic[0], ic[1] = icmp6Unreachable, icmp6CodeAdmin
 		}
 		copy(ic[icmpHdrLen:], l3[:q])
 		binary.BigEndian.PutUint16(ic[2:], csum.Fold(csum.Sum(csum.Pseudo(ip[8:24], ip[24:40], protoICMPv6, len(ic)), ic)))

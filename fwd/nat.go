@@ -162,7 +162,7 @@ func (w *Worker) natOutSlow(p *Packet, port int, how uint8, hint uint64) bool {
 	case nat.Pass, nat.Done:
 		return true
 	case nat.Handoff:
-		w.handoff(p, owner, how)
+		w.handoff(p, owner, how|rFiltered)
 		return false
 	}
 	w.drop(p, DropNAT)

@@ -14,6 +14,7 @@ const (
 	rNoTunnel             // came out of Encap: may not enter the tunnel again
 	rFromPeer             // came out of the tunnel's Decap: a peer sent it (client-to-client policy)
 	rParsed               // from a port by way of routeFrame: its bytes are as Parse left them
+	rFiltered             // the ACL let it through already (a NAT handoff): not again, its ingress is lost
 )
 
 // routeFrame is router mode's entry point for a received Ethernet frame.
@@ -143,6 +144,9 @@ func (w *Worker) forwardIP(t *tables, p *Packet, natHint uint64, how uint8, ai u
 		return
 	case adjBlackhole:
 		w.drop(p, DropNoRoute)
+		return
+	}
+	if w.acl != nil && how&(rOrigin|rFiltered) == 0 && !w.aclPass(t, p, how) {
 		return
 	}
 	ttl := l3[7] // IPv6 hop limit

@@ -66,7 +66,8 @@ const (
 	icmpTimeExceeded = 11
 	icmpCodeNet      = 0
 	icmpCodeHost     = 1
-	icmpCodeFragNeed = 4 // RFC 1191: next-hop MTU in bytes 6–7
+	icmpCodeAdmin    = 13 // communication administratively prohibited (RFC 1812 §5.2.7.1)
+	icmpCodeFragNeed = 4  // RFC 1191: next-hop MTU in bytes 6–7
 	icmpCodeTTL      = 0
 	icmpHdrLen       = 8
 	icmpParamProblem = 12
@@ -85,6 +86,7 @@ const (
 	icmp6NeighborAdvert  = 136
 	icmp6CodeNoRoute     = 0
 	icmp6CodeAddr        = 3
+	icmp6CodeAdmin       = 1 // communication administratively prohibited (RFC 4443 §3.1)
 	icmp6CodeHopLimit    = 0
 
 	ndOptSourceLLAddr = 1

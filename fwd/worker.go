@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
+	"github.com/ovfwd/ovfwd/fwd/acl"
 	"github.com/ovfwd/ovfwd/fwd/nat"
 )
 
@@ -48,6 +49,16 @@ type Worker struct {
 	handed    []bool                // handed[j]: this poll handed worker j packets
 	wake      func()                // wakes this worker's runner from its idle sleep (SetWake)
 	sleeping  atomic.Bool           // the runner is (about to be) asleep
+
+	// The ACL stage (acl.go): the filter for this poll (nil: none), the
+	// rules aclHits counts for, the rules whose counters changed this
+	// poll, the cache of recent decisions.
+	acl      *ACL
+	aclRules *acl.Rules
+	aclHits  []uint64
+	aclPub   atomic.Pointer[aclCounters]
+	aclDirty []uint64
+	aclCache acl.Cache
 
 	// Packets the worker builds, kept here so they never escape to the heap.
 	tmpICMP, tmpSolicit, tmpCopy, tmpFlood, tmpFrag, tmpInject, tmpHand Packet
@@ -116,6 +127,7 @@ func (w *Worker) Poll() int {
 	w.refillICMP()
 	t := w.e.tables.Load()
 	w.nat.Refresh(w.e.nat.Load(), w.now)
+	w.refreshACL()
 	if w.natRel.pending.Load() {
 		w.releaseNATClients()
 	}
@@ -165,6 +177,7 @@ func (w *Worker) Poll() int {
 		w.wakeHanded()
 	}
 	w.publishCounters()
+	w.publishACL()
 	w.nat.Publish()
 	return total
 }

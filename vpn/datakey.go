@@ -91,6 +91,11 @@ func (k *DataKey) Open(pkt []byte) (plain []byte, packetID uint32, err error) {
 	if pkt[0]&KeyIDMask != k.keyID {
 		return nil, 0, ErrKeyID
 	}
+	return k.open(pkt)
+}
+
+// open is Open for a pkt whose length, opcode and key_id the caller checked.
+func (k *DataKey) open(pkt []byte) (plain []byte, packetID uint32, err error) {
 	packetID = binary.BigEndian.Uint32(pkt[packetIDOff:])
 	if packetID == 0 {
 		return nil, 0, ErrPacketID
@@ -103,9 +108,11 @@ func (k *DataKey) Open(pkt []byte) (plain []byte, packetID uint32, err error) {
 	// The tag moves past the end, which frees pkt[8:24]: the nonce
 	// (packet-id ‖ implicit IV) is then built in place at pkt[4:16], right
 	// after the AD, so no nonce array escapes to the heap.
+	// Fixed-size moves: with the length check in the caller, copy would
+	// not know its lengths and call memmove.
 	full := pkt[:n+TagLen]
-	copy(full[n:], pkt[tagOff:DataHeaderLen])
-	copy(pkt[adLen:], k.recvIV[:])
+	*(*[TagLen]byte)(full[n:]) = [TagLen]byte(pkt[tagOff:DataHeaderLen])
+	*(*[8]byte)(pkt[adLen:]) = k.recvIV
 	ct := full[DataHeaderLen:]
 	plain, err = k.recv.Open(ct[:0], pkt[packetIDOff:packetIDOff+nonceLen], ct, pkt[:adLen])
 	if err != nil {
@@ -157,9 +164,10 @@ func (k *DataKey) Seal(dst []byte, peerID uint32, packetID uint32, plain []byte)
 	binary.BigEndian.PutUint32(pkt[packetIDOff:], packetID)
 	// The nonce is built in the tag's place (pkt[4:16]); the tag overwrites
 	// it once the AEAD is done with it.
-	copy(pkt[adLen:], k.sendIV[:])
+	*(*[8]byte)(pkt[adLen:]) = k.sendIV
 	out := pkt[DataHeaderLen:]
 	k.send.Seal(out[:0], pkt[packetIDOff:packetIDOff+nonceLen], plain, pkt[:adLen])
-	copy(pkt[tagOff:DataHeaderLen], pkt[n:])
+	// Fixed-size: copy would not know the source's length and call memmove.
+	*(*[TagLen]byte)(pkt[tagOff:DataHeaderLen]) = [TagLen]byte(pkt[n:])
 	return pkt[:n]
 }

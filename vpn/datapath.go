@@ -8,9 +8,45 @@ import (
 	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
-// The per-packet halves of the Tunnel. Everything here runs on a worker:
-// no allocation (but a float's new endpoint), no locks, no interface calls
-// except the AEAD's own.
+// The per-packet halves of the Tunnel, in the order a packet meets them.
+//
+// Inbound (client to LAN): a P_DATA_V2 datagram to the tunnel's port
+//
+//   1. fwd's worker parses the frame, finds it local and for the tunnel's UDP
+//      port, and collects it into the worker's decap batch (fwd/router.go
+//      localInput, fwd/tunnel.go runDecap), one call per batch;
+//   2. Decap: loads the peer table and the coarse clock once per batch;
+//   3. decap, per packet: checks the outer IP and UDP headers; a control
+//      opcode goes, with its addresses (outerAddrs), to punt (a copy into
+//      the queue's ring for the control plane); P_DATA_V2 looks up the peer
+//      by peer-id and the key by key_id, DataKey.open authenticates and
+//      decrypts in place (datakey.go), the replay window admits the
+//      packet-id, the peer may float to the new source (its endpoint
+//      compared in place, peer.go), the compression framing comes off
+//      (comp.go), consume takes pings and OCC messages, innerLen checks
+//      the inner IP header, sourceAllowed the inner source (peer.go); the
+//      Packet is rewritten to the inner packet;
+//   4. back in fwd (afterTunnel): the inner packet is parsed and routed,
+//      to the LAN, or to another peer through Encap (client-to-client).
+//
+// Outbound (LAN to client): an IP packet routed to a tunnel peer
+//
+//   1. fwd's FIB finds a tunnel adjacency (NextHop{Tunnel, Peer}); the
+//      worker strips the link layer and collects the packet into its encap
+//      batch (fwd/tunnel.go toEncap, runEncap), one call per batch;
+//   2. Encap: loads the peer table and the clock once per batch, finds the
+//      peer by the Packet's Peer;
+//   3. encap, per packet: takes the primary key and the peer's endpoint,
+//      checks headroom and tailroom, draws the next packet-id
+//      (nextPacketID, tunnel.go), adds the compression framing, Seal
+//      encrypts in place behind the P_DATA_V2 header it writes in the
+//      headroom, then the outer UDP and IP headers go in front (for IPv4,
+//      the endpoint's prepared ones);
+//   4. back in fwd (afterTunnel): the outer datagram is parsed and routed
+//      out of the port towards the client, never into the tunnel again.
+//
+// Everything here runs on a worker: no allocation (but a float's new
+// endpoint), no locks, no interface calls except the AEAD's own.
 
 const (
 	ipv4HeaderLen = 20
@@ -55,30 +91,23 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	if p.Flags&fwd.FlagFrag != 0 {
 		return DropFragment
 	}
-	var src, dst netip.Addr
 	switch data[l3] >> 4 {
 	case 4:
 		if l3+ipv4HeaderLen > l4 {
 			return DropBadOuter
 		}
-		src = netip.AddrFrom4([4]byte(data[l3+12 : l3+16]))
-		dst = netip.AddrFrom4([4]byte(data[l3+16 : l3+20]))
 	case 6:
 		if l3+ipv6HeaderLen > l4 {
 			return DropBadOuter
 		}
-		src = netip.AddrFrom16([16]byte(data[l3+8 : l3+24]))
-		dst = netip.AddrFrom16([16]byte(data[l3+24 : l3+40]))
 	default:
 		return DropBadOuter
 	}
-	udp := data[l4:]
+	ip, udp := data[l3:l4], data[l4:]
 	ulen := int(binary.BigEndian.Uint16(udp[4:]))
 	if ulen < udpHeaderLen || ulen > len(udp) {
 		return DropBadOuter
 	}
-	from := netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:]))
-	to := netip.AddrPortFrom(dst, binary.BigEndian.Uint16(udp[2:]))
 	payload := udp[udpHeaderLen:ulen]
 	if len(payload) == 0 {
 		return DropShort
@@ -88,6 +117,7 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	case PDataV1:
 		return DropDataV1
 	default:
+		from, to := outerAddrs(ip, udp)
 		return t.punt(qs, p, from, to, payload)
 	}
 	if len(payload) < DataHeaderLen {
@@ -107,11 +137,8 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	// buffer: Buf may be a window onto a larger UMEM).
 	start := int(p.Off) + l4 + udpHeaderLen
 	pkt := p.Buf[start : start+len(payload) : len(p.Buf)]
-	plain, pid, err := k.key.Open(pkt)
+	plain, pid, err := k.key.open(pkt) // length, opcode and key_id checked above
 	if err != nil {
-		if err == ErrShort {
-			return DropShort
-		}
 		return DropAuth
 	}
 	switch k.checkReplay(pid) {
@@ -121,31 +148,27 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 		return DropReplayOld
 	}
 	// Authenticated and new: now the source may move the peer (float).
-	if ep := pe.ep.Load(); ep.remote != from || ep.local != to {
-		pe.ep.Store(&endpoint{remote: from, local: to})
-		if ep.remote != from {
-			t.event(qs, Event{Kind: EventFloat, Peer: pe.id, KeyID: k.key.keyID, Addr: from})
+	if ep := pe.ep.Load(); !ep.carriedBy(ip, udp) {
+		if from, to := outerAddrs(ip, udp); ep.remote != from || ep.local != to {
+			pe.ep.Store(newEndpointOf(from, to))
+			if ep.remote != from {
+				t.event(qs, Event{Kind: EventFloat, Peer: pe.id, KeyID: k.key.keyID, Addr: from})
+			}
 		}
 	}
 	if pe.lastRecv.Load() != now {
 		pe.lastRecv.Store(now)
 	}
-	plain, ok := pe.comp.unframe(plain)
-	if !ok {
-		return DropCompression
-	}
-	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
-		qs.pings.Add(1)
-		pe.stats.pings.Add(1)
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
-	}
-	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
-		if plain[16] == OCCExit {
-			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
+	if pe.comp != CompNone {
+		var ok bool
+		if plain, ok = pe.comp.unframe(plain); !ok {
+			return DropCompression
 		}
-		p.Verdict = fwd.VerdictConsumed
-		return DropNone
+	}
+	// An IP packet starts with its version; a ping and an OCC message with
+	// their magic, whose first nibble is 2.
+	if len(plain) > 0 && plain[0]>>4 != 4 && plain[0]>>4 != 6 {
+		return t.consume(qs, pe, k, p, plain)
 	}
 	n, flag := innerLen(plain)
 	if n == 0 {
@@ -163,6 +186,51 @@ func (t *Tunnel) decap(qs *queueState, tab *peerTable, now int64, p *fwd.Packet,
 	p.L3Off, p.L4Off = 0, 0
 	p.Peer = peerID
 	return DropNone
+}
+
+// outerAddrs reads a datagram's source and destination from its IP header
+// ip (checked: IPv4 or IPv6, whole) and UDP header udp.
+func outerAddrs(ip, udp []byte) (from, to netip.AddrPort) {
+	var src, dst netip.Addr
+	if ip[0]>>4 == 4 {
+		src = netip.AddrFrom4([4]byte(ip[12:16]))
+		dst = netip.AddrFrom4([4]byte(ip[16:20]))
+	} else {
+		src = netip.AddrFrom16([16]byte(ip[8:24]))
+		dst = netip.AddrFrom16([16]byte(ip[24:40]))
+	}
+	return netip.AddrPortFrom(src, binary.BigEndian.Uint16(udp[0:])), netip.AddrPortFrom(dst, binary.BigEndian.Uint16(udp[2:]))
+}
+
+// punt copies a control packet to the control plane's ring.
+func (t *Tunnel) punt(qs *queueState, p *fwd.Packet, from, to netip.AddrPort, payload []byte) TunnelDrop {
+	if len(payload) > MaxControlPacket {
+		return DropPuntTooBig
+	}
+	if !qs.punt.put(from, to, payload) {
+		return DropPuntFull
+	}
+	p.Verdict = fwd.VerdictConsumed
+	return DropNone
+}
+
+// consume takes a keepalive ping or an OCC message off the data channel;
+// anything else that is not an IP packet is dropped.
+func (t *Tunnel) consume(qs *queueState, pe *peer, k *slotKey, p *fwd.Packet, plain []byte) TunnelDrop {
+	if len(plain) == len(PingMagic) && [16]byte(plain) == PingMagic {
+		qs.pings.Add(1)
+		pe.stats.pings.Add(1)
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	if len(plain) > len(OCCMagic) && [16]byte(plain[:16]) == OCCMagic {
+		if plain[16] == OCCExit {
+			t.event(qs, Event{Kind: EventExit, Peer: pe.id, KeyID: k.key.keyID})
+		}
+		p.Verdict = fwd.VerdictConsumed
+		return DropNone
+	}
+	return DropBadInner
 }
 
 // innerLen checks that b starts with an IPv4 or IPv6 header and returns the
@@ -194,18 +262,6 @@ func innerLen(b []byte) (int, fwd.Flags) {
 		return tot, fwd.FlagIPv6
 	}
 	return 0, 0
-}
-
-// punt copies a control packet to the control plane's ring.
-func (t *Tunnel) punt(qs *queueState, p *fwd.Packet, from, to netip.AddrPort, payload []byte) TunnelDrop {
-	if len(payload) > MaxControlPacket {
-		return DropPuntTooBig
-	}
-	if !qs.punt.put(from, to, payload) {
-		return DropPuntFull
-	}
-	p.Verdict = fwd.VerdictConsumed
-	return DropNone
 }
 
 // Encap implements fwd.Tunnel.
@@ -244,7 +300,7 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 	if !ep.local.IsValid() {
 		return DropNoAddress
 	}
-	v4 := ep.remote.Addr().Is4()
+	v4 := ep.is4
 	ipLen := ipv6HeaderLen
 	if v4 {
 		ipLen = ipv4HeaderLen
@@ -263,35 +319,32 @@ func (t *Tunnel) encap(qs *queueState, pe *peer, now int64, p *fwd.Packet) Tunne
 		return DropKeyExhausted
 	}
 	inner := n
-	off, n = pe.comp.frame(p.Buf, off, n)
+	if pe.comp != CompNone {
+		off, n = pe.comp.frame(p.Buf, off, n)
+	}
 	k.key.Seal(p.Buf[off-DataHeaderLen:off:len(p.Buf)], pe.id, pid, p.Buf[off:off+n])
 	off -= DataHeaderLen
 	n += DataHeaderLen
 
-	off -= udpHeaderLen
-	udp := p.Buf[off : off+udpHeaderLen]
 	n += udpHeaderLen
-	binary.BigEndian.PutUint16(udp[0:], ep.local.Port())
-	binary.BigEndian.PutUint16(udp[2:], ep.remote.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(n))
-	binary.BigEndian.PutUint16(udp[6:], 0) // IPv4: zero means "no checksum" (RFC 768)
-
-	off -= ipLen
-	ip := p.Buf[off : off+ipLen]
+	off -= udpHeaderLen + ipLen
 	if v4 {
+		// The endpoint's header with this packet's lengths and ID; the
+		// checksum adds them to the sum of the rest (RFC 1071).
+		h := (*[ipv4HeaderLen + udpHeaderLen]byte)(p.Buf[off : off+ipv4HeaderLen+udpHeaderLen])
+		*h = ep.out4
 		qs.ipID++
-		ip[0], ip[1] = 0x45, 0
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+n))
-		binary.BigEndian.PutUint16(ip[4:], qs.ipID)
-		binary.BigEndian.PutUint16(ip[6:], 0) // no DF: the router may fragment the outer packet
-		ip[8], ip[9] = outerTTL, protoUDP
-		binary.BigEndian.PutUint16(ip[10:], 0)
-		src, dst := ep.local.Addr().As4(), ep.remote.Addr().As4()
-		copy(ip[12:16], src[:])
-		copy(ip[16:20], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], csum.Fold(csum.Sum(0, ip)))
+		binary.BigEndian.PutUint16(h[2:], uint16(ipLen+n))
+		binary.BigEndian.PutUint16(h[4:], qs.ipID)
+		binary.BigEndian.PutUint16(h[10:], csum.Fold(ep.out4Sum+uint32(ipLen+n)+uint32(qs.ipID)))
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen+4:], uint16(n))
 		p.Flags = fwd.FlagL3Only | fwd.FlagParsed | fwd.FlagUDP | fwd.FlagIPv4
 	} else {
+		ip, udp := p.Buf[off:off+ipLen], p.Buf[off+ipLen:off+ipLen+udpHeaderLen]
+		binary.BigEndian.PutUint16(udp[0:], ep.local.Port())
+		binary.BigEndian.PutUint16(udp[2:], ep.remote.Port())
+		binary.BigEndian.PutUint16(udp[4:], uint16(n))
+		binary.BigEndian.PutUint16(udp[6:], 0)
 		binary.BigEndian.PutUint32(ip[0:], 6<<28)
 		binary.BigEndian.PutUint16(ip[4:], uint16(n))
 		ip[6], ip[7] = protoUDP, outerTTL

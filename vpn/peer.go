@@ -1,10 +1,13 @@
 package vpn
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/ovfwd/ovfwd/fwd/csum"
 )
 
 // Slot names one of a peer's two key slots. The primary key sends; both
@@ -39,6 +42,46 @@ type PeerConfig struct {
 // endpoint is a peer's address pair; immutable, replaced whole on a float.
 type endpoint struct {
 	remote, local netip.AddrPort
+	// For an IPv4 pair with both ends known, the bytes a packet from the
+	// peer carries (IPv4 source and destination, UDP source and destination
+	// ports), so that Decap's float check compares them in place.
+	is4   bool
+	ip4   [8]byte
+	ports [4]byte
+	// For the same pair, the IPv4 and UDP headers Encap puts in front of a
+	// packet to the peer, lengths, ID and checksum zero, and the checksum's
+	// sum of the rest.
+	out4    [ipv4HeaderLen + udpHeaderLen]byte
+	out4Sum uint32
+}
+
+func newEndpointOf(remote, local netip.AddrPort) *endpoint {
+	e := &endpoint{remote: remote, local: local}
+	if remote.Addr().Is4() && local.IsValid() && local.Addr().Is4() {
+		r, l := remote.Addr().As4(), local.Addr().As4()
+		e.is4 = true
+		copy(e.ip4[:4], r[:])
+		copy(e.ip4[4:], l[:])
+		binary.BigEndian.PutUint16(e.ports[0:], remote.Port())
+		binary.BigEndian.PutUint16(e.ports[2:], local.Port())
+		h := &e.out4
+		h[0] = 0x45 // no DF (h[6:8] zero): a router may fragment the outer packet
+		h[8], h[9] = outerTTL, protoUDP
+		copy(h[12:16], l[:])
+		copy(h[16:20], r[:])
+		e.out4Sum = csum.Sum(0, h[:ipv4HeaderLen])
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen:], local.Port())
+		binary.BigEndian.PutUint16(h[ipv4HeaderLen+2:], remote.Port())
+		// h[ipv4HeaderLen+6:] zero: no UDP checksum over IPv4 (RFC 768)
+	}
+	return e
+}
+
+// carriedBy reports whether an IPv4 packet with header ip and UDP header
+// udp comes from remote to local. False may also mean "not known in place"
+// (IPv6, or no local address yet): the caller then compares the addresses.
+func (e *endpoint) carriedBy(ip, udp []byte) bool {
+	return e.is4 && [8]byte(ip[12:20]) == e.ip4 && [4]byte(udp[:4]) == e.ports
 }
 
 // slotKey is one installed key with its send and receive state.
@@ -94,7 +137,7 @@ type peer struct {
 	timeout   int64 // ns, 0 = off
 
 	ep      atomic.Pointer[endpoint]
-	sources atomic.Pointer[[]netip.Prefix] // nil or empty: no check
+	sources atomic.Pointer[sourceSet] // nil: no check
 	keys    atomic.Pointer[keySet]
 
 	lastRecv atomic.Int64 // tunnel clock (ns) of the last authenticated packet
@@ -141,20 +184,57 @@ func (t *peerTable) get(id uint32) *peer {
 	return nil
 }
 
+// sourceSet is a peer's AllowedSources as the per-packet check reads
+// them: IPv4 prefixes as address and mask words, so the common check (the
+// client's one /32) is a load, a mask and a compare.
+type sourceSet struct {
+	v4 []source4
+	v6 []netip.Prefix
+}
+
+type source4 struct{ addr, mask uint32 }
+
+// newSourceSet compiles prefixes (the caller keeps its slice), canonical
+// and unmapped; no prefixes means no check (nil).
+func newSourceSet(prefixes []netip.Prefix) *sourceSet {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	s := &sourceSet{}
+	for _, pfx := range prefixes {
+		if pfx.Addr().Is4In6() && pfx.Bits() >= 96 {
+			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+		}
+		pfx = pfx.Masked()
+		if pfx.Addr().Is4() {
+			a := pfx.Addr().As4()
+			// A shift by 32 (a /0) leaves 0: every address matches.
+			s.v4 = append(s.v4, source4{addr: binary.BigEndian.Uint32(a[:]), mask: ^uint32(0) << (32 - pfx.Bits())})
+		} else {
+			s.v6 = append(s.v6, pfx)
+		}
+	}
+	return s
+}
+
 // sourceAllowed reports whether the inner packet's source address is one
 // the peer may use. b is a checked IPv4 or IPv6 packet.
 func (p *peer) sourceAllowed(b []byte) bool {
-	list := p.sources.Load()
-	if list == nil || len(*list) == 0 {
+	s := p.sources.Load()
+	if s == nil {
 		return true
 	}
-	var src netip.Addr
 	if b[0]>>4 == 4 {
-		src = netip.AddrFrom4([4]byte(b[12:16]))
-	} else {
-		src = netip.AddrFrom16([16]byte(b[8:24]))
+		src := binary.BigEndian.Uint32(b[12:16])
+		for _, e := range s.v4 {
+			if src&e.mask == e.addr {
+				return true
+			}
+		}
+		return false
 	}
-	for _, pfx := range *list {
+	src := netip.AddrFrom16([16]byte(b[8:24]))
+	for _, pfx := range s.v6 {
 		if pfx.Contains(src) {
 			return true
 		}

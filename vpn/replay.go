@@ -61,6 +61,17 @@ func (w *ReplayWindow) Top() uint32 { return uint32(w.top) }
 // id 0 never reaches here (Open rejects it).
 func (w *ReplayWindow) Check(id uint32) ReplayResult {
 	seq := uint64(id)
+	// In order within top's block, the common case: no block to clear, and
+	// no bit above top is ever set.
+	if seq > w.top && seq>>6 == w.top>>6 {
+		w.top = seq
+		w.blocks[(seq>>6)&w.mask] |= uint64(1) << (seq & 63)
+		return ReplayOK
+	}
+	return w.check(seq)
+}
+
+func (w *ReplayWindow) check(seq uint64) ReplayResult {
 	if seq > w.top {
 		cur, next := w.top>>6, seq>>6
 		steps := next - cur

@@ -116,7 +116,7 @@ func (t *Tunnel) AddPeer(c PeerConfig) error {
 	p := &peer{id: c.ID, comp: c.Comp, pingEvery: int64(c.PingEvery), timeout: int64(c.Timeout)}
 	p.ep.Store(ep)
 	p.keys.Store(&keySet{})
-	p.sources.Store(masked(c.AllowedSources))
+	p.sources.Store(newSourceSet(c.AllowedSources))
 	now := t.clock.Load()
 	p.lastRecv.Store(now)
 	p.lastSent.Store(now)
@@ -136,7 +136,7 @@ func newEndpoint(remote, local netip.AddrPort) (*endpoint, error) {
 	if !remote.IsValid() || local.IsValid() && remote.Addr().Is4() != local.Addr().Is4() {
 		return nil, ErrAddress
 	}
-	return &endpoint{remote: remote, local: local}, nil
+	return newEndpointOf(remote, local), nil
 }
 
 // publish sets peers[id] = p. Caller holds t.mu.
@@ -178,20 +178,8 @@ func (t *Tunnel) SetAllowedSources(id uint32, prefixes []netip.Prefix) error {
 	if p == nil {
 		return ErrNoPeer
 	}
-	p.sources.Store(masked(prefixes))
+	p.sources.Store(newSourceSet(prefixes))
 	return nil
-}
-
-// masked copies prefixes (the caller keeps its slice), canonical and unmapped.
-func masked(prefixes []netip.Prefix) *[]netip.Prefix {
-	out := make([]netip.Prefix, 0, len(prefixes))
-	for _, pfx := range prefixes {
-		if pfx.Addr().Is4In6() && pfx.Bits() >= 96 {
-			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
-		}
-		out = append(out, pfx.Masked())
-	}
-	return &out
 }
 
 // InstallKey puts a new key into a slot of the peer, replacing what was

@@ -3,6 +3,7 @@ package vpn
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -450,6 +451,27 @@ func TestFloat(t *testing.T) {
 	if got, _ := l.cli.open(t, &out, srvLocal4, moved); !bytes.Equal(got, inner4(100)) {
 		t.Fatal("reply after float")
 	}
+	// A NAT rebinding (the same address, another port) floats too: the
+	// in-place comparison covers the ports.
+	rebound := netip.AddrPortFrom(moved.Addr(), moved.Port()+1)
+	if p := decapOne(l.tun, 0, outerPacket(rebound, srvLocal4, l.cli.seal(l.id, inner4(40)))); p.Verdict != fwd.VerdictForward {
+		t.Fatal("authentic packet after rebinding dropped")
+	}
+	if ev := l.tun.Poll(time.Now(), nil); len(ev) != 1 || ev[0].Kind != EventFloat || ev[0].Addr != rebound {
+		t.Fatalf("rebinding events %+v", ev)
+	}
+	// The same peer reaching another of our addresses moves the local end
+	// alone: replies leave from there, and it is no float.
+	local2 := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.3"), srvLocal4.Port())
+	if p := decapOne(l.tun, 0, outerPacket(rebound, local2, l.cli.seal(l.id, inner4(40)))); p.Verdict != fwd.VerdictForward {
+		t.Fatal("authentic packet to another local address dropped")
+	}
+	if ev := l.tun.Poll(time.Now(), nil); len(ev) != 0 {
+		t.Fatalf("a new local address raised %+v", ev)
+	}
+	if s, _ := l.tun.PeerStats(l.id); s.Local != local2 || s.Remote != rebound {
+		t.Fatalf("endpoint %v -> %v, want %v -> %v", s.Remote, s.Local, rebound, local2)
+	}
 }
 
 // TestKeyRotation walks a renegotiation: the new key arrives as secondary,
@@ -721,5 +743,44 @@ func TestPeerAddRemoveConstantCost(t *testing.T) {
 	}
 	if got := tun.Stats().Peers; got != 0 {
 		t.Fatalf("%d peers left", got)
+	}
+}
+
+// The compiled source check agrees with netip.Prefix.Contains for IPv4
+// prefixes of every length (and IPv4-mapped ones), on random addresses and
+// on each prefix's first and last address.
+func TestSourceSetMatchesContains(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	addr := func() netip.Addr {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], rng.Uint32())
+		return netip.AddrFrom4(a)
+	}
+	for bits := 0; bits <= 32; bits++ {
+		pfx := netip.PrefixFrom(addr(), bits)
+		list := []netip.Prefix{pfx}
+		if bits%2 == 1 { // the same prefix written IPv4-mapped
+			list = []netip.Prefix{netip.PrefixFrom(netip.AddrFrom16(pfx.Addr().As16()), bits+96)}
+		}
+		p := &peer{}
+		p.sources.Store(newSourceSet(list))
+		last := pfx.Masked().Addr().As4()
+		binary.BigEndian.PutUint32(last[:], binary.BigEndian.Uint32(last[:])|^(^uint32(0)<<(32-bits)))
+		cases := []netip.Addr{pfx.Masked().Addr(), netip.AddrFrom4(last)}
+		for range 200 {
+			cases = append(cases, addr())
+		}
+		for _, a := range cases {
+			pkt := inner4(40)
+			copy(pkt[12:16], a.AsSlice())
+			if got, want := p.sourceAllowed(pkt), pfx.Masked().Contains(a); got != want {
+				t.Fatalf("%v (from %v): %v allowed %v, want %v", pfx, list[0], a, got, want)
+			}
+		}
+	}
+	p := &peer{}
+	p.sources.Store(newSourceSet(nil))
+	if !p.sourceAllowed(inner4(40)) || !p.sourceAllowed(inner6(60)) {
+		t.Fatal("no prefixes must mean no check")
 	}
 }

@@ -71,6 +71,9 @@ type daemon struct {
 	so      *scaleOut         // readiness, drain and route export
 	mon     *monitoring       // management interface and status file (mgmt.go)
 
+	aclMu sync.Mutex
+	acl   *aclState // nil without [[acl]] (under aclMu)
+
 	stop    chan struct{}  // stops the daemon's own goroutines (the kernel route queue)
 	control sync.WaitGroup // those goroutines
 }
@@ -134,6 +137,10 @@ func (d *daemon) start(cfg *config.Config) error {
 		return err
 	}
 	if err := d.startNeighbours(); err != nil {
+		return err
+	}
+	// Before the fast path: a port an [[acl]] filters never has it on.
+	if err := d.applyACL(cfg); err != nil {
 		return err
 	}
 	if fast != nil {

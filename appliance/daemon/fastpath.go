@@ -23,7 +23,8 @@ type fastState struct {
 	gen    fwd.FastGen
 	at     time.Time
 	clamp  uint16
-	failed bool // last Apply failed (logged once until it succeeds)
+	failed bool   // last Apply failed (logged once until it succeeds)
+	aclOff []bool // by port index: fast path off while an [[acl]] filters the port (fastACL)
 
 	bridge bool     // bridge mode: mirror the learned MACs, not the FIB
 	pvid   []uint16 // by port index: the untagged VLAN the port's program has
@@ -169,6 +170,7 @@ func (d *daemon) syncFast(force bool) {
 	if f == nil || f.bridge { // the bridge has its own loop (runFastBridge)
 		return
 	}
+	d.fastACL()
 	moved := d.fastTargets()
 	gen := d.engine.FastGen()
 	if !force && !moved && gen == f.gen && time.Since(f.at) < fastRefresh {

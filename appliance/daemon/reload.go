@@ -40,6 +40,10 @@ func (d *daemon) reload() {
 		d.rejectReload(err)
 		return
 	}
+	if _, err := aclCompile(nc, d.portIndex, len(d.ports)); err != nil {
+		d.rejectReload(err)
+		return
+	}
 	// Engine limits and VPN tunables go first, so that a refusal leaves
 	// everything as it was. Both refuse only values config.Load already
 	// rejects, so the second cannot fail after the first applied.
@@ -53,6 +57,9 @@ func (d *daemon) reload() {
 			d.rejectReload(err)
 			return
 		}
+	}
+	if err := d.applyACL(nc); err != nil { // compiled above: cannot fail here
+		d.log.Error("access lists not applied", "err", err)
 	}
 	pending := restartOnly(d.started0, nc)
 	if d.vpn != nil && nc.VPN.Enabled {

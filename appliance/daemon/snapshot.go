@@ -34,6 +34,7 @@ func (d *daemon) snapshot() status.Snapshot {
 		Neighbours: d.engine.NeighbourCount(),
 		Reload:     rl,
 		NAT:        d.natSnapshot(),
+		ACL:        d.aclSnapshot(),
 	}
 	for r := fwd.DropReason(1); r < fwd.NumDropReasons; r++ {
 		s.Drops[r.String()] = st.Drops[r]

@@ -447,6 +447,7 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	v.cids[p.PeerID] = v.nextCID
 	v.nextCID++
 	v.mu.Unlock()
+	v.d.aclPeer(p.PeerID, aclMember{p.CommonName, p.Group}, true)
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "event", "connect", "src", p.Addr, "cn", p.CommonName, "user", p.Username,
 		"peer", p.PeerID, "v4", p.VPNIPv4, "v6", p.VPNIPv6, "cipher", p.Cipher.String(), "iroutes", iroutes)
@@ -481,6 +482,7 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 	}
 	v.mu.Unlock()
 	if ok {
+		v.d.aclPeer(id, aclMember{}, false)
 		v.d.so.poke()
 		// Its NAT sessions and port blocks end before the pool may hand
 		// the address to someone else (the caller frees it after this).
@@ -547,7 +549,8 @@ func (v *vpnServer) snapshot() *status.VPN {
 	sort.Slice(peers, func(i, j int) bool { return peers[i].PeerID < peers[j].PeerID })
 	for _, p := range peers {
 		vp := status.VPNPeer{Name: p.CommonName, Real: p.Addr.String(), ClientID: cids[p.PeerID], PeerID: p.PeerID,
-			Username: p.Username, Cipher: p.Cipher.String(), Since: p.Since}
+			Username: p.Username, Cipher: p.Cipher.String(), Since: p.Since,
+			Group: v.d.aclGroupOf(p.PeerID)}
 		vp.IRoutes = owned[p.PeerID]
 		sort.Strings(vp.IRoutes)
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {

@@ -61,6 +61,7 @@ var (
 	natBlocks          = desc("nat_blocks", "NAT port blocks held.")
 	natDrops           = desc("nat_drops_total", "Packets NAT refused, by reason (no_port, table_full, no_session, frag_no_state, unsupported, malformed).", "reason")
 	natClient          = desc("nat_client_ports", "Outside ports in the port blocks a NAT client holds.", "client", "outside")
+	aclPackets         = desc("acl_packets_total", "Packets an [[acl]] rule (or a list's default, rule \"default\") decided; restarts when a reload changes the lists.", "list", "rule", "action")
 	ready              = desc("ready", "1 while the appliance is ready: serving, not draining, workers running, links up (its exported routes are announced only then).")
 	draining           = desc("draining", "1 while an ovfwd drain is in progress.")
 	exportedRoutes     = desc("exported_routes", "Routes installed in the [export] kernel table for a routing daemon.")
@@ -108,6 +109,7 @@ var allDescs = []*prometheus.Desc{
 	uplinkUp, uplinkPackets, uplinkAttempts,
 	natSessions, natPackets, natSessionsCreated, natSessionsExpired, natBlocksAlloc, natBlocksReleased, natBlockLogsLost,
 	natMappings, natClients, natBlocks, natDrops, natClient,
+	aclPackets,
 	ready, draining, exportedRoutes,
 	workerPolls, buildInfo,
 }
@@ -231,6 +233,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, c := range n.Clients {
 			e.gauge(natClient, float64(c.Ports), c.Inside, c.Outside)
 		}
+	}
+	for _, l := range s.ACL {
+		for _, r := range l.Rules {
+			e.counter(aclPackets, r.Packets, l.Name, r.Name, r.Action)
+		}
+		e.counter(aclPackets, l.DefaultPackets, l.Name, "default", l.Default)
 	}
 	e.gauge(ready, boolValue(s.Ready))
 	e.gauge(draining, boolValue(s.Drain != nil))

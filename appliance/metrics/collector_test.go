@@ -55,6 +55,8 @@ func sample() status.Snapshot {
 			Drops:   status.Counters{"no_port": 1},
 			Clients: []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
 		},
+		ACL: []status.ACL{{Name: "contractors", Ingress: []string{"group:contractors"}, Default: "deny", DefaultPackets: 7,
+			Rules: []status.ACLRule{{Name: "web", Action: "allow", Packets: 40}, {Name: "ssh", Action: "reject", Packets: 2}}}},
 		Ready:   true,
 		Workers: []status.Worker{{Queue: 0, CPU: 1, Polls: 12345}},
 		Export:  &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
@@ -201,6 +203,9 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	check(8, "ovfwd_vpn_drops_total", "reason", "data_replay")
 	check(2, "ovfwd_vpn_drops_total", "reason", "control_wrap_auth")
 	check(3, "ovfwd_vpn_sessions_refused_total", "reason", "auth_failed")
+	check(40, "ovfwd_acl_packets_total", "list", "contractors", "rule", "web", "action", "allow")
+	check(2, "ovfwd_acl_packets_total", "list", "contractors", "rule", "ssh", "action", "reject")
+	check(7, "ovfwd_acl_packets_total", "list", "contractors", "rule", "default", "action", "deny")
 	check(1, "ovfwd_ready")
 	check(12345, "ovfwd_worker_polls_total", "queue", "0")
 	check(0, "ovfwd_draining")

@@ -20,6 +20,7 @@ type Snapshot struct {
 	VPN        *VPN      `json:"vpn,omitempty"`
 	Uplinks    []Uplink  `json:"uplinks,omitempty"`
 	NAT        *NAT      `json:"nat,omitempty"`
+	ACL        []ACL     `json:"acl,omitempty"`
 	Reload     Reload    `json:"reload"`
 	// Ready: serving, not draining, every worker running and every port's
 	// link up; the exported routes are announced only while it holds.
@@ -109,7 +110,8 @@ type VPN struct {
 // VPNPeer is one connected client.
 type VPNPeer struct {
 	Name     string    `json:"name"`
-	Real     string    `json:"real"` // UDP address
+	Group    string    `json:"group,omitempty"` // its [[acl]] group
+	Real     string    `json:"real"`            // UDP address
 	Addrs    []string  `json:"addrs"`
 	Rx       Traffic   `json:"rx"`
 	Tx       Traffic   `json:"tx"`
@@ -171,4 +173,20 @@ type NATClient struct {
 	Outside string   `json:"outside"`
 	Blocks  []string `json:"blocks"` // port ranges
 	Ports   int      `json:"ports"`  // ports in those blocks
+}
+
+// ACL is one [[acl]] list with the packets each rule decided.
+type ACL struct {
+	Name           string    `json:"name"`
+	Ingress        []string  `json:"ingress"`
+	Default        string    `json:"default"`
+	Rules          []ACLRule `json:"rules"`
+	DefaultPackets uint64    `json:"default_packets"` // decided by the default
+}
+
+// ACLRule is one rule of a list.
+type ACLRule struct {
+	Name    string `json:"name"`
+	Action  string `json:"action"`
+	Packets uint64 `json:"packets"`
 }

@@ -99,6 +99,13 @@ func WriteText(w io.Writer, s *Snapshot) error {
 	if s.Monitoring != nil {
 		fmt.Fprintf(b, "\nmonitoring: %s\n", orNone(nonZero(s.Monitoring)))
 	}
+	for _, l := range s.ACL {
+		fmt.Fprintf(b, "\nacl %s (%s):", l.Name, strings.Join(l.Ingress, " "))
+		for _, r := range l.Rules {
+			fmt.Fprintf(b, " %s %s %d,", r.Name, r.Action, r.Packets)
+		}
+		fmt.Fprintf(b, " default %s %d\n", l.Default, l.DefaultPackets)
+	}
 	fmt.Fprintf(b, "\nreloads: %d ok, %d rejected", s.Reload.Count, s.Reload.Failed)
 	if s.Reload.LastError != "" {
 		fmt.Fprintf(b, "; last rejected: %s", s.Reload.LastError)

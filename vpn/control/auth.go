@@ -52,6 +52,19 @@ var errAuthTimeout = errors.New("authentication timed out")
 
 // Verify runs the check; nil admits.
 func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
+	_, err := u.VerifyGroup(ctx, r)
+	return err
+}
+
+// authOutputMax bounds what is kept of the command's standard output.
+const authOutputMax = 4096
+
+// VerifyGroup is Verify, and the client's access group when the command
+// printed a line "group NAME" on its standard output (the last such line;
+// "" without one). ovfwd's extension: openvpn reads no output from the
+// command; Access Server's groups and learn-address scripts' per-client
+// rules become [[acl]] groups this way.
+func (u *UserPass) VerifyGroup(ctx context.Context, r AuthRequest) (string, error) {
 	u.once.Do(func() {
 		n := u.Concurrency
 		if n <= 0 {
@@ -68,33 +81,35 @@ func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
 	select {
 	case u.slots <- struct{}{}:
 	case <-ctx.Done():
-		return errAuthTimeout
+		return "", errAuthTimeout
 	}
 	defer func() { <-u.slots }()
 
 	dir, err := os.MkdirTemp(u.Dir, "ovfwd-auth-")
 	if err != nil {
-		return fmt.Errorf("auth: %w", err)
+		return "", fmt.Errorf("auth: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	creds := filepath.Join(dir, "credentials")
 	if err := os.WriteFile(creds, authFile(r), 0o600); err != nil {
-		return fmt.Errorf("auth: %w", err)
+		return "", fmt.Errorf("auth: %w", err)
 	}
 	control := filepath.Join(dir, "auth_control")
 	cmd := exec.CommandContext(ctx, u.Command[0], append(u.Command[1:len(u.Command):len(u.Command)], creds)...)
 	cmd.Env = authEnv(r, control)
+	out := &boundedBuffer{max: authOutputMax}
+	cmd.Stdout = out
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
 	switch {
 	case ctx.Err() != nil:
-		return errAuthTimeout
+		return "", errAuthTimeout
 	case err == nil:
-		return nil
+		return authGroup(out.b), nil
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		return errors.New("authentication failed")
+		return "", errors.New("authentication failed")
 	}
 	// Deferred: wait for the verdict in auth_control_file.
 	t := time.NewTicker(50 * time.Millisecond)
@@ -102,16 +117,44 @@ func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
 	for {
 		if b, err := os.ReadFile(control); err == nil && len(b) > 0 {
 			if b[0] == '1' {
-				return nil
+				return authGroup(out.b), nil
 			}
-			return errors.New("authentication failed")
+			return "", errors.New("authentication failed")
 		}
 		select {
 		case <-ctx.Done():
-			return errAuthTimeout
+			return "", errAuthTimeout
 		case <-t.C:
 		}
 	}
+}
+
+// boundedBuffer keeps the first max bytes written to it and discards the
+// rest (a command printing without end cannot grow the daemon).
+type boundedBuffer struct {
+	b   []byte
+	max int
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	if room := w.max - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// authGroup is the last "group NAME" line of out; a name with a control
+// character, a space or over 64 bytes is ignored.
+func authGroup(out []byte) string {
+	g := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		name, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), "group ")
+		name = strings.TrimSpace(name)
+		if ok && name != "" && len(name) <= 64 && !strings.ContainsFunc(name, func(r rune) bool { return isControl(r) || r == ' ' }) {
+			g = name
+		}
+	}
+	return g
 }
 
 // authFile is the credentials file: the username and the password on a

@@ -48,10 +48,10 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	srv := s.srv
 	t := srv.live.Load()
-	certCN, user := cn, ""
+	certCN, user, group := cn, "", ""
 	if t.Auth != nil {
 		var reason string
-		user, reason = s.checkUserPass(t, ckm, cn)
+		user, group, reason = s.checkUserPass(t, ckm, cn)
 		if reason != "" {
 			return reason
 		}
@@ -90,7 +90,7 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 		return "session closed"
 	}
 	s.hasPeerID, s.peerID, s.vpn4, s.vpn6 = true, id, v4, v6
-	s.certCN, s.username = certCN, user
+	s.certCN, s.username, s.group = certCN, user, group
 	s.info, s.cipher, s.compression = info, cipher, comp
 	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
 	s.mu.Unlock()
@@ -130,7 +130,7 @@ func (s *session) reauthorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	if ckm.username != user {
 		return fmt.Sprintf("username changed from %q", user)
 	}
-	_, reason := s.checkUserPass(t, ckm, cn)
+	_, _, reason := s.checkUserPass(t, ckm, cn)
 	return reason
 }
 
@@ -139,8 +139,9 @@ func (s *session) reauthorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 const maxUsername = 128
 
 // checkUserPass runs t.Auth for the client's key method 2 credentials;
-// a non-empty reason refuses it. The password never reaches a log.
-func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, reason string) {
+// a non-empty reason refuses it, group is the command's (VerifyGroup).
+// The password never reaches a log.
+func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, group, reason string) {
 	srv, src, now := s.srv, s.remote(), time.Now()
 	user = ckm.username
 	if !srv.fails.begin(src.Addr(), t.AuthFailLimit, t.AuthFailWindow, now) {
@@ -148,7 +149,7 @@ func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, 
 		srv.logf("control: %s: too many failed or unfinished logins; refused without checking", src)
 		// TEMP: a stock client backs off and retries instead of exiting
 		// (push.c receive_auth_failed).
-		return user, "TEMP:too many failed logins, try again later"
+		return user, "", "TEMP:too many failed logins, try again later"
 	}
 	failed := true
 	defer func() { srv.fails.end(src.Addr(), failed, t.AuthFailWindow, time.Now()) }()
@@ -160,16 +161,16 @@ func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, 
 	}
 	if reason == "" {
 		start := time.Now()
-		err := t.Auth.Verify(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
+		g, err := t.Auth.VerifyGroup(context.Background(), AuthRequest{Username: user, Password: ckm.password, CommonName: cn, Source: src, PeerInfo: ckm.peerInfo})
 		if err == nil {
 			srv.logf("control: %s: user %q authenticated (%v)", src, user, time.Since(start).Round(time.Millisecond))
 			failed = false
-			return user, ""
+			return user, g, ""
 		}
 		reason = err.Error()
 	}
 	srv.logf("control: %s: user %q: %s", src, user, reason)
-	return user, reason
+	return user, "", reason
 }
 
 // authFailed refuses the client: AUTH_FAILED,reason now and again for

@@ -18,6 +18,7 @@ type Peer struct {
 	Username   string     // authenticated by auth_user_pass_verify; "" without
 	Cipher     vpn.Cipher // the negotiated data channel cipher
 	Since      time.Time  // when the client's session began
+	Group      string     // the access group the authentication command named ("" none)
 }
 
 // DataPlane is the data-channel peer table the control plane drives, in

@@ -69,6 +69,7 @@ type session struct {
 	cert          *x509.Certificate // the client's certificate; as commonName
 	certCN        string            // cert's common name (commonName may be the username); as commonName
 	username      string            // the first key's username, when Auth checks one; as commonName
+	group         string            // the access group Auth's command named ("" none); as commonName
 	ignored       int               // unknown control messages since the last one logged
 	ignoredAt     time.Time         // when one was last logged
 	useEKM        bool
@@ -486,7 +487,7 @@ func (s *session) runKey(ks *keyState) {
 	}
 	if ks.first {
 		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName,
-			Username: s.username, Cipher: s.cipher, Since: s.created})
+			Username: s.username, Cipher: s.cipher, Since: s.created, Group: s.group})
 		s.peerAdded = err == nil
 	}
 	if err == nil {
