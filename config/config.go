@@ -326,6 +326,11 @@ type Metrics struct {
 type Status struct {
 	Socket string // absolute path, default /run/ovfwd/ovfwd.sock, "" = off
 	File   StatusFile
+	// ReadGroup's members may read the status; WriteGroup's may also
+	// kill and drain (and run the management interface's write commands).
+	// "": no read group (the socket's mode decides who reads), and the
+	// daemon's own group writes.
+	ReadGroup, WriteGroup string
 }
 
 // Log is [log].

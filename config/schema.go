@@ -570,6 +570,8 @@ func (d *decoder) status(t *table, s *Status) {
 		d.errorf(t.key("socket"), `use an absolute path, e.g. "/run/ovfwd/ovfwd.sock", or "" to turn it off`, "socket path %q is not absolute", s.Socket)
 	}
 	d.statusFile(t, &s.File)
+	t.str("read_group", &s.ReadGroup)
+	t.str("write_group", &s.WriteGroup)
 	t.done()
 }
 

@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfgPath string, logger *slog.Logger) error {
 	}
 	d := &daemon{path: cfgPath, started: time.Now(), version: Version, stop: make(chan struct{})}
 	if logger == nil {
-		d.logs = newLogSwitch(os.Stderr, cfg.Log)
+		d.logs = newLogSwitch(os.Stderr, stderrIsJournal(), cfg.Log)
 		logger = slog.New(d.logs)
 	}
 	d.rateLog = newRateLog(d.logHistory(logger.Handler()))

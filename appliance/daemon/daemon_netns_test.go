@@ -190,7 +190,7 @@ func TestDaemonNetns(t *testing.T) {
 	if p := finished.Ports[0].Backend["fast_punt_csum_partial"]; p != 0 {
 		t.Errorf("the fast path left %d unfinished checksums to the engine", p)
 	}
-	if m := scrape(t, app, "127.0.0.1:19469", `ovfwd_port_backend_total{counter="fast_csum_finished",port="p0"}`); m < 100 {
+	if m := scrape(t, app, "127.0.0.1:19469", `ovfwd_port_backend_packets_total{counter="fast_csum_finished",port="p0"}`); m < 100 {
 		t.Errorf("metrics: fast_csum_finished on p0 is %d, want ≥ 100", m)
 	}
 	waitGot(290, "unfinished checksums, finished by the fast path")

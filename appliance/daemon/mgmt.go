@@ -60,8 +60,12 @@ func (d *daemon) startMonitoring(cfg *config.Config) error {
 	if mc.Socket == "" && !mc.Listen.IsValid() {
 		return nil
 	}
+	access, err := statusAccess(cfg.Status)
+	if err != nil {
+		return err
+	}
 	o := mgmt.Options{Socket: mc.Socket, Listen: mc.Listen, MaxClients: mc.MaxClients, Version: d.version,
-		StatusFormat: cfg.Status.File.Version, History: m.history, Authorized: status.Authorized, Log: d.log}
+		StatusFormat: cfg.Status.File.Version, History: m.history, Authorized: access.Authorized, Log: d.log}
 	if mc.PasswordFile != "" {
 		b, err := os.ReadFile(mc.PasswordFile)
 		if err != nil {

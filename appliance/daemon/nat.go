@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
@@ -17,7 +16,7 @@ import (
 
 // natState is the control plane's side of NAT: the rules in force, which
 // port blocks each client holds (from the workers' block events, which
-// are also the log lines), and the translation rate.
+// are also the log lines).
 type natState struct {
 	mu        sync.Mutex
 	rules     []config.NAT
@@ -27,9 +26,6 @@ type natState struct {
 	// addresses), by port, so a reload can take them off again.
 	addrs map[netip.Prefix]int
 
-	lastN  uint64
-	lastT  time.Time
-	rate   float64
 	cnames map[netip.Addr]string // common names as of the block allocation
 }
 
@@ -131,8 +127,8 @@ func (d *daemon) applyNAT(cfg *config.Config) error {
 }
 
 // serviceNAT logs the workers' port block events (one line per block:
-// who held which outside ports from when to when) and updates the rate.
-func (d *daemon) serviceNAT(now time.Time) {
+// who held which outside ports from when to when).
+func (d *daemon) serviceNAT() {
 	n := d.nat
 	if n == nil {
 		return
@@ -169,16 +165,6 @@ func (d *daemon) serviceNAT(now time.Time) {
 		blockLog.Info("nat block", "event", event, "client", e.Inside, "common_name", cn, "rule", rule,
 			"outside", e.Outside, "ports", fmt.Sprintf("%d-%d", e.PortLo, e.PortHi))
 	})
-	if el := now.Sub(n.lastT); el >= time.Second {
-		s := d.engine.NATStats()
-		total := s.Translated + s.Untranslated
-		n.mu.Lock()
-		if !n.lastT.IsZero() {
-			n.rate = float64(total-n.lastN) / el.Seconds()
-		}
-		n.lastN, n.lastT = total, now
-		n.mu.Unlock()
-	}
 }
 
 // natCommonName is the certificate name of the VPN client using inside
@@ -225,8 +211,7 @@ func (d *daemon) natSnapshot() *status.NAT {
 			"blocks_allocated": s.BlocksAllocated, "blocks_released": s.BlocksReleased, "block_logs_lost": s.EventsLost,
 			"mappings": s.Mappings, "clients": s.Clients, "blocks": s.Blocks, "handoffs": es.Handoffs,
 		},
-		Drops:              status.Counters{},
-		TranslationsPerSec: n.rate,
+		Drops: status.Counters{},
 	}
 	for i, name := range nat.DropNames() {
 		if v := nat.Verdict(i); v >= nat.DropNoPort {

@@ -44,7 +44,11 @@ func (d *daemon) snapshot() status.Snapshot {
 	s.Engine["neighbours_mirror_deferred"], s.Engine["neighbours_purged"] = ns.deferred, uint64(ns.purged)
 	s.Engine["neighbours_pinned"] = uint64(ns.pinned)
 	for q, cpu := range d.cpus {
-		s.Workers = append(s.Workers, status.Worker{Queue: q, CPU: cpu})
+		w := status.Worker{Queue: q, CPU: cpu}
+		if q < len(d.beats) {
+			w.Polls = d.beats[q].n.Load()
+		}
+		s.Workers = append(s.Workers, w)
 	}
 	for i, pt := range d.ports {
 		p := status.Port{

@@ -90,6 +90,7 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	cc.Logf = func(format string, args ...any) {
 		d.log.InfoContext(context.WithValue(context.Background(), logKey, format), fmt.Sprintf(format, args...), "component", "vpn")
 	}
+	cc.Event = d.vpnEvent
 	cc.SendPing = v.sendPing
 	if v.srv, err = control.NewServer(cc, v); err != nil {
 		return nil, err
@@ -448,8 +449,8 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	v.mu.Unlock()
 	v.d.aclPeer(p.PeerID, aclMember{p.CommonName, p.Group}, true)
 	v.d.so.poke()
-	v.d.log.Info("vpn peer up", "name", p.CommonName, "peer", p.PeerID, "real", p.Addr, "v4", p.VPNIPv4, "v6", p.VPNIPv6,
-		"iroutes", iroutes)
+	v.d.log.Info("vpn peer up", "event", "connect", "src", p.Addr, "cn", p.CommonName, "user", p.Username,
+		"peer", p.PeerID, "v4", p.VPNIPv4, "v6", p.VPNIPv6, "cipher", p.Cipher.String(), "iroutes", iroutes)
 	return nil
 }
 
@@ -491,7 +492,12 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 				time.Sleep(time.Millisecond)
 			}
 		}
-		v.d.log.Info("vpn peer down", "name", p.CommonName, "peer", id)
+		var in, out uint64
+		if ps, ok := v.tun.PeerStats(id); ok {
+			in, out = ps.RxBytes, ps.TxBytes
+		}
+		v.d.log.Info("vpn peer down", "event", "disconnect", "src", p.Addr, "cn", p.CommonName, "user", p.Username,
+			"peer", id, "bytes_in", in, "bytes_out", out, "duration", time.Since(p.Since).Round(time.Second))
 	}
 	return v.tun.RemovePeer(id)
 }

@@ -52,7 +52,7 @@ func (d *daemon) startWorkers(a config.Appliance) error {
 		if d.vpn != nil {
 			evs = d.vpn.service(time.Now(), evs, buf)
 		}
-		d.serviceNAT(time.Now())
+		d.serviceNAT()
 	}
 	fports := make([]fwd.Port, len(d.ports))
 	for i, pt := range d.ports {

@@ -28,36 +28,38 @@ func sample() status.Snapshot {
 		Ports: []status.Port{
 			{Name: `we"ird`, Driver: "afxdp", Link: "up", Rx: status.Traffic{Packets: 15, Bytes: 960}, Tx: status.Traffic{Packets: 7, Bytes: 448},
 				Queues:  []status.Queue{{Queue: 0, Mode: "zero-copy, native XDP"}, {Queue: 1, Mode: "copy, generic XDP"}},
-				Backend: status.Counters{"tx_full": 1, "kick_errors": 0}},
+				Backend: status.Counters{"tx_full": 1, "kick_errors": 0, "fast_forwarded": 5, "fast_bytes": 700, "fast_punt_ttl": 1}},
 			{Name: "p1", Driver: "vfio", Link: "down", Rx: status.Traffic{Packets: 1 << 40, Bytes: 3}},
 		},
-		Drops:      status.Counters{"no_route": 3, "malformed": 0},
-		Engine:     status.Counters{"copies": 4, "icmp_sent": 5, "punts": 6},
+		Drops: status.Counters{"no_route": 3, "malformed": 0},
+		Engine: status.Counters{"copies": 4, "icmp_sent": 5, "punts": 6, "learn_dropped": 2,
+			"neighbour_evicted": 3, "neighbours_mirrored": 7, "neighbours_pinned": 1},
 		Routes:     status.Routes{Connected: 2, Static: 2, Kernel: 1, Tunnel: 3, Uplink: 1, Total: 8},
 		Neighbours: 9,
 		Reload:     status.Reload{Count: 2, Failed: 1},
 		VPN: &status.VPN{
 			Peers: []status.VPNPeer{
-				{Name: "alice", Rx: status.Traffic{Packets: 10, Bytes: 99}, Tx: status.Traffic{Packets: 11, Bytes: 120}, LastSeen: time.Unix(1700000100, 500e6)},
-				{Name: "bob", Rx: status.Traffic{Packets: 1, Bytes: 2}},
+				{Name: "alice", ClientID: 4, Rx: status.Traffic{Packets: 10, Bytes: 99}, Tx: status.Traffic{Packets: 11, Bytes: 120}, LastSeen: time.Unix(1700000100, 500e6)},
+				{Name: "bob", ClientID: 7, Rx: status.Traffic{Packets: 1, Bytes: 2}},
 			},
-			Drops: status.Counters{"replay": 8, "bad_hmac": 2},
+			Drops: status.Counters{"data_replay": 8, "control_wrap_auth": 2, "control_auth_failed": 3},
 		},
 		Uplinks: []status.Uplink{
 			{Name: "site-b", State: "connected", Counters: status.Counters{"tx_packets": 12, "rx_packets": 13, "tx_down": 0}},
 			{Name: "site-c", State: "connecting", Counters: status.Counters{"attempts": 4}},
 		},
 		NAT: &status.NAT{
-			Sessions:           status.Counters{"tcp": 3, "udp": 2, "icmp": 1},
-			Counters:           status.Counters{"translated": 100, "mappings": 4},
-			Drops:              status.Counters{"no_port": 1},
-			TranslationsPerSec: 12.5,
-			Clients:            []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
+			Sessions: status.Counters{"tcp": 3, "udp": 2, "icmp": 1},
+			Counters: status.Counters{"translated": 100, "hairpinned": 2, "sessions_created": 9, "sessions_expired": 3,
+				"blocks_allocated": 5, "blocks_released": 4, "block_logs_lost": 0, "mappings": 4, "clients": 1, "blocks": 1},
+			Drops:   status.Counters{"no_port": 1},
+			Clients: []status.NATClient{{Inside: "198.19.0.2", Outside: "198.18.1.1", Blocks: []string{"1024-1279"}, Ports: 256}},
 		},
 		ACL: []status.ACL{{Name: "contractors", Ingress: []string{"group:contractors"}, Default: "deny", DefaultPackets: 7,
 			Rules: []status.ACLRule{{Name: "web", Action: "allow", Packets: 40}, {Name: "ssh", Action: "reject", Packets: 2}}}},
-		Ready:  true,
-		Export: &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
+		Ready:   true,
+		Workers: []status.Worker{{Queue: 0, CPU: 1, Polls: 12345}},
+		Export:  &status.Export{Table: 200, Protocol: 201, Routes: []string{"198.19.0.0/24", "198.18.186.0/24"}},
 	}
 }
 
@@ -129,7 +131,14 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 		check(float64(p.Tx.Packets), "ovfwd_port_tx_packets_total", "port", p.Name)
 		check(float64(p.Tx.Bytes), "ovfwd_port_tx_bytes_total", "port", p.Name)
 		for k, v := range p.Backend {
-			check(float64(v), "ovfwd_port_backend_total", "port", p.Name, "counter", k)
+			switch k {
+			case "fast_bytes":
+				check(float64(v), "ovfwd_port_fast_bytes_total", "port", p.Name)
+			case "kick_errors":
+				check(float64(v), "ovfwd_port_backend_events_total", "port", p.Name, "counter", k)
+			default:
+				check(float64(v), "ovfwd_port_backend_packets_total", "port", p.Name, "counter", k)
+			}
 		}
 		up := 0.0
 		if p.Link == "up" {
@@ -143,8 +152,21 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	for k, v := range s.Drops {
 		check(float64(v), "ovfwd_drops_total", "reason", k)
 	}
-	for k, v := range s.Engine {
-		check(float64(v), "ovfwd_engine_total", "event", k)
+	for k, family := range map[string]string{"copies": "ovfwd_engine_packets_total", "icmp_sent": "ovfwd_engine_packets_total",
+		"punts": "ovfwd_engine_packets_total", "learn_dropped": "ovfwd_engine_events_total",
+		"neighbour_evicted": "ovfwd_neighbour_events_total", "neighbours_mirrored": "ovfwd_neighbour_events_total"} {
+		check(float64(s.Engine[k]), family, "event", k)
+	}
+	check(1, "ovfwd_neighbours_pinned")
+	for k, v := range s.NAT.Counters {
+		switch k {
+		case "translated", "hairpinned":
+			check(float64(v), "ovfwd_nat_packets_total", "event", k)
+		case "mappings", "clients", "blocks":
+			check(float64(v), "ovfwd_nat_"+k)
+		default:
+			check(float64(v), "ovfwd_nat_"+k+"_total")
+		}
 	}
 	check(float64(s.Routes.Connected), "ovfwd_routes", "source", "connected")
 	check(float64(s.Routes.Static), "ovfwd_routes", "source", "static")
@@ -155,7 +177,11 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	check(0, "ovfwd_uplink_up", "uplink", "site-c")
 	for _, u := range s.Uplinks {
 		for k, v := range u.Counters {
-			check(float64(v), "ovfwd_uplink_total", "uplink", u.Name, "counter", k)
+			if k == "attempts" {
+				check(float64(v), "ovfwd_uplink_connect_attempts_total", "uplink", u.Name)
+			} else {
+				check(float64(v), "ovfwd_uplink_packets_total", "uplink", u.Name, "counter", k)
+			}
 		}
 	}
 	check(float64(s.Routes.Total), "ovfwd_fib_prefixes")
@@ -164,23 +190,24 @@ func TestCollectorEqualsSnapshot(t *testing.T) {
 	check(float64(s.Reload.Failed), "ovfwd_reloads_total", "result", "rejected")
 	check(float64(len(s.VPN.Peers)), "ovfwd_vpn_peers")
 	for _, p := range s.VPN.Peers {
-		check(float64(p.Rx.Bytes), "ovfwd_vpn_peer_rx_bytes_total", "peer", p.Name)
-		check(float64(p.Tx.Bytes), "ovfwd_vpn_peer_tx_bytes_total", "peer", p.Name)
-		check(float64(p.Rx.Packets), "ovfwd_vpn_peer_rx_packets_total", "peer", p.Name)
-		check(float64(p.Tx.Packets), "ovfwd_vpn_peer_tx_packets_total", "peer", p.Name)
+		id := strconv.FormatUint(p.ClientID, 10)
+		check(float64(p.Rx.Bytes), "ovfwd_vpn_peer_rx_bytes_total", "peer", p.Name, "client_id", id)
+		check(float64(p.Tx.Bytes), "ovfwd_vpn_peer_tx_bytes_total", "peer", p.Name, "client_id", id)
+		check(float64(p.Rx.Packets), "ovfwd_vpn_peer_rx_packets_total", "peer", p.Name, "client_id", id)
+		check(float64(p.Tx.Packets), "ovfwd_vpn_peer_tx_packets_total", "peer", p.Name, "client_id", id)
 	}
-	check(1700000100.5, "ovfwd_vpn_peer_last_seen_seconds", "peer", "alice")
-	if _, ok := value(fams, "ovfwd_vpn_peer_last_seen_seconds", "peer", "bob"); ok {
+	check(1700000100.5, "ovfwd_vpn_peer_last_seen_seconds", "peer", "alice", "client_id", "4")
+	if _, ok := value(fams, "ovfwd_vpn_peer_last_seen_seconds", "peer", "bob", "client_id", "7"); ok {
 		t.Error("a peer never seen has a last-seen time")
 	}
-	for k, v := range s.VPN.Drops {
-		check(float64(v), "ovfwd_vpn_drops_total", "reason", k)
-	}
+	check(8, "ovfwd_vpn_drops_total", "reason", "data_replay")
+	check(2, "ovfwd_vpn_drops_total", "reason", "control_wrap_auth")
+	check(3, "ovfwd_vpn_sessions_refused_total", "reason", "auth_failed")
 	check(40, "ovfwd_acl_packets_total", "list", "contractors", "rule", "web", "action", "allow")
 	check(2, "ovfwd_acl_packets_total", "list", "contractors", "rule", "ssh", "action", "reject")
 	check(7, "ovfwd_acl_packets_total", "list", "contractors", "rule", "default", "action", "deny")
-	check(float64(s.Started.Unix()), "ovfwd_start_time_seconds")
 	check(1, "ovfwd_ready")
+	check(12345, "ovfwd_worker_polls_total", "queue", "0")
 	check(0, "ovfwd_draining")
 	check(2, "ovfwd_exported_routes")
 	if f := fams["ovfwd_build_info"]; f == nil || len(f.Metric) != 1 {
@@ -245,20 +272,36 @@ func TestNoVPN(t *testing.T) {
 	}
 }
 
-// Two sessions of one certificate must not make the scrape fail on
-// duplicate label sets.
-func TestDuplicatePeerNamesMerge(t *testing.T) {
+// Two sessions of one certificate are two series, told apart by client
+// id, so when one leaves the other's counters do not fall (a sum over the
+// name would, and Prometheus would read it as a counter reset); the
+// scrape never fails on duplicate label sets.
+func TestSameNameSessionsNeverDecrease(t *testing.T) {
 	s := sample()
-	s.VPN.Peers = append(s.VPN.Peers, status.VPNPeer{Name: "alice", Rx: status.Traffic{Packets: 1, Bytes: 1000}, LastSeen: time.Unix(1700000200, 0)})
-	fams := gather(t, NewCollector(func() status.Snapshot { return s }))
-	if v, _ := value(fams, "ovfwd_vpn_peer_rx_bytes_total", "peer", "alice"); v != 1099 {
-		t.Errorf("alice rx bytes %v, want 99+1000", v)
-	}
-	if v, _ := value(fams, "ovfwd_vpn_peer_last_seen_seconds", "peer", "alice"); v != 1700000200 {
-		t.Errorf("alice last seen %v, want the later session's", v)
-	}
-	if v, _ := value(fams, "ovfwd_vpn_peers"); v != 3 {
+	second := status.VPNPeer{Name: "alice", ClientID: 9, Rx: status.Traffic{Packets: 1, Bytes: 1000}, LastSeen: time.Unix(1700000200, 0)}
+	s.VPN.Peers = append(s.VPN.Peers, second)
+	before := gather(t, NewCollector(func() status.Snapshot { return s }))
+	if v, _ := value(before, "ovfwd_vpn_peers"); v != 3 {
 		t.Errorf("vpn peers %v, want 3 sessions", v)
+	}
+	s.VPN.Peers = s.VPN.Peers[:2] // the second alice leaves
+	after := gather(t, NewCollector(func() status.Snapshot { return s }))
+	for _, f := range before {
+		if f.GetType() != dto.MetricType_COUNTER || !strings.HasPrefix(f.GetName(), "ovfwd_vpn_peer_") {
+			continue
+		}
+		for _, m := range f.Metric {
+			var kv []string
+			for _, l := range m.Label {
+				kv = append(kv, l.GetName(), l.GetValue())
+			}
+			if v, ok := value(after, f.GetName(), kv...); ok && v < m.GetCounter().GetValue() {
+				t.Errorf("%s%q fell from %v to %v", f.GetName(), kv, m.GetCounter().GetValue(), v)
+			}
+		}
+	}
+	if v, _ := value(after, "ovfwd_vpn_peer_rx_bytes_total", "peer", "alice", "client_id", "4"); v != 99 {
+		t.Errorf("the remaining alice's rx bytes %v, want 99", v)
 	}
 }
 
@@ -405,14 +448,14 @@ func TestInvalidLabelValueSkipped(t *testing.T) {
 	}
 	defer srv.Close()
 	body, _ := scrape(t, "http://"+srv.Addr().String()+"/metrics")
-	if v := sampleValue(t, body, `ovfwd_vpn_peer_rx_bytes_total{peer="alice"}`); v != 99 {
+	if v := sampleValue(t, body, `ovfwd_vpn_peer_rx_bytes_total{client_id="4",peer="alice"}`); v != 99 {
 		t.Errorf("alice rx bytes %d", v)
 	}
 	if strings.Contains(body, "b\xffb") || strings.Contains(body, `peer="b`) {
 		t.Errorf("invalid label value exported:\n%s", body)
 	}
 	// Metrics collected after the bad one are still there.
-	if v := sampleValue(t, body, `ovfwd_vpn_drops_total{reason="replay"}`); v != 8 {
+	if v := sampleValue(t, body, `ovfwd_vpn_drops_total{reason="data_replay"}`); v != 8 {
 		t.Errorf("vpn replay drops %d", v)
 	}
 	if !strings.Contains(body, "\novfwd_build_info{") {

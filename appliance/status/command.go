@@ -88,13 +88,41 @@ func readRequest(c net.Conn) (Request, error) {
 	return ParseRequest(strings.TrimSpace(line))
 }
 
-// Authorized allows write operations to root, to the daemon's own user and
-// to members of the daemon's group (`ovfwd` under the packaged unit), from
-// the credentials the connecting process had when it connected:
-// SO_PEERCRED, and SO_PEERGROUPS for its supplementary groups. Nothing is
-// read from /proc/PID, which by the time of the request may describe
-// another process.
-func Authorized(c net.Conn) error {
+// Access is who may use a status or management socket, from the
+// credentials the connecting process had when it connected: SO_PEERCRED,
+// and SO_PEERGROUPS for its supplementary groups. Nothing is read from
+// /proc/PID, which by the time of the request may describe another
+// process. Root and the daemon's own user may always read and write.
+type Access struct {
+	// ReadGID's members may read the status but not kill, drain or run
+	// other write commands; -1: reading is left to the socket's file mode.
+	ReadGID int
+	// WriteGID's members may also write: the daemon's group by default
+	// (ovfwd under the packaged unit). They can always read.
+	WriteGID int
+}
+
+// DefaultAccess leaves reading to the socket's mode and lets the daemon's
+// group write.
+func DefaultAccess() Access { return Access{ReadGID: -1, WriteGID: os.Getegid()} }
+
+// Authorized allows write operations to root, the daemon's user and
+// WriteGID's members.
+func (a Access) Authorized(c net.Conn) error { return a.check(c, true) }
+
+// Readable allows reading to those who may write and to ReadGID's
+// members; with ReadGID -1, to whoever could connect.
+func (a Access) Readable(c net.Conn) error {
+	if a.ReadGID < 0 {
+		return nil
+	}
+	return a.check(c, false)
+}
+
+// Authorized is DefaultAccess's write check.
+func Authorized(c net.Conn) error { return DefaultAccess().Authorized(c) }
+
+func (a Access) check(c net.Conn, write bool) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return errors.New("not a unix socket")
@@ -115,20 +143,25 @@ func Authorized(c net.Conn) error {
 	if cerr != nil {
 		return fmt.Errorf("peer credentials: %w", cerr)
 	}
-	return authorize(cred, groups, gerr, os.Geteuid(), os.Getegid())
+	err = authorize(cred, groups, gerr, os.Geteuid(), a.WriteGID)
+	if err == nil || write {
+		return err
+	}
+	return authorize(cred, groups, gerr, os.Geteuid(), a.ReadGID)
 }
 
 // authorize is the rule for a peer with credentials cred and supplementary
-// groups groups. When those could not be read (groupsErr), only root, the
-// daemon's user and its primary group pass, and the refusal says why.
+// groups groups: root, the daemon's user uid and members of gid pass.
+// When the groups could not be read (groupsErr), only root, the daemon's
+// user and a primary group gid pass, and the refusal says why.
 func authorize(cred *unix.Ucred, groups []uint32, groupsErr error, uid, gid int) error {
 	if cred.Uid == 0 || int(cred.Uid) == uid || int(cred.Gid) == gid || slices.Contains(groups, uint32(gid)) {
 		return nil
 	}
 	if groupsErr != nil {
-		return fmt.Errorf("permission denied: uid %d is not root or the daemon's user, its primary group is not the daemon's (gid %d), and its supplementary groups are unknown (SO_PEERGROUPS: %v)", cred.Uid, gid, groupsErr)
+		return fmt.Errorf("permission denied: uid %d is not root or the daemon's user, its primary group is not gid %d, and its supplementary groups are unknown (SO_PEERGROUPS: %v)", cred.Uid, gid, groupsErr)
 	}
-	return fmt.Errorf("permission denied: uid %d is not root, the daemon's user or in its group (gid %d)", cred.Uid, gid)
+	return fmt.Errorf("permission denied: uid %d is not root, the daemon's user or in group %d", cred.Uid, gid)
 }
 
 // Kill asks the appliance on path to disconnect target (see OpKill).

@@ -14,11 +14,12 @@ import (
 // Server answers each connection on a unix socket with one request: a
 // JSON Snapshot, or the Reply to a command (see Request).
 type Server struct {
-	ln   net.Listener
-	path string
-	snap func() Snapshot
-	cmd  func(Request) Reply
-	wg   sync.WaitGroup
+	ln     net.Listener
+	path   string
+	snap   func() Snapshot
+	cmd    func(Request) Reply
+	access Access
+	wg     sync.WaitGroup
 }
 
 // Listen creates the socket at path (its directory too, mode 0750) and
@@ -35,14 +36,27 @@ func Listen(path string, snap func() Snapshot) (*Server, error) {
 // process's credentials (Authorized), so loosening the file mode for a
 // monitoring user never lets it disconnect clients.
 func ListenCommands(path string, snap func() Snapshot, cmd func(Request) Reply) (*Server, error) {
+	return ListenAccess(path, snap, cmd, DefaultAccess())
+}
+
+// ListenAccess is ListenCommands with a's roles. With a read group the
+// socket is mode 0666 and every request is checked instead (Readable,
+// Authorized): a file mode cannot admit two groups, and the check admits
+// no one the mode would have kept out who is not in one of them. The
+// socket's directory must let the read group through.
+func ListenAccess(path string, snap func() Snapshot, cmd func(Request) Reply, a Access) (*Server, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	ln, err := ListenUnix(path, 0o660)
+	mode := os.FileMode(0o660)
+	if a.ReadGID >= 0 {
+		mode = 0o666
+	}
+	ln, err := ListenUnix(path, mode)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
-	s := &Server{ln: ln, path: path, snap: snap, cmd: cmd}
+	s := &Server{ln: ln, path: path, snap: snap, cmd: cmd, access: a}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -78,6 +92,10 @@ func (s *Server) handle(c net.Conn) {
 		_ = json.NewEncoder(c).Encode(Reply{Error: err.Error()})
 		return
 	}
+	if err := s.access.Readable(c); err != nil {
+		_ = json.NewEncoder(c).Encode(Reply{Error: err.Error()})
+		return
+	}
 	if req.Op == OpStatus {
 		_ = json.NewEncoder(c).Encode(s.snap())
 		return
@@ -87,7 +105,7 @@ func (s *Server) handle(c net.Conn) {
 	case s.cmd == nil:
 		r.Error = "this ovfwd takes no commands on its status socket"
 	default:
-		if err := Authorized(c); err != nil {
+		if err := s.access.Authorized(c); err != nil {
 			r.Error = err.Error()
 		} else {
 			r = s.cmd(req)
@@ -118,8 +136,20 @@ func Fetch(path string, timeout time.Duration) (*Snapshot, error) {
 	if _, err := c.Write([]byte(OpStatus + "\n")); err != nil {
 		return nil, fmt.Errorf("status: %s: %w", path, err)
 	}
+	var raw json.RawMessage
+	if err := json.NewDecoder(c).Decode(&raw); err != nil {
+		return nil, fmt.Errorf("status: %s: %w", path, err)
+	}
+	// A refusal is a Reply, whose only field is its error.
+	var refused struct {
+		Error string `json:"error"`
+		PID   int    `json:"pid"`
+	}
+	if json.Unmarshal(raw, &refused) == nil && refused.Error != "" && refused.PID == 0 {
+		return nil, fmt.Errorf("status: %s: %s", path, refused.Error)
+	}
 	var s Snapshot
-	if err := json.NewDecoder(c).Decode(&s); err != nil {
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("status: %s: %w", path, err)
 	}
 	return &s, nil

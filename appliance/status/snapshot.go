@@ -53,8 +53,9 @@ type Counters map[string]uint64
 
 // Worker is one data-plane worker: queue q of every port.
 type Worker struct {
-	Queue int `json:"queue"`
-	CPU   int `json:"cpu"` // -1: not pinned
+	Queue int    `json:"queue"`
+	CPU   int    `json:"cpu"`   // -1: not pinned
+	Polls uint64 `json:"polls"` // the worker's loop count: it stops when the worker stalls
 }
 
 // Port is one configured port.
@@ -149,12 +150,11 @@ type Reload struct {
 
 // NAT is the NAT44 state ([[nat]]).
 type NAT struct {
-	Rules              []NATRule   `json:"rules"`
-	Sessions           Counters    `json:"sessions"` // live sessions by protocol: tcp, udp, icmp
-	Counters           Counters    `json:"counters"` // translated, untranslated, hairpinned, sessions_created, blocks_allocated, …
-	Drops              Counters    `json:"drops"`    // no_port, table_full, no_session, frag_no_state, unsupported, malformed
-	TranslationsPerSec float64     `json:"translations_per_second"`
-	Clients            []NATClient `json:"clients"`
+	Rules    []NATRule   `json:"rules"`
+	Sessions Counters    `json:"sessions"` // live sessions by protocol: tcp, udp, icmp
+	Counters Counters    `json:"counters"` // translated, untranslated, hairpinned, sessions_created, blocks_allocated, …
+	Drops    Counters    `json:"drops"`    // no_port, table_full, no_session, frag_no_state, unsupported, malformed
+	Clients  []NATClient `json:"clients"`
 }
 
 // NATRule is one [[nat]] rule as it runs.

@@ -83,7 +83,7 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		}
 	}
 	if n := s.NAT; n != nil {
-		fmt.Fprintf(b, "\nnat: sessions tcp %d udp %d icmp %d, %.0f translations/s\n", n.Sessions["tcp"], n.Sessions["udp"], n.Sessions["icmp"], n.TranslationsPerSec)
+		fmt.Fprintf(b, "\nnat: sessions tcp %d udp %d icmp %d\n", n.Sessions["tcp"], n.Sessions["udp"], n.Sessions["icmp"])
 		for _, r := range n.Rules {
 			fmt.Fprintf(b, "  rule %s: %s out of %s as %s ports %s\n", r.Name, strings.Join(r.Sources, " "), r.Port, strings.Join(r.Outside, " "), r.Ports)
 		}

@@ -63,7 +63,7 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	}
 	if reason := t.refusal(cn, cert); reason != "" {
 		if reason == "certificate revoked" {
-			srv.logf("control: %s: certificate of %q (serial %s) is revoked (crl)", s.remote(), cn, cert.SerialNumber)
+			srv.event("revoked", "src", s.remote(), "cn", cn, "serial", cert.SerialNumber.String())
 		}
 		return reason
 	}
@@ -177,8 +177,8 @@ func (s *session) checkUserPass(t *Tunables, ckm *keyMethod2, cn string) (user, 
 // each PUSH_REQUEST, and the session ends 5 s later (openvpn's
 // scheduled exit, so the reliable layer can deliver the message). No peer,
 // key or address is ever installed for it.
-func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
-	s.srv.logf("control: %s: AUTH_FAILED: %s", s.remote(), reason)
+func (s *session) authFailed(ks *keyState, reason, cn, user string, buf []byte) {
+	s.srv.event("auth_failed", "src", s.remote(), "cn", cn, "user", user, "reason", reason)
 	s.srv.drops.add(DropAuthFailed)
 	msg := append([]byte(msgAuthFailed+","+reason), 0)
 	s.mu.Lock()
@@ -198,4 +198,12 @@ func (s *session) authFailed(ks *keyState, reason string, buf []byte) {
 			}
 		}
 	}
+}
+
+// certName is the common name of the client's certificate, "" without one.
+func certName(cs *tls.ConnectionState) string {
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	return cs.PeerCertificates[0].Subject.CommonName
 }

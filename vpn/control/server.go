@@ -90,6 +90,10 @@ type Config struct {
 	DataPacket func(src netip.AddrPort, pkt []byte)
 	// Logf logs control-plane events; nil discards them.
 	Logf func(format string, args ...any)
+	// Event reports what an operator alerts on (auth_failed, revoked,
+	// killed) as an event name and key-value pairs, instead of a Logf
+	// line; nil falls back to Logf.
+	Event func(event string, kv ...any)
 }
 
 // Server is the OpenVPN server role of the control channel.
@@ -238,6 +242,16 @@ func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf(format, args...)
 	}
+}
+
+// event reports an operator-facing event; without cfg.Event it becomes a
+// Logf line with the same pairs.
+func (s *Server) event(name string, kv ...any) {
+	if s.cfg.Event != nil {
+		s.cfg.Event(name, kv...)
+		return
+	}
+	s.logf("control: event=%s %v", name, kv)
 }
 
 // Drops returns the drop counters by reason name.
@@ -557,7 +571,10 @@ func (s *Server) Kill(target, msg string) int {
 	}
 	s.mu.Unlock()
 	for _, sess := range hit {
-		s.logf("control: %s: killed by the operator (%s)", sess.remote(), msg)
+		sess.mu.Lock()
+		cn := sess.commonName
+		sess.mu.Unlock()
+		s.event("killed", "src", sess.remote(), "cn", cn, "reason", msg)
 		go s.closeWith(sess, msg)
 	}
 	return len(hit)

@@ -463,7 +463,7 @@ func (s *session) runKey(ks *keyState) {
 		return
 	}
 	if refused != "" {
-		s.authFailed(ks, refused, buf)
+		s.authFailed(ks, refused, certName(&cs), ckm.username, buf)
 		return
 	}
 	s.mu.Lock()
