@@ -212,10 +212,10 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 		length := uint32(uint16(w2 >> 16)) // checked when decoded (take)
 		// Untagged: everything follows from the CQE byte alone.
 		h := &hdrTab[t]
-		// length|data, flags|vlan(0)|handle, hash|dataref (one owner).
-		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
-			uint64(h.flags)|uint64(handle)<<32, uint64(uint32(w1))|1<<32)
-		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), word0|uint64(length)<<16, h.pkt)
+		// The record: the packet's first two words, hash|dataref (one owner).
+		w0 := word0 | uint64(length)<<16
+		writeShinfo(at, (data+length+63)&^63, w0, h.pkt, uint64(uint32(w1))|1<<32)
+		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), w0, h.pkt)
 		bytes += uint64(length)
 	}
 	return len(descs), bytes
@@ -241,10 +241,10 @@ func (q *RxQueue) deliverSlow(desc *rxDesc, pk *fwd.Packet) uint64 {
 	} else {
 		flags, l3Off, l4Off, _, vlan = HeaderInfo(desc.hdrType, at.stride(p.strideSize)[data:data+length])
 	}
-	writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
-		uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
-	putPacket(pk, at.stride(p.strideSize), p.member|uint64(handle), uint64(data)|uint64(length)<<16|uint64(p.id)<<32|uint64(q.inPort)<<48,
-		flags, vlan, l3Off, l4Off)
+	w0 := uint64(data) | uint64(length)<<16 | uint64(p.id)<<32 | uint64(q.inPort)<<48
+	writeShinfo(at, (data+length+63)&^63, w0,
+		uint64(flags)<<16|uint64(vlan)<<32|uint64(l3Off)<<48|uint64(l4Off)<<56, uint64(desc.hash)|1<<32)
+	putPacket(pk, at.stride(p.strideSize), p.member|uint64(handle), w0, flags, vlan, l3Off, l4Off)
 	return uint64(length)
 }
 
@@ -302,11 +302,12 @@ func (q *RxQueue) prefetchGuess(i, n int) {
 	}
 }
 
-// The shinfo record (writeShinfo, ring_unsafe.go) is the buffer-resident
-// packet record, three little-endian words: length|offset,
-// flags|VLAN|handle, hash|dataref. It travels with the buffer when the
-// packet leaves its batch (held for neighbour resolution, punted, queued
-// for TX completion) — the role skb_shared_info plays in the kernel.
+// The shinfo record (writeShinfo; held.go reads it) is the buffer-resident
+// packet record: the packet's fwd.Packet words Off|Len|Pool|InPort and
+// OutPort|Flags|VLAN|L3Off|L4Off, then hash|dataref, and, once held,
+// Verdict|Reason|Peer. A packet that leaves its batch stays in its stride
+// with its fields there (Port.Hold) — the role skb_shared_info plays for
+// an skb that outlives the kernel's poll.
 
 const (
 	vlanTagLen     = 4
