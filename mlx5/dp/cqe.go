@@ -337,7 +337,11 @@ func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
 		return n
 	}
 	end := min(n, q.dist)
-	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0, end-head)
+	m := end - head
+	if !q.lab.record() {
+		m = 0
+	}
+	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0, m)
 	q.Stats.PrefetchExact += uint64(end - head)
 	return end
 }

@@ -23,7 +23,7 @@ func heldHandle(h Held) uint64 { return uint64(h) &^ (63 << heldLineShift) }
 //
 //	0: Off|Len|Pool|InPort            (fwd.Packet's words, packet_le_unsafe.go)
 //	1: OutPort|Flags|VLAN|L3Off|L4Off
-//	2: RSS hash | dataref<<32         (owners of the buffer)
+//	2: RSS hash (RX only) | dataref<<32 (owners of the buffer)
 //	3: Verdict|Reason|Peer            (written by Hold only)
 //
 // dataref plays the part of skb_shared_info's dataref
@@ -58,22 +58,48 @@ func (p *Pool) lookup(h uint64) (o *Pool, l uint32, ok bool) {
 // group or its data leaves no room for the record in front of the stride
 // end: the caller then keeps the packet as a value, as before.
 func (p *Port) Hold(q int, pk *fwd.Packet) (Held, bool) {
+	h := p.queues[q].RX.pool.hold(pk)
+	return h, h != 0
+}
+
+// HoldBatch holds every packet of pkts (len(out) ≥ len(pkts)); out[i] is 0
+// where Hold would have refused pkts[i].
+func (p *Port) HoldBatch(q int, pkts []fwd.Packet, out []Held) {
 	pool := p.queues[q].RX.pool
-	o, l, ok := pool.lookup(pk.Handle)
+	out = out[:len(pkts)]
+	// A stride of this pool is the per-packet case, written out here: as
+	// a call per packet (pool.hold) the loop spilled its values every time.
+	member, rxBufs, id, logStride, limit := pool.member, uint64(pool.rxBufs), pool.id, pool.logStride&31, pool.strideSize-ShinfoSize
+	for i := range pkts {
+		pk := &pkts[i]
+		off := (uint32(pk.Off) + uint32(pk.Len) + 63) &^ 63
+		if l := pk.Handle - member; l < rxBufs && pk.Pool == id && off <= limit && off != 0 {
+			w0, w1, w2 := packetWords(pk)
+			storeRecord(pool.pagePtr.atUnchecked(uint32(l)<<logStride), off, w0, w1, recordRefOne, w2)
+			out[i] = Held(pk.Handle | uint64(off/64)<<heldLineShift)
+			continue
+		}
+		out[i] = pool.hold(pk)
+	}
+}
+
+// hold writes pk's record and names it, or returns 0 (no Held is 0: a
+// record line is never line 0, the headroom comes first).
+func (pool *Pool) hold(pk *fwd.Packet) Held {
 	off := (uint32(pk.Off) + uint32(pk.Len) + 63) &^ 63
-	if !ok || pk.Pool != pool.id || off+ShinfoSize > o.strideSize {
-		return 0, false
+	o, l := pool, uint32(pk.Handle-pool.member)
+	if pk.Handle-pool.member >= uint64(pool.rxBufs) {
+		var ok bool
+		if o, l, ok = pool.lookup(pk.Handle); !ok {
+			return 0
+		}
 	}
-	at := o.pagePtr.at(l << o.logStride)
+	if pk.Pool != pool.id || off+ShinfoSize > o.strideSize || off == 0 {
+		return 0
+	}
 	w0, w1, w2 := packetWords(pk)
-	// The RX record is on this line when the packet's end did not move
-	// into another line: keep its hash.
-	var hash uint64
-	if r0, _, r2, _ := loadRecord(at, off); (uint32(uint16(r0))+uint32(uint16(r0>>16))+63)&^63 == off && uint16(r0>>32) == pk.Pool {
-		hash = uint64(uint32(r2))
-	}
-	storeRecord(at, off, w0, w1, hash|recordRefOne, w2)
-	return Held(pk.Handle | uint64(off/64)<<heldLineShift), true
+	storeRecord(o.pagePtr.atUnchecked(l<<o.logStride), off, w0, w1, recordRefOne, w2)
+	return Held(pk.Handle | uint64(off/64)<<heldLineShift)
 }
 
 // Resume rebuilds a held packet in pk from its record, in place: pk.Buf is
@@ -82,15 +108,55 @@ func (p *Port) Hold(q int, pk *fwd.Packet) (Held, bool) {
 // whether other owners remain (Share), in which case the bytes must not be
 // written in place. ok is false for a Held that names no buffer.
 func (p *Port) Resume(q int, h Held, pk *fwd.Packet) (shared, ok bool) {
-	o, l, ok := p.queues[q].RX.pool.lookup(heldHandle(h))
-	off := uint32(h>>heldLineShift) * 64
-	if !ok || off+ShinfoSize > o.strideSize {
-		return false, false
+	r := p.queues[q].RX.pool.resume(h, pk)
+	return r > 1, r != 0
+}
+
+// ResumeBatch resumes held[i] into pkts[i] (len(pkts) ≥ len(held)) and
+// returns how many of them it could; a Held naming no buffer leaves its
+// slot with a nil Buf and Len 0 (Tx and Free skip such a packet's bytes).
+func (p *Port) ResumeBatch(q int, held []Held, pkts []fwd.Packet) int {
+	pool := p.queues[q].RX.pool
+	pkts = pkts[:len(held)]
+	member, rxBufs, logStride, size := pool.member, uint64(pool.rxBufs), pool.logStride&31, pool.strideSize
+	n := 0
+	for i, h := range held {
+		hd, off := heldHandle(h), uint32(h>>heldLineShift)*64
+		if l := hd - member; l < rxBufs && off+ShinfoSize <= size && off != 0 {
+			at := pool.pagePtr.atUnchecked(uint32(l) << logStride)
+			w0, w1, _, w3 := loadRecord(at, off)
+			putPacketAll(&pkts[i], at.stride(size), hd, w0, w1, w3)
+			n++
+			continue
+		}
+		if pool.resume(h, &pkts[i]) != 0 {
+			n++
+		} else {
+			pkts[i] = fwd.Packet{}
+		}
 	}
-	at := o.pagePtr.at(l << o.logStride)
+	return n
+}
+
+// resume fills pk from h's record and returns its dataref (0: h names no
+// buffer).
+func (pool *Pool) resume(h Held, pk *fwd.Packet) uint64 {
+	hd := heldHandle(h)
+	off := uint32(h>>heldLineShift) * 64
+	o, l := pool, uint32(hd-pool.member)
+	if hd-pool.member >= uint64(pool.rxBufs) {
+		var ok bool
+		if o, l, ok = pool.lookup(hd); !ok {
+			return 0
+		}
+	}
+	if off+ShinfoSize > o.strideSize || off == 0 {
+		return 0
+	}
+	at := o.pagePtr.atUnchecked(l << o.logStride)
 	w0, w1, w2, w3 := loadRecord(at, off)
-	putPacketAll(pk, at.stride(o.strideSize), heldHandle(h), w0, w1, w3)
-	return w2>>32 > 1, true
+	putPacketAll(pk, at.stride(o.strideSize), hd, w0, w1, w3)
+	return max(w2>>32, 1)
 }
 
 // Share adds an owner to a held receive stride (one more WQE reference and
@@ -100,7 +166,7 @@ func (p *Port) Resume(q int, h Held, pk *fwd.Packet) (shared, ok bool) {
 func (p *Port) Share(q int, h Held) bool {
 	o, l, ok := p.queues[q].RX.pool.lookup(heldHandle(h))
 	off := uint32(h>>heldLineShift) * 64
-	if !ok || l >= o.rxBufs || off+ShinfoSize > o.strideSize {
+	if !ok || l >= o.rxBufs || off+ShinfoSize > o.strideSize || off == 0 {
 		return false
 	}
 	at := o.pagePtr.at(l << o.logStride)
@@ -117,7 +183,7 @@ func (p *Port) Release(q int, h Held) {
 	pool := p.queues[q].RX.pool
 	o, l, ok := pool.lookup(heldHandle(h))
 	off := uint32(h>>heldLineShift) * 64
-	if !ok || off+ShinfoSize > o.strideSize {
+	if !ok || off+ShinfoSize > o.strideSize || off == 0 {
 		return
 	}
 	at := o.pagePtr.at(l << o.logStride)

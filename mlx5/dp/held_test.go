@@ -193,3 +193,35 @@ func TestHoldResumeZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per held burst", n)
 	}
 }
+
+// TestHoldBatchResumeBatch: the batch calls park and rebuild every packet
+// of a burst as the single calls do.
+func TestHoldBatchResumeBatch(t *testing.T) {
+	port, dev, got := heldRig(t)
+	r := rand.New(rand.NewPCG(7, 7))
+	b := rxRound(t, port, dev, r, 0, 8)
+	want := make([][]byte, 8)
+	for i := range b.Pkts {
+		b.Pkts[i].Peer = uint32(i + 1)
+		want[i] = bytes.Clone(b.Pkts[i].Data())
+	}
+	held := make([]dp.Held, 8)
+	port.HoldBatch(0, b.Pkts, held)
+	b.Reset()
+	port.Free(0, rxRound(t, port, dev, r, 50, 8))
+	b.Pkts = b.Pkts[:8]
+	if n := port.ResumeBatch(0, held, b.Pkts); n != 8 {
+		t.Fatalf("resumed %d of 8", n)
+	}
+	for i := range b.Pkts {
+		if b.Pkts[i].Peer != uint32(i+1) || !bytes.Equal(b.Pkts[i].Data(), want[i]) {
+			t.Fatalf("packet %d resumed wrong", i)
+		}
+	}
+	*got = nil
+	port.Tx(0, b)
+	dev.Process()
+	if len(*got) != 8 {
+		t.Fatalf("sent %d of 8", len(*got))
+	}
+}

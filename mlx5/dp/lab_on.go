@@ -22,8 +22,9 @@ func (l *rxLab) freshContext() bool {
 	return true
 }
 
-func (l *rxLab) farL2() bool { return !l.NoFarPrefetch }
-func (l *rxLab) plain() bool { return !l.GeneralDecoder }
+func (l *rxLab) farL2() bool  { return !l.NoFarPrefetch }
+func (l *rxLab) plain() bool  { return !l.GeneralDecoder }
+func (l *rxLab) record() bool { return !l.NoRecord }
 
 // SetLab selects the variants for q (the zero Lab is the product's path).
 func (q *RxQueue) SetLab(l Lab) error {

@@ -147,7 +147,11 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 				if g == 0 {
 					lo = j
 				}
-				prefetchDescs(&q.desc[j], end-j, uintptr(q.headroom), &q.oneLine, lo-j, min(end+prefetchGroup, n)-lo)
+				m := min(end+prefetchGroup, n) - lo
+				if !q.lab.record() {
+					m = 0
+				}
+				prefetchDescs(&q.desc[j], end-j, uintptr(q.headroom), &q.oneLine, lo-j, m)
 			}
 			if more && g+q.dist+prefetchGroup > n {
 				q.prefetchGuess(g, n)
@@ -214,7 +218,9 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 		h := &hdrTab[t]
 		// The record: the packet's first two words, hash|dataref (one owner).
 		w0 := word0 | uint64(length)<<16
-		writeShinfo(at, (data+length+63)&^63, w0, h.pkt, uint64(uint32(w1))|1<<32)
+		if q.lab.record() { // constant true in the product build
+			writeShinfo(at, (data+length+63)&^63, w0, h.pkt, uint64(uint32(w1))|1<<32)
+		}
 		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), w0, h.pkt)
 		bytes += uint64(length)
 	}

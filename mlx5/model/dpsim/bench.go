@@ -47,9 +47,20 @@ type variant struct {
 	pad      bool
 	compress bool
 	enhanced bool
-	warm     bool   // no flush: the DDIO-like control
+	warm     bool // no flush: the DDIO-like control
+	hold     holdMode
 	lab      dp.Lab // receive-path variants, only in a build with -tags mlx5lab
 }
+
+// holdMode makes every packet outlive its burst: held after the MAC swap
+// and sent with the next burst.
+type holdMode uint8
+
+const (
+	holdNone   holdMode = iota
+	holdRecord          // parked in its stride (dp.Port.Hold), rebuilt from the record (Resume)
+	holdValue           // kept as a fwd.Packet value, as fwd's hold table does
+)
 
 // rig is a model port and its driver port running RX → MAC swap → TX.
 type rig struct {
@@ -63,6 +74,11 @@ type rig struct {
 	// Per-burst ns/packet of the last run: the VM shares 2 cores with other
 	// jobs, so a burst preempted midway is an outlier the median ignores.
 	drvBurst, totBurst, txBurst []float64
+	// held packets of the previous burst (hold variants), by mode.
+	held      [fwd.MaxBatch]dp.Held
+	heldVal   [fwd.MaxBatch]fwd.Packet
+	heldN     int
+	holdFails uint64
 }
 
 type result struct {
@@ -142,8 +158,32 @@ func (r *rig) forward() int {
 		acc = x
 	}
 	r.sink = acc
+	if r.v.hold != holdNone {
+		r.holdBurst(b)
+	}
 	r.port.Tx(0, b)
 	return n
+}
+
+// holdBurst parks the burst's packets and puts the previous burst's back
+// in b, so each packet leaves its batch and is resumed one burst later.
+func (r *rig) holdBurst(b *fwd.Batch) {
+	prev := r.heldN
+	if r.v.hold == holdValue {
+		var keep [fwd.MaxBatch]fwd.Packet
+		n := copy(keep[:], b.Pkts)
+		b.Pkts = append(b.Pkts[:0], r.heldVal[:prev]...)
+		copy(r.heldVal[:], keep[:n])
+		r.heldN = n
+		return
+	}
+	var keep [fwd.MaxBatch]dp.Held
+	n := len(b.Pkts)
+	r.port.HoldBatch(0, b.Pkts, keep[:n])
+	b.Pkts = b.Pkts[:prev]
+	r.holdFails += uint64(prev - r.port.ResumeBatch(0, r.held[:prev], b.Pkts))
+	copy(r.held[:], keep[:n])
+	r.heldN = n
 }
 
 // swapMACs exchanges destination and source MAC with one 8-byte and one
