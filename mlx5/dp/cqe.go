@@ -45,6 +45,7 @@ type RxStats struct {
 	PrefetchSkippedWQEnd uint64 // guesses that would have left the WQE
 	PrefetchShinfoEarly  uint64 // shinfo lines PREFETCHWed a group before their header lines (inside a burst)
 	PrefetchL2           uint64 // packets whose lines were prefetched into L2 as their CQEs were decoded
+	PrefetchOffBursts    uint64 // bursts the adaptive prefetch ran without prefetching (probes included)
 }
 
 // cqRing is a CQ seen from the consumer.

@@ -12,6 +12,10 @@ type RxOptions struct {
 	// PrefetchDistance is N in "prefetch packet i+N while handling packet
 	// i"; 0 disables prefetching. Negative means the default, 4.
 	PrefetchDistance int
+	// FixedPrefetch keeps the distance in every burst; otherwise the queue
+	// switches the prefetch off while timed bursts find it cheaper so
+	// (adapt.go).
+	FixedPrefetch bool
 	// MaxFrame is the largest frame accepted (hw MTU: L3 MTU + 22); longer
 	// completions are dropped and counted as Oversize. 0 means 1522.
 	MaxFrame int
@@ -34,7 +38,9 @@ type RxQueue struct {
 	pool     *Pool
 	headroom uint32
 	maxFrame uint32
-	dist     int
+	dist     int // this burst's distance: distOn, or 0 while adapt chose off
+	distOn   int // the configured distance
+	adapt    prefetchAdapt
 	// oneLine[t] is 1 when a frame whose CQE says l4_l3_hdr_type t has
 	// all its headers (one 802.1Q tag allowed) in the first line from
 	// the headroom: the prefetch then skips the second line.
@@ -83,7 +89,8 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 	}
 	c.pfCQE = o.PrefetchDistance > 0
 	q := &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
-		spill: make([]rxDesc, c.mask+1)}
+		distOn: o.PrefetchDistance, spill: make([]rxDesc, c.mask+1)}
+	q.adapt.on, q.adapt.chosen = o.PrefetchDistance > 0 && !o.FixedPrefetch, true
 	for t := range q.oneLine {
 		if l := int(hdrTab[t].hdrLen); l != 0 && o.Headroom%64+l+vlanTagLen <= 64 {
 			q.oneLine[t] = 1
@@ -102,8 +109,22 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 	if room > len(q.desc) {
 		room = len(q.desc)
 	}
+	var probe uint8
+	var t0 uint64
+	if q.adapt.on {
+		if probe = q.adaptStart(); probe != 0 {
+			t0 = cycles()
+		}
+	}
 	n, more := q.poll(q.desc[:room])
 	got := q.deliver(b, n, more)
+	if q.adapt.on && n > 0 {
+		var dt uint64
+		if probe != 0 {
+			dt = cycles() - t0
+		}
+		q.adaptEnd(probe, dt, n)
+	}
 	if q.tx != nil {
 		// Buffers come back through TX completions; reap them here too, so
 		// an RX-only poll loop never starves the RQ of WQEs. After the

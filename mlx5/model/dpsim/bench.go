@@ -49,6 +49,7 @@ type variant struct {
 	enhanced bool
 	warm     bool // no flush: the DDIO-like control
 	hold     holdMode
+	adapt    bool   // adaptive prefetch (the product's default); otherwise dist in every burst
 	lab      dp.Lab // receive-path variants, only in a build with -tags mlx5lab
 }
 
@@ -102,7 +103,7 @@ type result struct {
 func newRig(v variant, burst, work int) (*rig, error) {
 	port, dev, err := NewPort(Config{Name: "bench", PoolID: 1, Layout: v.layout, Seed: 42, Flush: !v.warm,
 		DeferredTx: true, Compress: v.compress, Enhanced: v.enhanced, LogWQEs: 5, LogStrides: 6, LogSQ: 11,
-		Rx: dp.RxOptions{PrefetchDistance: v.dist}, Tx: dp.TxOptions{PadToEdge: v.pad}})
+		Rx: dp.RxOptions{PrefetchDistance: v.dist, FixedPrefetch: !v.adapt}, Tx: dp.TxOptions{PadToEdge: v.pad}})
 	if err != nil {
 		return nil, err
 	}
