@@ -45,6 +45,7 @@ type RxStats struct {
 	PrefetchSkippedWQEnd uint64 // guesses that would have left the WQE
 	PrefetchShinfoEarly  uint64 // shinfo lines PREFETCHWed a group before their header lines (inside a burst)
 	PrefetchL2           uint64 // packets whose lines were prefetched into L2 as their CQEs were decoded
+	PrefetchOffBursts    uint64 // bursts the adaptive prefetch ran without prefetching (probes included)
 }
 
 // cqRing is a CQ seen from the consumer.
@@ -337,7 +338,11 @@ func (q *RxQueue) prefetchHead(out []rxDesc, head, n int) int {
 		return n
 	}
 	end := min(n, q.dist)
-	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0, end-head)
+	m := end - head
+	if !q.lab.record() {
+		m = 0
+	}
+	prefetchDescs(&out[head], end-head, uintptr(q.headroom), &q.oneLine, 0, m)
 	q.Stats.PrefetchExact += uint64(end - head)
 	return end
 }

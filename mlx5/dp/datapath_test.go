@@ -358,7 +358,7 @@ func TestPortAllocFree(t *testing.T) {
 // the last N packets of a batch prefetch guessed strides of the next ones,
 // never past the WQE end; delivery stays exact.
 func TestPrefetchTailGuess(t *testing.T) {
-	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: 4}})
+	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: 4, FixedPrefetch: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestPrefetchTailGuess(t *testing.T) {
 // checks every frame left unchanged and returns the RX counters.
 func forwardOneBurst(t *testing.T, dist, burst int, lab dp.Lab, seed uint64) dp.RxStats {
 	t.Helper()
-	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: dist}})
+	port, dev, err := dpsim.NewPort(dpsim.Config{PoolID: 4, Rx: dp.RxOptions{PrefetchDistance: dist, FixedPrefetch: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,10 @@ type Lab struct {
 	// NoFarPrefetch: no L2 prefetch, at decode, of the packets past the
 	// first N of a burst.
 	NoFarPrefetch bool
+	// NoRecord: no shinfo record written and no PREFETCHW of its line
+	// (the decode-time L2 prefetch still asks for it), to weigh what the
+	// record costs; Hold and Resume do not work on packets received so.
+	NoRecord bool
 	// GeneralDecoder: every CQE through the general decoder (decodeOne),
 	// none through the inline loop (pollPlain), so tests can compare them.
 	GeneralDecoder bool

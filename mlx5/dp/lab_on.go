@@ -22,12 +22,14 @@ func (l *rxLab) freshContext() bool {
 	return true
 }
 
-func (l *rxLab) farL2() bool { return !l.NoFarPrefetch }
-func (l *rxLab) plain() bool { return !l.GeneralDecoder }
+func (l *rxLab) farL2() bool       { return !l.NoFarPrefetch }
+func (l *rxLab) plain() bool       { return !l.GeneralDecoder }
+func (l *rxLab) record() bool      { return !l.NoRecord }
+func (l *rxLab) cqePrefetch() bool { return !l.NoCQEPrefetch }
 
 // SetLab selects the variants for q (the zero Lab is the product's path).
 func (q *RxQueue) SetLab(l Lab) error {
 	q.lab.Lab = l
-	q.cq.pfCQE = q.dist > 0 && !l.NoCQEPrefetch
+	q.setDist(q.dist)
 	return nil
 }

@@ -12,6 +12,8 @@ type rxLab struct{}
 func (rxLab) freshContext() bool { return false }
 func (rxLab) farL2() bool        { return true }
 func (rxLab) plain() bool        { return true }
+func (rxLab) record() bool       { return true }
+func (rxLab) cqePrefetch() bool  { return true }
 
 // SetLab refuses every variant: this build has none.
 func (q *RxQueue) SetLab(l Lab) error {

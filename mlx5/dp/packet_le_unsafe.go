@@ -89,3 +89,35 @@ func descWords(d *rxDesc) (w1, w2 uint64) {
 	w := (*[2]uint64)(unsafe.Pointer(&d.hash))
 	return w[0], w[1]
 }
+
+// The held record is the shinfo record with a fourth word (held.go); its
+// four words at offset off of the stride at p (off + ShinfoSize ≤ stride,
+// checked by Hold, and by Resume against the stride size).
+func loadRecord(p unsafePointer, off uint32) (w0, w1, w2, w3 uint64) {
+	s := (*[4]uint64)(unsafe.Add(p.p, off))
+	return s[0], s[1], s[2], s[3]
+}
+
+func storeRecord(p unsafePointer, off uint32, w0, w1, w2, w3 uint64) {
+	s := (*[4]uint64)(unsafe.Add(p.p, off))
+	s[0], s[1], s[2], s[3] = w0, w1, w2, w3
+}
+
+// storeRecordRef rewrites the record's hash|dataref word.
+func storeRecordRef(p unsafePointer, off uint32, w2 uint64) {
+	(*[4]uint64)(unsafe.Add(p.p, off))[2] = w2
+}
+
+// packetWords loads pk's three words from Off on (putPacket's layout).
+func packetWords(pk *fwd.Packet) (w0, w1, w2 uint64) {
+	w := (*[3]uint64)(unsafe.Pointer(&pk.Off))
+	return w[0], w[1], w[2]
+}
+
+// putPacketAll fills pk with all three words given.
+func putPacketAll(pk *fwd.Packet, buf []byte, handle, w0, w1, w2 uint64) {
+	pk.Buf = buf
+	pk.Handle = handle
+	w := (*[3]uint64)(unsafe.Pointer(&pk.Off))
+	w[0], w[1], w[2] = w0, w1, w2
+}

@@ -44,3 +44,37 @@ func descWords(d *rxDesc) (w1, w2 uint64) {
 	return uint64(d.hash) | uint64(d.wqe)<<32 | uint64(d.stride)<<48,
 		uint64(d.strides) | uint64(d.length)<<16 | uint64(d.hdrType)<<32 | uint64(d.vlan)<<48
 }
+
+// loadRecord and storeRecord move the held record's four little-endian
+// words at offset off of the stride at p (held.go).
+func loadRecord(p unsafePointer, off uint32) (w0, w1, w2, w3 uint64) {
+	s := p.stride(off + 32)[off:]
+	le := binary.LittleEndian
+	return le.Uint64(s[0:]), le.Uint64(s[8:]), le.Uint64(s[16:]), le.Uint64(s[24:])
+}
+
+func storeRecord(p unsafePointer, off uint32, w0, w1, w2, w3 uint64) {
+	s := p.stride(off + 32)[off:]
+	le := binary.LittleEndian
+	le.PutUint64(s[0:], w0)
+	le.PutUint64(s[8:], w1)
+	le.PutUint64(s[16:], w2)
+	le.PutUint64(s[24:], w3)
+}
+
+func storeRecordRef(p unsafePointer, off uint32, w2 uint64) {
+	binary.LittleEndian.PutUint64(p.stride(off + 24)[off+16:], w2)
+}
+
+// packetWords returns pk's three words from Off on (putPacket's layout).
+func packetWords(pk *fwd.Packet) (w0, w1, w2 uint64) {
+	return uint64(pk.Off) | uint64(pk.Len)<<16 | uint64(pk.Pool)<<32 | uint64(pk.InPort)<<48,
+		uint64(pk.OutPort) | uint64(pk.Flags)<<16 | uint64(pk.VLAN)<<32 | uint64(pk.L3Off)<<48 | uint64(pk.L4Off)<<56,
+		uint64(pk.Verdict) | uint64(pk.Reason)<<8 | uint64(pk.Peer)<<32
+}
+
+func putPacketAll(pk *fwd.Packet, buf []byte, handle, w0, w1, w2 uint64) {
+	putPacketWords(pk, buf, handle, w0, w1)
+	pk.OutPort = uint16(w1)
+	pk.Verdict, pk.Reason, pk.Peer = fwd.Verdict(w2), fwd.DropReason(w2>>8), uint32(w2>>32)
+}

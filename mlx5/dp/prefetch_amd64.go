@@ -26,3 +26,7 @@ const havePrefetch = true
 //
 //go:noescape
 func prefetchDescsL2(d *rxDesc, n int, headroom uintptr, oneLine *[256]uint8)
+
+// cycles reads the time-stamp counter (RDTSC): the adaptive prefetch's
+// per-burst clock, a few cycles where time.Now costs a vDSO call.
+func cycles() uint64

@@ -139,3 +139,14 @@ loop5:
 	JNZ loop5
 done4:
 	RET
+
+// func cycles() uint64
+// The time-stamp counter: RDTSC, EDX:EAX. Not serializing, and need not
+// be: it brackets a whole burst of RX (thousands of cycles), so a few
+// instructions moving across it do not change the comparison it feeds.
+TEXT ·cycles(SB), NOSPLIT, $0-8
+	RDTSC
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, ret+0(FP)
+	RET

@@ -92,7 +92,8 @@ func (pp pagePtrs) at(o uint32) unsafePointer {
 }
 
 // atUnchecked is at for an o the caller proved inside the window (a
-// stride of a checked WQE and stride index: o < rxBufs << logStride, and
+// stride of a checked WQE and stride index, or a buffer index below
+// rxBufs or accepted by Pool.lookup: o < handles() << logStride, and
 // newPool checked the window's pages hold that many bytes).
 func (pp pagePtrs) atUnchecked(o uint32) unsafePointer {
 	pg := *(*unsafePointer)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(pp)), uintptr(o/PageSize)*unsafe.Sizeof(unsafePointer{})))

@@ -12,6 +12,10 @@ type RxOptions struct {
 	// PrefetchDistance is N in "prefetch packet i+N while handling packet
 	// i"; 0 disables prefetching. Negative means the default, 4.
 	PrefetchDistance int
+	// FixedPrefetch keeps the distance in every burst; otherwise the queue
+	// switches the prefetch off while timed bursts find it cheaper so
+	// (adapt.go).
+	FixedPrefetch bool
 	// MaxFrame is the largest frame accepted (hw MTU: L3 MTU + 22); longer
 	// completions are dropped and counted as Oversize. 0 means 1522.
 	MaxFrame int
@@ -34,7 +38,9 @@ type RxQueue struct {
 	pool     *Pool
 	headroom uint32
 	maxFrame uint32
-	dist     int
+	dist     int // this burst's distance: distOn, or 0 while adapt chose off
+	distOn   int // the configured distance
+	adapt    prefetchAdapt
 	// oneLine[t] is 1 when a frame whose CQE says l4_l3_hdr_type t has
 	// all its headers (one 802.1Q tag allowed) in the first line from
 	// the headroom: the prefetch then skips the second line.
@@ -83,7 +89,8 @@ func NewRxQueue(cq *CQMem, rq *RQMem, poolID uint16, o RxOptions) (*RxQueue, err
 	}
 	c.pfCQE = o.PrefetchDistance > 0
 	q := &RxQueue{cq: c, pool: p, headroom: uint32(o.Headroom), maxFrame: uint32(o.MaxFrame), dist: o.PrefetchDistance,
-		spill: make([]rxDesc, c.mask+1)}
+		distOn: o.PrefetchDistance, spill: make([]rxDesc, c.mask+1)}
+	q.adapt.on, q.adapt.chosen = o.PrefetchDistance > 0 && !o.FixedPrefetch, true
 	for t := range q.oneLine {
 		if l := int(hdrTab[t].hdrLen); l != 0 && o.Headroom%64+l+vlanTagLen <= 64 {
 			q.oneLine[t] = 1
@@ -102,8 +109,22 @@ func (q *RxQueue) Rx(b *fwd.Batch) int {
 	if room > len(q.desc) {
 		room = len(q.desc)
 	}
+	var probe uint8
+	var t0 uint64
+	if q.adapt.on {
+		if probe = q.adaptStart(); probe != 0 {
+			t0 = cycles()
+		}
+	}
 	n, more := q.poll(q.desc[:room])
 	got := q.deliver(b, n, more)
+	if q.adapt.on && n > 0 {
+		var dt uint64
+		if probe != 0 {
+			dt = cycles() - t0
+		}
+		q.adaptEnd(probe, dt, n)
+	}
 	if q.tx != nil {
 		// Buffers come back through TX completions; reap them here too, so
 		// an RX-only poll loop never starves the RQ of WQEs. After the
@@ -147,7 +168,11 @@ func (q *RxQueue) deliver(b *fwd.Batch, n int, more bool) int {
 				if g == 0 {
 					lo = j
 				}
-				prefetchDescs(&q.desc[j], end-j, uintptr(q.headroom), &q.oneLine, lo-j, min(end+prefetchGroup, n)-lo)
+				m := min(end+prefetchGroup, n) - lo
+				if !q.lab.record() {
+					m = 0
+				}
+				prefetchDescs(&q.desc[j], end-j, uintptr(q.headroom), &q.oneLine, lo-j, m)
 			}
 			if more && g+q.dist+prefetchGroup > n {
 				q.prefetchGuess(g, n)
@@ -212,10 +237,12 @@ func (q *RxQueue) deliverRun(descs []rxDesc, pkts []fwd.Packet) (int, uint64) {
 		length := uint32(uint16(w2 >> 16)) // checked when decoded (take)
 		// Untagged: everything follows from the CQE byte alone.
 		h := &hdrTab[t]
-		// length|data, flags|vlan(0)|handle, hash|dataref (one owner).
-		writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
-			uint64(h.flags)|uint64(handle)<<32, uint64(uint32(w1))|1<<32)
-		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), word0|uint64(length)<<16, h.pkt)
+		// The record: the packet's first two words, hash|dataref (one owner).
+		w0 := word0 | uint64(length)<<16
+		if q.lab.record() { // constant true in the product build
+			writeShinfo(at, (data+length+63)&^63, w0, h.pkt, uint64(uint32(w1))|1<<32)
+		}
+		putPacketWords(&pkts[i], at.stride(strideSize), member|uint64(handle), w0, h.pkt)
 		bytes += uint64(length)
 	}
 	return len(descs), bytes
@@ -241,10 +268,10 @@ func (q *RxQueue) deliverSlow(desc *rxDesc, pk *fwd.Packet) uint64 {
 	} else {
 		flags, l3Off, l4Off, _, vlan = HeaderInfo(desc.hdrType, at.stride(p.strideSize)[data:data+length])
 	}
-	writeShinfo(at, (data+length+63)&^63, uint64(length)|uint64(data)<<32,
-		uint64(flags)|uint64(vlan)<<16|uint64(handle)<<32, uint64(desc.hash)|1<<32)
-	putPacket(pk, at.stride(p.strideSize), p.member|uint64(handle), uint64(data)|uint64(length)<<16|uint64(p.id)<<32|uint64(q.inPort)<<48,
-		flags, vlan, l3Off, l4Off)
+	w0 := uint64(data) | uint64(length)<<16 | uint64(p.id)<<32 | uint64(q.inPort)<<48
+	writeShinfo(at, (data+length+63)&^63, w0,
+		uint64(flags)<<16|uint64(vlan)<<32|uint64(l3Off)<<48|uint64(l4Off)<<56, uint64(desc.hash)|1<<32)
+	putPacket(pk, at.stride(p.strideSize), p.member|uint64(handle), w0, flags, vlan, l3Off, l4Off)
 	return uint64(length)
 }
 
@@ -302,11 +329,12 @@ func (q *RxQueue) prefetchGuess(i, n int) {
 	}
 }
 
-// The shinfo record (writeShinfo, ring_unsafe.go) is the buffer-resident
-// packet record, three little-endian words: length|offset,
-// flags|VLAN|handle, hash|dataref. It travels with the buffer when the
-// packet leaves its batch (held for neighbour resolution, punted, queued
-// for TX completion) — the role skb_shared_info plays in the kernel.
+// The shinfo record (writeShinfo; held.go reads it) is the buffer-resident
+// packet record: the packet's fwd.Packet words Off|Len|Pool|InPort and
+// OutPort|Flags|VLAN|L3Off|L4Off, then hash|dataref, and, once held,
+// Verdict|Reason|Peer. A packet that leaves its batch stays in its stride
+// with its fields there (Port.Hold) — the role skb_shared_info plays for
+// an skb that outlives the kernel's poll.
 
 const (
 	vlanTagLen     = 4

@@ -47,9 +47,21 @@ type variant struct {
 	pad      bool
 	compress bool
 	enhanced bool
-	warm     bool   // no flush: the DDIO-like control
+	warm     bool // no flush: the DDIO-like control
+	hold     holdMode
+	adapt    bool   // adaptive prefetch (the product's default); otherwise dist in every burst
 	lab      dp.Lab // receive-path variants, only in a build with -tags mlx5lab
 }
+
+// holdMode makes every packet outlive its burst: held after the MAC swap
+// and sent with the next burst.
+type holdMode uint8
+
+const (
+	holdNone   holdMode = iota
+	holdRecord          // parked in its stride (dp.Port.Hold), rebuilt from the record (Resume)
+	holdValue           // kept as a fwd.Packet value, as fwd's hold table does
+)
 
 // rig is a model port and its driver port running RX → MAC swap → TX.
 type rig struct {
@@ -63,6 +75,11 @@ type rig struct {
 	// Per-burst ns/packet of the last run: the VM shares 2 cores with other
 	// jobs, so a burst preempted midway is an outlier the median ignores.
 	drvBurst, totBurst, txBurst []float64
+	// held packets of the previous burst (hold variants), by mode.
+	held      [fwd.MaxBatch]dp.Held
+	heldVal   [fwd.MaxBatch]fwd.Packet
+	heldN     int
+	holdFails uint64
 }
 
 type result struct {
@@ -86,7 +103,7 @@ type result struct {
 func newRig(v variant, burst, work int) (*rig, error) {
 	port, dev, err := NewPort(Config{Name: "bench", PoolID: 1, Layout: v.layout, Seed: 42, Flush: !v.warm,
 		DeferredTx: true, Compress: v.compress, Enhanced: v.enhanced, LogWQEs: 5, LogStrides: 6, LogSQ: 11,
-		Rx: dp.RxOptions{PrefetchDistance: v.dist}, Tx: dp.TxOptions{PadToEdge: v.pad}})
+		Rx: dp.RxOptions{PrefetchDistance: v.dist, FixedPrefetch: !v.adapt}, Tx: dp.TxOptions{PadToEdge: v.pad}})
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +159,32 @@ func (r *rig) forward() int {
 		acc = x
 	}
 	r.sink = acc
+	if r.v.hold != holdNone {
+		r.holdBurst(b)
+	}
 	r.port.Tx(0, b)
 	return n
+}
+
+// holdBurst parks the burst's packets and puts the previous burst's back
+// in b, so each packet leaves its batch and is resumed one burst later.
+func (r *rig) holdBurst(b *fwd.Batch) {
+	prev := r.heldN
+	if r.v.hold == holdValue {
+		var keep [fwd.MaxBatch]fwd.Packet
+		n := copy(keep[:], b.Pkts)
+		b.Pkts = append(b.Pkts[:0], r.heldVal[:prev]...)
+		copy(r.heldVal[:], keep[:n])
+		r.heldN = n
+		return
+	}
+	var keep [fwd.MaxBatch]dp.Held
+	n := len(b.Pkts)
+	r.port.HoldBatch(0, b.Pkts, keep[:n])
+	b.Pkts = b.Pkts[:prev]
+	r.holdFails += uint64(prev - r.port.ResumeBatch(0, r.held[:prev], b.Pkts))
+	copy(r.held[:], keep[:n])
+	r.heldN = n
 }
 
 // swapMACs exchanges destination and source MAC with one 8-byte and one
@@ -305,28 +346,31 @@ func Bench(w io.Writer, o BenchOptions) error {
 	}
 
 	// 1. Prefetch off vs on, both layouts.
-	fmt.Fprintln(w, "\n## Stride-ahead prefetch (D = 0 off, D = 4 with shinfo PREFETCHW)")
+	fmt.Fprintln(w, "\n## Stride-ahead prefetch (D = 0 off, D = 4 with shinfo PREFETCHW, A = D 4 adaptive: the product's default)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "layout\tDMA\tsize\tD=0 ns/pkt\tD=4 ns/pkt\tgain\tD=0 Mpps\tD=4 Mpps\tD=0 driver ns\tD=4 driver ns\tdriver gain\tmodel TX ns D=0 / D=4\t")
+	fmt.Fprintln(tw, "layout\tDMA\tsize\tD=0 ns/pkt\tD=4 ns/pkt\tgain\tD=0 Mpps\tD=4 Mpps\tD=0 driver ns\tD=4 driver ns\tdriver gain\tA driver ns\tA prefetch-off bursts\tmodel TX ns D=0 / D=4 / A\t")
 	for _, warm := range []bool{false, true} {
 		for _, layout := range []Layout{Contiguous, Scattered} {
 			for _, size := range o.Sizes {
-				rigs, err := buildRigs([]variant{{layout: layout, size: size, warm: warm}, {layout: layout, size: size, dist: 4, warm: warm}}, o)
+				rigs, err := buildRigs([]variant{{layout: layout, size: size, warm: warm}, {layout: layout, size: size, dist: 4, warm: warm},
+					{layout: layout, size: size, dist: 4, warm: warm, adapt: true}}, o)
 				if err != nil {
 					return err
 				}
 				res, err := measure(rigs, o)
+				st := rigs[2].port.Queue(0).RX.Stats
 				closeRigs(rigs)
 				if err != nil {
 					return err
 				}
-				a, b := summarize(res[0]), summarize(res[1])
+				a, b, c := summarize(res[0]), summarize(res[1]), summarize(res[2])
+				off := float64(st.PrefetchOffBursts) / float64(max(st.Packets, 1)) * float64(o.Burst)
 				dma := "flushed"
 				if warm {
 					dma = "warm"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t%.0f / %.0f\t\n", layout, dma, size, a.ns, b.ns, pct(a.ns, b.ns),
-					1e3/a.ns, 1e3/b.ns, a.drvNs, b.drvNs, pct(a.drvNs, b.drvNs), a.modelTxNs, b.modelTxNs)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t%.1f\t%.0f%%\t%.0f / %.0f / %.0f\t\n", layout, dma, size, a.ns, b.ns, pct(a.ns, b.ns),
+					1e3/a.ns, 1e3/b.ns, a.drvNs, b.drvNs, pct(a.drvNs, b.drvNs), c.drvNs, off*100, a.modelTxNs, b.modelTxNs, c.modelTxNs)
 			}
 		}
 	}

@@ -52,6 +52,26 @@ func BenchmarkForward(b *testing.B) {
 		{"scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true}},
 		{"scattered/64/D4/ecomp", variant{layout: Scattered, size: 64, dist: 4, compress: true, enhanced: true}},
 		{"warm/scattered/64/D4/comp", variant{layout: Scattered, size: 64, dist: 4, compress: true, warm: true}},
+		// Adaptive prefetch at D = 4 (A4), and warm 512 B for comparison.
+		{"warm/contiguous/64/A4", variant{size: 64, warm: true, dist: 4, adapt: true}},
+		{"warm/scattered/64/A4", variant{layout: Scattered, size: 64, warm: true, dist: 4, adapt: true}},
+		{"warm/scattered/512/D0", variant{layout: Scattered, size: 512, warm: true}},
+		{"warm/scattered/512/D4", variant{layout: Scattered, size: 512, warm: true, dist: 4}},
+		{"warm/scattered/512/A4", variant{layout: Scattered, size: 512, warm: true, dist: 4, adapt: true}},
+		{"contiguous/64/A4", variant{size: 64, dist: 4, adapt: true}},
+		{"scattered/64/A4", variant{layout: Scattered, size: 64, dist: 4, adapt: true}},
+		{"scattered/512/A4", variant{layout: Scattered, size: 512, dist: 4, adapt: true}},
+		// Every packet held one burst: in its stride (hold) or as a value (holdval).
+		{"warm/scattered/64/D4/hold", variant{layout: Scattered, size: 64, dist: 4, warm: true, hold: holdRecord}},
+		{"warm/scattered/64/D4/holdval", variant{layout: Scattered, size: 64, dist: 4, warm: true, hold: holdValue}},
+		{"scattered/64/D4/hold", variant{layout: Scattered, size: 64, dist: 4, hold: holdRecord}},
+		{"scattered/64/D4/holdval", variant{layout: Scattered, size: 64, dist: 4, hold: holdValue}},
+		{"scattered/512/D4/hold", variant{layout: Scattered, size: 512, dist: 4, hold: holdRecord}},
+		{"scattered/512/D4/holdval", variant{layout: Scattered, size: 512, dist: 4, hold: holdValue}},
+		// Without the record (lab): what writing it and its PREFETCHW cost.
+		{"warm/scattered/64/D4/norec", variant{layout: Scattered, size: 64, warm: true, dist: 4, lab: dp.Lab{NoRecord: true}}},
+		{"scattered/64/D4/norec", variant{layout: Scattered, size: 64, dist: 4, lab: dp.Lab{NoRecord: true}}},
+		{"scattered/512/D4/norec", variant{layout: Scattered, size: 512, dist: 4, lab: dp.Lab{NoRecord: true}}},
 	} {
 		if v.v.lab != (dp.Lab{}) && !dp.LabBuild {
 			continue // a receive-path variant: go test -tags mlx5lab
@@ -66,6 +86,7 @@ func BenchmarkForward(b *testing.B) {
 				b.Fatal(res.stalled)
 			}
 			b.ReportAllocs()
+			off0 := r.port.Queue(0).RX.Stats.PrefetchOffBursts
 			b.ResetTimer()
 			res := r.run(b.N)
 			if res.stalled != nil {
@@ -75,6 +96,13 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(res.burstDriver, "driver-ns/pkt")
 			b.ReportMetric(res.burstModelTx, "model-tx-ns/pkt") // the phase (result.burstModelTx)
 			b.ReportMetric(float64(res.nops)/float64(res.packets), "NOPs/pkt")
+			if v.v.adapt {
+				// Share of bursts the adaptive prefetch ran without prefetching.
+				b.ReportMetric(float64(r.port.Queue(0).RX.Stats.PrefetchOffBursts-off0)/float64(len(r.drvBurst)), "pf-off")
+			}
+			if r.holdFails != 0 {
+				b.Fatalf("%d holds or resumes refused", r.holdFails)
+			}
 		})
 	}
 }
