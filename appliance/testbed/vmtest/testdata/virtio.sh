@@ -137,6 +137,7 @@ cert = "/var/lib/ovfwd/pki/server.crt"
 key = "/var/lib/ovfwd/pki/server.key"
 tls_crypt = "/var/lib/ovfwd/pki/tls-crypt.key"
 pool_v4 = "198.18.63.0/24"
+max_peers = 253
 push_routes = ["198.18.61.0/24"]
 
 [status]
