@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 )
 
 // UserPass runs the operator's username/password check the way openvpn's
@@ -35,8 +37,8 @@ type UserPass struct {
 	Concurrency int           // commands at once; default 64
 	Dir         string        // where the credential files go; default os.TempDir()
 
-	once  sync.Once
-	slots chan struct{}
+	once   sync.Once
+	runner *hooks.Runner
 }
 
 // AuthRequest is what a check is given.
@@ -52,25 +54,18 @@ var errAuthTimeout = errors.New("authentication timed out")
 
 // Verify runs the check; nil admits.
 func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
-	u.once.Do(func() {
-		n := u.Concurrency
-		if n <= 0 {
-			n = 64
-		}
-		u.slots = make(chan struct{}, n)
-	})
+	u.once.Do(func() { u.runner = &hooks.Runner{Concurrency: u.Concurrency} })
 	timeout := u.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	select {
-	case u.slots <- struct{}{}:
-	case <-ctx.Done():
+	release, err := u.runner.Acquire(ctx)
+	if err != nil {
 		return errAuthTimeout
 	}
-	defer func() { <-u.slots }()
+	defer release()
 
 	dir, err := os.MkdirTemp(u.Dir, "ovfwd-auth-")
 	if err != nil {
@@ -82,12 +77,9 @@ func (u *UserPass) Verify(ctx context.Context, r AuthRequest) error {
 		return fmt.Errorf("auth: %w", err)
 	}
 	control := filepath.Join(dir, "auth_control")
-	cmd := exec.CommandContext(ctx, u.Command[0], append(u.Command[1:len(u.Command):len(u.Command)], creds)...)
-	cmd.Env = authEnv(r, control)
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
+	err = hooks.Exec(ctx, append(u.Command[:len(u.Command):len(u.Command)], creds), authEnv(r, control))
 	switch {
-	case ctx.Err() != nil:
+	case errors.Is(err, hooks.ErrTimeout):
 		return errAuthTimeout
 	case err == nil:
 		return nil

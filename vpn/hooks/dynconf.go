@@ -1,0 +1,127 @@
+package hooks
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/ovfwd/ovfwd/config/openvpnconf"
+)
+
+// Dynamic is what a client-connect command's configuration file says, in
+// the options ovfwd applies per client (those of a [[vpn.ccd]]), with
+// openvpn's client-config-dir syntax (options.c, OPT_P_INSTANCE).
+type Dynamic struct {
+	IPv4, IPv6 netip.Addr     // ifconfig-push, ifconfig-ipv6-push
+	Push       []string       // push "…": options added to this client's PUSH_REPLY
+	IRoutes    []netip.Prefix // iroute, iroute-ipv6
+	Disable    bool           // disable: refuse the client
+	Ignored    []string       // options ovfwd does not apply, for the log
+}
+
+// maxConfigFile bounds the file read back from the command.
+const maxConfigFile = 64 << 10
+
+// ParseConfig reads a dynamic configuration file. An option whose
+// arguments are wrong is an error (openvpn refuses the client when its
+// ccd options do not parse); an option ovfwd does not support is listed
+// in Ignored.
+func ParseConfig(data []byte) (Dynamic, error) {
+	var d Dynamic
+	if len(data) > maxConfigFile {
+		return d, fmt.Errorf("larger than %d bytes", maxConfigFile)
+	}
+	f, err := openvpnconf.Parse(data)
+	if err != nil {
+		return d, err
+	}
+	if len(f.Inlines) > 0 {
+		return d, fmt.Errorf("line %d: inline <%s> blocks are not allowed here", f.Inlines[0].Line, f.Inlines[0].Tag)
+	}
+	for _, o := range f.Directives {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("line %d: %s: %s", o.Line, o.Name, fmt.Sprintf(format, a...))
+		}
+		switch o.Name {
+		case "ifconfig-push":
+			if len(o.Args) < 1 || len(o.Args) > 3 {
+				return d, bad("takes an address and a netmask")
+			}
+			a, err := netip.ParseAddr(o.Args[0])
+			if err != nil || !a.Is4() {
+				return d, bad("%q is not an IPv4 address", o.Args[0])
+			}
+			d.IPv4 = a
+		case "ifconfig-ipv6-push":
+			if len(o.Args) < 1 || len(o.Args) > 2 {
+				return d, bad("takes an address/length")
+			}
+			p, err := netip.ParsePrefix(o.Args[0])
+			if err != nil || !p.Addr().Is6() {
+				return d, bad("%q is not an IPv6 address/length", o.Args[0])
+			}
+			d.IPv6 = p.Addr()
+		case "iroute":
+			if len(o.Args) < 1 || len(o.Args) > 2 {
+				return d, bad("takes a network and a netmask")
+			}
+			mask := "255.255.255.255"
+			if len(o.Args) == 2 {
+				mask = o.Args[1]
+			}
+			p, err := prefix4(o.Args[0], mask)
+			if err != nil {
+				return d, bad("%v", err)
+			}
+			d.IRoutes = append(d.IRoutes, p)
+		case "iroute-ipv6":
+			if len(o.Args) != 1 {
+				return d, bad("takes a network/length")
+			}
+			p, err := netip.ParsePrefix(o.Args[0])
+			if err != nil || !p.Addr().Is6() {
+				return d, bad("%q is not an IPv6 network/length", o.Args[0])
+			}
+			d.IRoutes = append(d.IRoutes, p.Masked())
+		case "push":
+			if len(o.Args) != 1 {
+				return d, bad("takes one quoted option")
+			}
+			// A comma would split the option in the PUSH_REPLY into two
+			// the command did not write.
+			opt := strings.TrimSpace(o.Args[0])
+			if opt == "" || len(opt) > 256 || strings.ContainsFunc(opt, func(r rune) bool { return r == ',' || r < 0x20 || r == 0x7f }) {
+				return d, bad("%q is not one option", o.Args[0])
+			}
+			d.Push = append(d.Push, opt)
+		case "disable":
+			d.Disable = true
+		default:
+			d.Ignored = append(d.Ignored, o.Name)
+		}
+	}
+	return d, nil
+}
+
+// prefix4 is NET MASK as a prefix; the mask must be contiguous.
+func prefix4(network, mask string) (netip.Prefix, error) {
+	a, err := netip.ParseAddr(network)
+	if err != nil || !a.Is4() {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IPv4 network", network)
+	}
+	m, err := netip.ParseAddr(mask)
+	if err != nil || !m.Is4() {
+		return netip.Prefix{}, fmt.Errorf("%q is not a netmask", mask)
+	}
+	b := m.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	bits := 0
+	for v&0x80000000 != 0 {
+		bits++
+		v <<= 1
+	}
+	if v != 0 {
+		return netip.Prefix{}, fmt.Errorf("%q is not a contiguous netmask", mask)
+	}
+	return netip.PrefixFrom(a, bits).Masked(), nil
+}
