@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-
-	"github.com/ovfwd/ovfwd/config/openvpnconf"
 )
 
 // Dynamic is what a client-connect command's configuration file says, in
@@ -31,16 +29,23 @@ func ParseConfig(data []byte) (Dynamic, error) {
 	if len(data) > maxConfigFile {
 		return d, fmt.Errorf("larger than %d bytes", maxConfigFile)
 	}
-	f, err := openvpnconf.Parse(data)
-	if err != nil {
-		return d, err
-	}
-	if len(f.Inlines) > 0 {
-		return d, fmt.Errorf("line %d: inline <%s> blocks are not allowed here", f.Inlines[0].Line, f.Inlines[0].Tag)
-	}
-	for _, o := range f.Directives {
+	for n, line := range strings.Split(string(data), "\n") {
+		toks, err := tokens(line)
+		if err != nil {
+			return d, fmt.Errorf("line %d: %v", n+1, err)
+		}
+		if len(toks) == 0 {
+			continue
+		}
+		o := struct {
+			Name string
+			Args []string
+		}{strings.TrimPrefix(toks[0], "--"), toks[1:]}
+		if strings.HasPrefix(o.Name, "<") {
+			return d, fmt.Errorf("line %d: inline blocks are not allowed here", n+1)
+		}
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("line %d: %s: %s", o.Line, o.Name, fmt.Sprintf(format, a...))
+			return fmt.Errorf("line %d: %s: %s", n+1, o.Name, fmt.Sprintf(format, a...))
 		}
 		switch o.Name {
 		case "ifconfig-push":
@@ -124,4 +129,53 @@ func prefix4(network, mask string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("%q is not a contiguous netmask", mask)
 	}
 	return netip.PrefixFrom(a, bits).Masked(), nil
+}
+
+// tokens splits one line as openvpn's options.c parse_line does: blanks
+// separate, '#' or ';' starting a token ends the line, double quotes
+// group and take backslash escapes, single quotes group verbatim, and a
+// backslash outside quotes escapes the next character.
+func tokens(line string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	in := false // inside a token
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+			if in {
+				out, in = append(out, cur.String()), false
+				cur.Reset()
+			}
+		case !in && (c == '#' || c == ';'):
+			return out, nil
+		case c == '"' || c == '\'':
+			in = true
+			j := i + 1
+			for ; j < len(line) && line[j] != c; j++ {
+				if c == '"' && line[j] == '\\' && j+1 < len(line) {
+					j++
+				}
+				cur.WriteByte(line[j])
+			}
+			if j == len(line) {
+				return nil, fmt.Errorf("unterminated quote")
+			}
+			i = j
+		case c == '\\':
+			if i+1 == len(line) {
+				return nil, fmt.Errorf("backslash at the end of the line")
+			}
+			in = true
+			i++
+			cur.WriteByte(line[i])
+		default:
+			in = true
+			cur.WriteByte(c)
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out, nil
 }
