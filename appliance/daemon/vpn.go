@@ -99,7 +99,14 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	if h := c.Hooks; len(h.ClientConnect)+len(h.ClientDisconnect)+len(h.LearnAddress) > 0 {
 		// dev names the tunnel for scripts that key state by it; ovfwd has
 		// no tun device, so it is the process's name.
-		v.hooks = &hooks.Hooks{Server: hooks.Server{Dev: "ovfwd", Config: d.path},
+		srv := hooks.Server{Dev: "ovfwd", Config: d.path, Port: c.Port, TunMTU: c.TunMTU, Started: time.Now()}
+		if c.PoolV4.IsValid() {
+			srv.Local4 = c.PoolV4.Masked().Addr().Next()
+		}
+		if c.PoolV6.IsValid() {
+			srv.Local6 = c.PoolV6.Masked().Addr().Next()
+		}
+		v.hooks = &hooks.Hooks{Server: srv,
 			ClientConnect: h.ClientConnect, ClientDisconnect: h.ClientDisconnect, LearnAddress: h.LearnAddress,
 			Timeout: h.Timeout, Runner: &hooks.Runner{Concurrency: h.Concurrency}, Logf: cc.Logf}
 		cc.Hooks = v.hooks

@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"crypto/sha1"
+	"crypto/sha256"
 	"crypto/x509"
 	"net/netip"
 	"os"
@@ -25,8 +27,12 @@ type Client struct {
 
 // Server is the part of the environment every command shares.
 type Server struct {
-	Dev    string // openvpn's dev: the name ovfwd reports for its tunnel
-	Config string // the configuration file's path
+	Dev            string // openvpn's dev: the name ovfwd reports for its tunnel
+	Config         string // the configuration file's path
+	Port           int    // the UDP port it listens on
+	TunMTU         int
+	Local4, Local6 netip.Addr // the server's own tunnel addresses (the pools' first)
+	Started        time.Time
 }
 
 // path is the commands' PATH: openvpn passes its own environment on, ovfwd
@@ -44,6 +50,14 @@ func (s *Server) Env(scriptType string, c *Client) []string {
 		"script_type=" + scriptType,
 		"dev=" + s.Dev,
 		"config=" + s.Config,
+		"dev_type=tun",
+		"proto_1=udp",
+		"local_port_1=" + strconv.Itoa(s.Port), "remote_port_1=" + strconv.Itoa(s.Port),
+		"redirect_gateway=0", // the server's own routes are never redirected
+		"tun_mtu=" + strconv.Itoa(s.TunMTU),
+		// A systemd service: not daemonised, its output to the journal.
+		"daemon=0", "daemon_log_redirect=0",
+		"daemon_start_time=" + strconv.FormatInt(s.Started.Unix(), 10),
 		"daemon_pid=" + strconv.Itoa(os.Getpid()),
 		"script_context=init",
 		"common_name=" + printable(c.CommonName),
@@ -60,6 +74,13 @@ func (s *Server) Env(scriptType string, c *Client) []string {
 		env = append(env, "trusted_ip6="+ip.String(), "untrusted_ip6="+ip.String())
 	}
 	env = append(env, "trusted_port="+port, "untrusted_port="+port)
+	if s.Local4.IsValid() {
+		env = append(env, "ifconfig_local="+s.Local4.String(), "ifconfig_netmask="+netmask(c.Bits4))
+	}
+	if s.Local6.IsValid() {
+		env = append(env, "ifconfig_ipv6_local="+s.Local6.String(), "ifconfig_ipv6_netbits="+strconv.Itoa(c.Bits6),
+			"ifconfig_pool_local_ip6="+s.Local6.String())
+	}
 	if c.VPNIPv4.IsValid() {
 		env = append(env, "ifconfig_pool_remote_ip="+c.VPNIPv4.String())
 		if c.Bits4 > 0 {
@@ -73,7 +94,11 @@ func (s *Server) Env(scriptType string, c *Client) []string {
 	env = append(env, "time_ascii="+c.Since.Local().Format("2006-01-02 15:04:05"), "time_unix="+strconv.FormatInt(c.Since.Unix(), 10))
 	if c.Cert != nil {
 		env = append(env, "X509_0_CN="+printable(c.Cert.Subject.CommonName),
-			"tls_serial_0="+c.Cert.SerialNumber.String(), "tls_serial_hex_0="+serialHex(c.Cert))
+			"tls_serial_0="+c.Cert.SerialNumber.String(), "tls_serial_hex_0="+colonHex(serialBytes(c.Cert)))
+		if len(c.Cert.Raw) > 0 {
+			sha1sum, sha256sum := sha1.Sum(c.Cert.Raw), sha256.Sum256(c.Cert.Raw)
+			env = append(env, "tls_digest_0="+colonHex(sha1sum[:]), "tls_digest_sha256_0="+colonHex(sha256sum[:]))
+		}
 	}
 	for _, l := range strings.Split(c.PeerInfo, "\n") {
 		if k, v, ok := strings.Cut(l, "="); ok && (strings.HasPrefix(k, "IV_") || strings.HasPrefix(k, "UV_")) && validName(k) {
@@ -99,13 +124,17 @@ func netmask(bits int) string {
 	return netip.AddrFrom4(m).String()
 }
 
-// serialHex is format_hex_ex(serial, 1, ':'): lower-case bytes joined by
-// colons (ssl_verify_openssl.c backend_x509_get_serial_hex).
-func serialHex(c *x509.Certificate) string {
-	b := c.SerialNumber.Bytes()
-	if len(b) == 0 {
-		b = []byte{0}
+func serialBytes(c *x509.Certificate) []byte {
+	if b := c.SerialNumber.Bytes(); len(b) > 0 {
+		return b
 	}
+	return []byte{0}
+}
+
+// colonHex is format_hex_ex(b, 1, ':'): lower-case bytes joined by colons,
+// as openvpn writes serials and digests (ssl_verify.c
+// verify_cert_set_env, backend_x509_get_serial_hex).
+func colonHex(b []byte) string {
 	const hex = "0123456789abcdef"
 	var sb strings.Builder
 	for i, x := range b {
