@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,12 +10,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/testbed/netns/nstest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/unit/unittest"
 	"github.com/ovfwd/ovfwd/appliance/testbed/vpne2e"
+	"github.com/ovfwd/ovfwd/vpn/control"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 )
 
@@ -290,4 +294,75 @@ exit 0`)
 		t.Errorf("the deferred configuration's route is not on the client: %q %v", routes, err)
 	}
 	c.Stop()
+}
+
+// hundredBound is how long 100 clients may take to connect through a
+// client-connect that sleeps 1 s: with hook_concurrency 64 the hooks need
+// 2 s, the handshakes a few more on a loaded machine; hooks run one after
+// the other would need 100 s.
+const hundredBound = 30 * time.Second
+
+// TestHundredConnectsThroughSlowHook: 100 ovfwd clients (vpn/control's,
+// as `ovfwd bench vpn` uses) connect at once through a client-connect that
+// takes 1 s; all are admitted within hundredBound, and each ran the hook.
+func TestHundredConnectsThroughSlowHook(t *testing.T) {
+	l := setup(t)
+	ran := filepath.Join(l.outDir(t, "slowout"), "ran")
+	slow := l.writeScript(t, "slow", `sleep 1; echo "$common_name" >> `+ran)
+	s, err := l.StartOvfwd(l.bin, vpne2e.ServerOptions{Ciphers: []string{"AES-256-GCM"}, MaxPeers: 128,
+		VPN: fmt.Sprintf("client_connect = [%q]\nhook_concurrency = 64\nmax_half_open = 1024\nmax_half_open_per_source = 1024\nhandshake_rate = 100000\nhandshake_timeout = \"60s\"\n", slow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	const n = 100
+	cfgs := make([]control.ClientConfig, n)
+	for i := range cfgs {
+		path, err := pki.Client(l.PKI, fmt.Sprintf("load%d", i), fmt.Sprintf("%s:%d", vpne2e.ServerAddr, vpne2e.VPNPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfgs[i], err = control.ParseProfile(text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*hundredBound)
+	defer cancel()
+	start := time.Now()
+	clients := make([]*control.Client, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Clients[0].Do(func() error {
+				var err error
+				clients[i], err = control.Dial(ctx, cfgs[i])
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, c := range clients {
+		if c != nil {
+			defer c.Close()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("not all connected: %v", err)
+	}
+	b, _ := os.ReadFile(ran)
+	if got := len(strings.Fields(string(b))); got != n {
+		t.Errorf("client-connect ran %d times, want %d", got, n)
+	}
+	t.Logf("%d clients connected through a 1 s client-connect in %v (bound %v)", n, took.Round(time.Millisecond), hundredBound)
+	if took > hundredBound {
+		t.Errorf("%d connects took %v, more than %v", n, took, hundredBound)
+	}
 }
