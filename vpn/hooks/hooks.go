@@ -24,7 +24,7 @@ type Hooks struct {
 	Server
 	ClientConnect, ClientDisconnect, LearnAddress []string
 	Timeout                                       time.Duration // per command, queueing and deferral included; default 30 s
-	Runner                                        *Runner       // shared with auth_user_pass_verify's bounds
+	Runner                                        *Runner       // the bound on commands at once; required
 	Dir                                           string        // the files client-connect writes; default os.TempDir()
 	Logf                                          func(format string, args ...any)
 
@@ -216,9 +216,9 @@ func (h *Hooks) start() {
 	}
 }
 
-// Close runs the queued commands out (each still bounded by its timeout)
-// and stops the workers; later jobs are dropped. Call it once, after the
-// last Disconnected/Learned.
+// Close lets the queued commands run out and stops the workers, waiting
+// at most one timeout so that a long backlog cannot hold up shutdown;
+// later jobs are dropped. A second call does nothing.
 func (h *Hooks) Close() {
 	h.once.Do(h.start)
 	h.mu.Lock()
@@ -231,5 +231,11 @@ func (h *Hooks) Close() {
 	for _, w := range h.workers {
 		close(w)
 	}
-	h.wg.Wait()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(h.timeout()):
+		h.logf("hooks: commands still queued at shutdown were abandoned")
+	}
 }
