@@ -236,6 +236,8 @@ type VPN struct {
 	UsernameAsCommonName bool
 	VerifyClientCert     string // "require" (default), "optional" or "none"
 
+	Hooks VPNHooks // client_connect, client_disconnect, learn_address (hooks.go)
+
 	Clients []VPNClient
 	IRoutes []VPNIRoute
 	CCD     []VPNCCD
@@ -379,6 +381,7 @@ func Default() *Config {
 			AuthFailLimit:        5,
 			AuthFailWindow:       60 * time.Second,
 			VerifyClientCert:     VerifyRequire,
+			Hooks:                defaultVPNHooks(),
 		},
 		Netlink:    Netlink{Table: 254},
 		Export:     Export{Device: "ovfwd-export", Table: 200, Protocol: 201, WorkerStall: 3 * time.Second},

@@ -399,6 +399,7 @@ func (d *decoder) vpn(t *table, v *VPN) {
 	}
 	t.duration("auth_timeout", &v.AuthTimeout, 100*time.Millisecond, 10*time.Minute)
 	t.integer("auth_concurrency", &v.AuthConcurrency, 1, 4096)
+	d.vpnHooks(t, &v.Hooks)
 	t.integer("auth_fail_limit", &v.AuthFailLimit, 0, 1_000_000)
 	t.duration("auth_fail_window", &v.AuthFailWindow, time.Second, 24*time.Hour)
 	t.boolean("username_as_common_name", &v.UsernameAsCommonName)

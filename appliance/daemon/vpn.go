@@ -19,6 +19,7 @@ import (
 	"github.com/ovfwd/ovfwd/fwd"
 	"github.com/ovfwd/ovfwd/vpn"
 	"github.com/ovfwd/ovfwd/vpn/control"
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 	"github.com/ovfwd/ovfwd/vpn/pki"
 	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
@@ -62,6 +63,10 @@ type vpnServer struct {
 	// for the daemon's life, as openvpn's (multi.c cid_counter).
 	cids    map[uint32]uint64
 	nextCID uint64
+
+	// hooks are [vpn]'s client_connect, client_disconnect and
+	// learn_address commands; nil without any.
+	hooks *hooks.Hooks
 }
 
 var _ control.DataPlane = (*vpnServer)(nil)
@@ -92,6 +97,21 @@ func (d *daemon) startVPN(c *config.VPN) (*vpnServer, error) {
 	}
 	cc.Event = d.vpnEvent
 	cc.SendPing = v.sendPing
+	if h := c.Hooks; len(h.ClientConnect)+len(h.ClientDisconnect)+len(h.LearnAddress) > 0 {
+		// dev names the tunnel for scripts that key state by it; ovfwd has
+		// no tun device, so it is the process's name.
+		srv := hooks.Server{Dev: "ovfwd", Config: d.path, Port: c.Port, TunMTU: c.TunMTU, Started: time.Now()}
+		if c.PoolV4.IsValid() {
+			srv.Local4 = c.PoolV4.Masked().Addr().Next()
+		}
+		if c.PoolV6.IsValid() {
+			srv.Local6 = c.PoolV6.Masked().Addr().Next()
+		}
+		v.hooks = &hooks.Hooks{Server: srv,
+			ClientConnect: h.ClientConnect, ClientDisconnect: h.ClientDisconnect, LearnAddress: h.LearnAddress,
+			Timeout: h.Timeout, Runner: &hooks.Runner{Concurrency: h.Concurrency}, Logf: cc.Logf}
+		cc.Hooks = v.hooks
+	}
 	if v.srv, err = control.NewServer(cc, v); err != nil {
 		return nil, err
 	}
@@ -418,6 +438,11 @@ func (v *vpnServer) close() error {
 	case <-time.After(time.Second):
 		err = errors.Join(err, errors.New("vpn: control socket reader did not stop"))
 	}
+	if v.hooks != nil {
+		// The last client-disconnect and learn-address delete run before
+		// the process exits (each within hook_timeout).
+		v.hooks.Close()
+	}
 	return err
 }
 
@@ -431,7 +456,7 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 			allowed = append(allowed, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
-	iroutes := v.iroutes[p.CommonName]
+	iroutes := v.peerIRoutes(p)
 	allowed = append(allowed, iroutes...)
 	if err := v.tun.AddPeer(vpn.PeerConfig{ID: p.PeerID, Remote: p.Addr, Comp: p.Comp, AllowedSources: allowed}); err != nil {
 		return err
@@ -451,7 +476,30 @@ func (v *vpnServer) AddPeer(p control.Peer) error {
 	v.d.so.poke()
 	v.d.log.Info("vpn peer up", "event", "connect", "src", p.Addr, "cn", p.CommonName, "user", p.Username,
 		"peer", p.PeerID, "v4", p.VPNIPv4, "v6", p.VPNIPv6, "cipher", p.Cipher.String(), "iroutes", iroutes)
+	if v.hooks != nil {
+		// multi.c multi_learn_in_addr_t / multi_learn_in6_addr and the
+		// iroutes (multi_add_iroutes), after client-connect.
+		for _, pfx := range allowed {
+			v.hooks.Learned("add", pfx, &p.Client)
+		}
+	}
 	return nil
+}
+
+// peerIRoutes are the networks behind p: its [[vpn.iroute]] and
+// [[vpn.ccd]] ones and those its client-connect file named.
+func (v *vpnServer) peerIRoutes(p control.Peer) []netip.Prefix {
+	fixed := v.iroutes[p.CommonName]
+	if len(p.IRoutes) == 0 {
+		return fixed
+	}
+	out := slices.Clone(fixed)
+	for _, pfx := range p.IRoutes {
+		if !slices.Contains(out, pfx) {
+			out = append(out, pfx)
+		}
+	}
+	return out
 }
 
 func (v *vpnServer) InstallKey(id uint32, slot vpn.Slot, km *vpn.KeyMaterial) error {
@@ -463,20 +511,24 @@ func (v *vpnServer) SetPrimary(id uint32, keyID uint8) error { return v.tun.SetP
 func (v *vpnServer) DropKey(id uint32, keyID uint8) error { return v.tun.DropKey(id, keyID) }
 
 func (v *vpnServer) RemovePeer(id uint32) error {
+	var unlearned []netip.Prefix // multi.c multi_route_del: learn-address delete
 	v.mu.Lock()
 	p, ok := v.peers[id]
+	cid := v.cids[id]
 	delete(v.peers, id)
 	delete(v.cids, id)
 	if ok {
 		for _, a := range []netip.Addr{p.VPNIPv4, p.VPNIPv6} {
 			if a.IsValid() {
 				v.d.fib.set(srcTunnel, netip.PrefixFrom(a, a.BitLen()), route{}, false)
+				unlearned = append(unlearned, netip.PrefixFrom(a, a.BitLen()))
 			}
 		}
-		for _, pfx := range v.iroutes[p.CommonName] {
+		for _, pfx := range v.peerIRoutes(p) {
 			if owner, has := v.irouteOwner[pfx]; has && owner == id {
 				delete(v.irouteOwner, pfx)
 				v.d.fib.set(srcTunnel, pfx, route{}, false)
+				unlearned = append(unlearned, pfx)
 			}
 		}
 	}
@@ -492,12 +544,22 @@ func (v *vpnServer) RemovePeer(id uint32) error {
 				time.Sleep(time.Millisecond)
 			}
 		}
-		var in, out uint64
+		// Totals as the status file's: link bytes, overhead included.
+		var rx, tx uint64
 		if ps, ok := v.tun.PeerStats(id); ok {
-			in, out = ps.RxBytes, ps.TxBytes
+			over := uint64(dataOverhead(p.Comp))
+			rx, tx = ps.RxBytes+over*ps.RxPackets, ps.TxBytes+over*ps.TxPackets
 		}
+		now := time.Now()
 		v.d.log.Info("vpn peer down", "event", "disconnect", "src", p.Addr, "cn", p.CommonName, "user", p.Username,
-			"peer", id, "bytes_in", in, "bytes_out", out, "duration", time.Since(p.Since).Round(time.Second))
+			"peer", id, "client_id", cid, "v4", p.VPNIPv4, "v6", p.VPNIPv6, "bytes_in", rx, "bytes_out", tx,
+			"duration", now.Sub(p.Since).Round(time.Second))
+		if v.hooks != nil {
+			v.hooks.Disconnected(&p.Client, rx, tx, now)
+			for _, pfx := range unlearned {
+				v.hooks.Learned("delete", pfx, &p.Client)
+			}
+		}
 	}
 	return v.tun.RemovePeer(id)
 }
@@ -578,6 +640,15 @@ func (v *vpnServer) snapshot() *status.VPN {
 		s.Drops["control_"+name] = n
 	}
 	s.Drops["kernel_data_refused"] = v.conn.refused.Load()
+	if h := v.hooks; h != nil {
+		// Failed hooks count with the drops: each is a client refused
+		// (client-connect) or an event a script missed.
+		for _, m := range []map[string]uint64{h.Connect.Failures("hook_client_connect"), h.Disconnect.Failures("hook_client_disconnect"), h.Learn.Failures("hook_learn_address")} {
+			for k, n := range m {
+				s.Drops[k] = n
+			}
+		}
+	}
 	return s
 }
 

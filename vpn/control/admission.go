@@ -3,6 +3,7 @@ package control
 import (
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -222,6 +223,43 @@ func (s *Server) admit(sess *session, cn string, cert *x509.Certificate) (id uin
 	sess.commonName, sess.cert = cn, cert
 	sess.mu.Unlock()
 	return id, v4, v6, nil
+}
+
+// readdress gives sess the addresses a client-connect file pushed
+// (ifconfig-push, ifconfig-ipv6-push) in place of those admit chose: each
+// must be in its pool's subnet and free; the old one is returned after the
+// new one is held.
+func (s *Server) readdress(sess *session, v4, v6 netip.Addr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	for _, f := range []struct {
+		pool *Pool
+		want netip.Addr
+		cur  *netip.Addr
+	}{{s.pool4, v4, &sess.vpn4}, {s.pool6, v6, &sess.vpn6}} {
+		if !f.want.IsValid() || f.want == *f.cur {
+			continue
+		}
+		switch {
+		case f.pool == nil || !f.pool.Prefix().Contains(f.want) || f.want == f.pool.ServerAddr():
+			return fmt.Errorf("pushed address %s is not in the tunnel subnet", f.want)
+		case f.pool.InRange(f.want):
+			if !f.pool.Take(f.want) {
+				return fmt.Errorf("pushed address %s is in use", f.want)
+			}
+		case s.fixedInUse[f.want]:
+			return fmt.Errorf("pushed address %s is in use", f.want)
+		default:
+			s.fixedInUse[f.want] = true
+		}
+		if old := *f.cur; old.IsValid() && !f.pool.Free(old) {
+			delete(s.fixedInUse, old)
+		}
+		*f.cur = f.want
+	}
+	return nil
 }
 
 // sameName lists the admitted sessions with common name cn other than

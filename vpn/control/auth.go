@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 )
 
 // UserPass runs the operator's username/password check the way openvpn's
@@ -35,8 +37,8 @@ type UserPass struct {
 	Concurrency int           // commands at once; default 64
 	Dir         string        // where the credential files go; default os.TempDir()
 
-	once  sync.Once
-	slots chan struct{}
+	once   sync.Once
+	runner *hooks.Runner
 }
 
 // AuthRequest is what a check is given.
@@ -65,25 +67,18 @@ const authOutputMax = 4096
 // command; Access Server's groups and learn-address scripts' per-client
 // rules become [[acl]] groups this way.
 func (u *UserPass) VerifyGroup(ctx context.Context, r AuthRequest) (string, error) {
-	u.once.Do(func() {
-		n := u.Concurrency
-		if n <= 0 {
-			n = 64
-		}
-		u.slots = make(chan struct{}, n)
-	})
+	u.once.Do(func() { u.runner = &hooks.Runner{Concurrency: u.Concurrency} })
 	timeout := u.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	select {
-	case u.slots <- struct{}{}:
-	case <-ctx.Done():
+	release, err := u.runner.Acquire(ctx)
+	if err != nil {
 		return "", errAuthTimeout
 	}
-	defer func() { <-u.slots }()
+	defer release()
 
 	dir, err := os.MkdirTemp(u.Dir, "ovfwd-auth-")
 	if err != nil {
@@ -95,14 +90,10 @@ func (u *UserPass) VerifyGroup(ctx context.Context, r AuthRequest) (string, erro
 		return "", fmt.Errorf("auth: %w", err)
 	}
 	control := filepath.Join(dir, "auth_control")
-	cmd := exec.CommandContext(ctx, u.Command[0], append(u.Command[1:len(u.Command):len(u.Command)], creds)...)
-	cmd.Env = authEnv(r, control)
 	out := &boundedBuffer{max: authOutputMax}
-	cmd.Stdout = out
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
+	err = hooks.Exec(ctx, append(u.Command[:len(u.Command):len(u.Command)], creds), authEnv(r, control), out)
 	switch {
-	case ctx.Err() != nil:
+	case errors.Is(err, hooks.ErrTimeout):
 		return "", errAuthTimeout
 	case err == nil:
 		return authGroup(out.b), nil

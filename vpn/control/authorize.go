@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 )
 
 // authorize checks the first key's client: cipher negotiation, peer id and
@@ -93,8 +94,56 @@ func (s *session) authorize(ckm *keyMethod2, cs *tls.ConnectionState) string {
 	s.certCN, s.username, s.group = certCN, user, group
 	s.info, s.cipher, s.compression = info, cipher, comp
 	s.useEKM = info.Proto&ivProtoTLSKeyExp != 0
+	s.peerInfo = ckm.peerInfo
+	s.mu.Unlock()
+	if h := srv.cfg.Hooks; h != nil && len(h.ClientConnect) > 0 {
+		return s.clientConnect(h)
+	}
+	return ""
+}
+
+// clientConnect runs the client-connect command for an admitted client
+// and applies its configuration file; a non-empty result refuses the
+// client, as openvpn's failed client-connect does (multi.c
+// multi_connection_established: AUTH_FAILED). The session keeps its peer
+// id and addresses meanwhile; teardown returns them.
+func (s *session) clientConnect(h *hooks.Hooks) string {
+	srv := s.srv
+	start := time.Now()
+	s.mu.Lock()
+	c := s.hookClientLocked()
+	s.mu.Unlock()
+	d, err := h.RunConnect(context.Background(), &c)
+	if err != nil {
+		srv.logf("control: %s: client-connect for %q failed after %v: %v", s.remote(), c.CommonName, time.Since(start).Round(time.Millisecond), err)
+		return "client-connect failed"
+	}
+	if d.Disable {
+		srv.logf("control: %s: client-connect disabled %q", s.remote(), c.CommonName)
+		return "client disabled"
+	}
+	if err := srv.readdress(s, d.IPv4, d.IPv6); err != nil {
+		srv.logf("control: %s: client-connect for %q: %v", s.remote(), c.CommonName, err)
+		return "client-connect failed"
+	}
+	s.mu.Lock()
+	s.dyn = d
 	s.mu.Unlock()
 	return ""
+}
+
+// hookClientLocked is what the hooks are told about the session. Called
+// with mu held.
+func (s *session) hookClientLocked() hooks.Client {
+	c := hooks.Client{CommonName: s.commonName, Username: s.username, Real: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6,
+		Cert: s.cert, Since: s.created, PeerInfo: s.peerInfo}
+	if p := s.srv.pool4; p != nil {
+		c.Bits4 = p.Prefix().Bits()
+	}
+	if p := s.srv.pool6; p != nil {
+		c.Bits6 = p.Prefix().Bits()
+	}
+	return c
 }
 
 // reauthorize checks a renegotiation's client as openvpn does

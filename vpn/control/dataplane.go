@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 )
 
 // Peer describes one established client to the data plane.
@@ -15,10 +16,12 @@ type Peer struct {
 	VPNIPv6    netip.Addr
 	Comp       vpn.Comp // compression stub framing (never real compression)
 	CommonName string
-	Username   string     // authenticated by auth_user_pass_verify; "" without
-	Cipher     vpn.Cipher // the negotiated data channel cipher
-	Since      time.Time  // when the client's session began
-	Group      string     // the access group the authentication command named ("" none)
+	Username   string         // authenticated by auth_user_pass_verify; "" without
+	Cipher     vpn.Cipher     // the negotiated data channel cipher
+	Since      time.Time      // when the client's session began
+	IRoutes    []netip.Prefix // networks behind it that client-connect's file named (iroute)
+	Client     hooks.Client   // what its client-disconnect and learn-address commands are told
+	Group      string         // the access group the authentication command named ("" none)
 }
 
 // DataPlane is the data-channel peer table the control plane drives, in

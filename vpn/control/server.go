@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
@@ -55,6 +56,11 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	HandshakeRate    float64 // reset replies per second; default 10 (openvpn connect-freq 100/10s)
 	HandshakeBurst   int     // default 100
+
+	// Hooks are the operator's client-connect, client-disconnect and
+	// learn-address commands; the server runs client-connect (a failure
+	// refuses the client), the DataPlane the others. Nil = none.
+	Hooks *hooks.Hooks
 
 	// Operator policy; see Tunables.
 	DuplicateCN    bool

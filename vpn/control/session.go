@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovfwd/ovfwd/vpn"
+	"github.com/ovfwd/ovfwd/vpn/hooks"
 	"github.com/ovfwd/ovfwd/vpn/statickey"
 )
 
@@ -70,6 +71,8 @@ type session struct {
 	certCN        string            // cert's common name (commonName may be the username); as commonName
 	username      string            // the first key's username, when Auth checks one; as commonName
 	group         string            // the access group Auth's command named ("" none); as commonName
+	peerInfo      string            // the client's IV_* lines, for hooks
+	dyn           hooks.Dynamic     // what client-connect's configuration file said
 	ignored       int               // unknown control messages since the last one logged
 	ignoredAt     time.Time         // when one was last logged
 	useEKM        bool
@@ -487,7 +490,7 @@ func (s *session) runKey(ks *keyState) {
 	}
 	if ks.first {
 		err = srv.dp.AddPeer(Peer{PeerID: s.peerID, Addr: s.addr, VPNIPv4: s.vpn4, VPNIPv6: s.vpn6, Comp: s.compression, CommonName: s.commonName,
-			Username: s.username, Cipher: s.cipher, Since: s.created, Group: s.group})
+			Username: s.username, Cipher: s.cipher, Since: s.created, Group: s.group, IRoutes: s.dyn.IRoutes, Client: s.hookClientLocked()})
 		s.peerAdded = err == nil
 	}
 	if err == nil {
@@ -559,7 +562,7 @@ func (s *session) sendPush(ks *keyState) {
 		routes = append(slices.Clone(routes), extra...)
 	}
 	p := pushParams{
-		vpn4: s.vpn4, vpn6: s.vpn6, routes: routes, extraOptions: s.set.Push,
+		vpn4: s.vpn4, vpn6: s.vpn6, routes: routes, extraOptions: append(slices.Clip(s.set.Push), s.dyn.Push...),
 		ping: s.set.Ping, pingRestart: s.set.PingRestart,
 		peerID: s.peerID, cipher: s.cipher.String(), ivProto: s.info.Proto,
 		compression: s.compression,
