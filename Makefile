@@ -61,7 +61,7 @@ bench: build
 fuzz:
 	./.ci/fuzz $(FUZZTIME)
 
-package: build build-arm64
+package: deps build build-arm64
 	VERSION=$(VERSION) ./packaging/build.sh dist
 	VERSION=$(VERSION) OVFWD_BIN=bin/arm64/ovfwd ./packaging/build.sh dist
 
