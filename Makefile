@@ -14,10 +14,13 @@ RACE     := $(PURE) ./appliance/runner ./appliance/daemon ./appliance/status ./a
             ./appliance/nlsync ./appliance/afxdp ./appliance/testbed ./appliance/testbed/netns/...
 FUZZTIME ?= 20s
 
-.PHONY: build test deps lab bench fuzz vet package clean vmtest
+.PHONY: build build-arm64 test test-arm64 deps lab bench fuzz vet package clean vmtest
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ovfwd
+
+build-arm64:
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/arm64/ovfwd ./cmd/ovfwd
 
 deps:
 	./.ci/install-deps
@@ -37,6 +40,11 @@ test: deps build vet
 	$(GO) test -race -count=1 -timeout 15m $(RACE)
 	@# The mlx5 receive path's measurement variants (mlx5/dp/lab.go).
 	$(GO) test -count=1 -tags mlx5lab ./mlx5/dp/ ./mlx5/model/dpsim/
+	./.ci/test-arm64
+
+# arm64: vet, the pure-Go tests under qemu-aarch64, the arm64 .deb and .rpm.
+test-arm64: deps
+	./.ci/test-arm64
 
 # Only the QEMU guests (VFIO on a real kernel; the .deb under systemd).
 # `make test` runs them too. Kernel and images are cached in
@@ -53,8 +61,9 @@ bench: build
 fuzz:
 	./.ci/fuzz $(FUZZTIME)
 
-package: build
+package: deps build build-arm64
 	VERSION=$(VERSION) ./packaging/build.sh dist
+	VERSION=$(VERSION) OVFWD_BIN=bin/arm64/ovfwd ./packaging/build.sh dist
 
 clean:
 	rm -rf bin dist

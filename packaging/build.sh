@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds ovfwd_<version>_amd64.deb and ovfwd_<version>_amd64.rpm with nfpm.
+# Builds ovfwd_<version>_<arch>.deb and ovfwd_<version>_<arch>.rpm with nfpm,
+# <arch> the binary's GOARCH (amd64 or arm64).
 #
 #   packaging/build.sh [outdir]      (default: dist)
 #
@@ -33,8 +34,26 @@ if printf '%s' "$VERSION" | grep -q '[^A-Za-z0-9.+~]'; then
 	echo "build.sh: VERSION $VERSION has characters outside [A-Za-z0-9.+~]" >&2
 	exit 1
 fi
+# The package's architecture is the one the binary was built for, so an
+# amd64 binary can never ship in an arm64 package. An arm64 binary runs
+# here under qemu-aarch64 (user-mode emulation) and is stripped by the
+# aarch64 binutils.
+arch=$(go version -m "$OVFWD_BIN" | sed -n 's/^[[:space:]]*build[[:space:]]*GOARCH=//p')
+exec=() strip=strip
+case "$arch" in
+amd64) ;;
+arm64)
+	if [ "$(uname -m)" != aarch64 ]; then
+		exec=(qemu-aarch64-static) strip=aarch64-linux-gnu-strip
+	fi
+	;;
+*)
+	echo "build.sh: $OVFWD_BIN is built for GOARCH '$arch'; packages are made for amd64 and arm64" >&2
+	exit 1
+	;;
+esac
 # The package's version is the binary's: refuse a binary built for another.
-if ! got=$("$OVFWD_BIN" version) || [ "$got" != "ovfwd $VERSION" ]; then
+if ! got=$("${exec[@]}" "$OVFWD_BIN" version) || [ "$got" != "ovfwd $VERSION" ]; then
 	echo "build.sh: $OVFWD_BIN says \"$got\", not \"ovfwd $VERSION\"; build it with this VERSION (make build)" >&2
 	exit 1
 fi
@@ -52,7 +71,7 @@ done
 
 # Packaged stripped (the Go runtime's own tables keep stack traces whole).
 cp "$bin" "$work/ovfwd"
-strip --strip-unneeded "$work/ovfwd"
+"$strip" --strip-unneeded "$work/ovfwd"
 bin=$work/ovfwd
 
 # changelog.Debian (the version's one entry, dated by its commit) and a
@@ -94,10 +113,10 @@ modcache=$(go env GOMODCACHE)
 sed -e "s|\${OVFWD_BIN}|$bin|g" -e "s|\${OVFWD_WORK}|$work|g" packaging/nfpm.yaml >"$work/nfpm.yaml"
 cfg=$work/nfpm.yaml
 
-export OVFWD_VERSION=$v
+export OVFWD_VERSION=$v OVFWD_ARCH=$arch
 nfpm=${NFPM:-go run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2}
 for format in deb rpm; do
-	out="$outdir/ovfwd_${v}_amd64.$format"
+	out="$outdir/ovfwd_${v}_${arch}.$format"
 	$nfpm package --config "$cfg" --packager "$format" --target "$out" >&2
 	echo "$out"
 done

@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -38,9 +39,11 @@ func TestHashSpread(t *testing.T) {
 	}
 }
 
-// TestTouchSessions: the assembly touchSessions leaves exactly the hints
-// its Go definition does, for hits, misses (empty slots and other tags
-// after a probe), map probes and no probe, over a crowded index.
+// TestTouchSessions: touchSessions (assembly on amd64, its Go definition
+// elsewhere) and the Go definition both leave the hints worked out here
+// from the sessions themselves, for hits, misses (empty slots and other
+// tags after a probe), map probes and no probe, over a crowded index: a
+// session's own probe names a session with its hash, a miss names none.
 func TestTouchSessions(t *testing.T) {
 	c := testConfig()
 	c.MaxSessions, c.BlockSize, c.MaxBlocks = 1<<12, 64, 1
@@ -49,9 +52,11 @@ func TestTouchSessions(t *testing.T) {
 	fill(t, tb, 2000)
 	rng := rand.New(rand.NewPCG(1, 2))
 	hs := make([]uint64, 0, 4096)
+	own := make([]bool, 0, 4096) // the probe is a live session's
 	for i := range tb.sess {
 		if s := &tb.sess[i]; s.m != 0 {
 			hs = append(hs, uint64(tb.hashS(s.key()))|probeSess)
+			own = append(own, true)
 		}
 		switch i % 4 {
 		case 0:
@@ -61,17 +66,36 @@ func TestTouchSessions(t *testing.T) {
 		case 2:
 			hs = append(hs, 0)
 		}
+		for len(own) < len(hs) {
+			own = append(own, false)
+		}
 	}
 	want := slices.Clone(hs)
 	wantMaps := touchSessionsGo(tb.sidx.s, tb.sidx.mask, tb.sess, want)
-	hits := 0
-	for _, h := range want {
-		if h&probeSess != 0 && uint32(h) != 0 {
-			hits++
+	hits, maps := 0, 0
+	for i, h := range hs {
+		w := want[i]
+		switch {
+		case h&probeSess != 0:
+			id := uint32(w)
+			if w>>32 != (probeSess|probeDone)>>32 || own[i] && id == 0 ||
+				id != 0 && (int(id) > len(tb.sess) || tb.hashS(tb.sess[id-1].key()) != uint32(h)) {
+				t.Fatalf("probe %#x: the Go definition's hint %#x", h, w)
+			}
+			if id != 0 {
+				hits++
+			}
+		case h&probeMap != 0:
+			maps++
+			fallthrough
+		default:
+			if w != h {
+				t.Fatalf("probe %#x: the Go definition changed it to %#x", h, w)
+			}
 		}
 	}
-	if hits < 2000 {
-		t.Fatalf("the Go definition found %d sessions of 2000", hits)
+	if hits < 2000 || wantMaps != maps {
+		t.Fatalf("the Go definition found %d sessions of 2000, %d map probes of %d", hits, wantMaps, maps)
 	}
 	for _, n := range []int{0, 1, 7, 64, len(hs)} {
 		got := slices.Clone(hs[:n])
@@ -82,8 +106,9 @@ func TestTouchSessions(t *testing.T) {
 	}
 }
 
-// TestPrefetchIPv4: the assembly PrefetchIPv4 returns exactly the hints
-// PrefetchIP (its definition) does, for packets from the first rule's
+// TestPrefetchIPv4: PrefetchIPv4 (assembly on amd64, PrefetchIP elsewhere)
+// and PrefetchIP (its definition) both return the hint hintOf works out
+// from the header and the rules, for packets from the first rule's
 // sources of every protocol, to its outside address (map probes), and
 // random ones, with NAT on and off (src0 matches nothing, no index).
 func TestPrefetchIPv4(t *testing.T) {
@@ -95,6 +120,10 @@ func TestPrefetchIPv4(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	kinds := map[uint64]int{}
 	for _, tab := range []*Table{tb, NewTable(0, 1)} {
+		rules := c.Rules
+		if tab.k == nil {
+			rules = nil
+		}
 		for i := range 100000 {
 			var h [PrefetchLen]byte
 			for j := range h {
@@ -111,7 +140,10 @@ func TestPrefetchIPv4(t *testing.T) {
 			}
 			h[12], h[13], h[14], h[15] = byte(src), byte(src>>8), byte(src>>16), byte(src>>24)
 			h[9] = [...]byte{protoTCP, protoUDP, 1, byte(rng.Uint32())}[i/4%4]
-			want := tab.PrefetchIP(&h)
+			want := hintOf(tab, rules, &h)
+			if got := tab.PrefetchIP(&h); got != want {
+				t.Fatalf("header % x: PrefetchIP's hint %#x, want %#x", h, got, want)
+			}
 			if got := PrefetchIPv4(tab, &h); got != want {
 				t.Fatalf("header % x: hint %#x, want %#x", h, got, want)
 			}
@@ -121,4 +153,31 @@ func TestPrefetchIPv4(t *testing.T) {
 	if kinds[probeSess] < 10000 || kinds[probeMap] < 5000 || kinds[0] < 100000 {
 		t.Fatalf("hints of each kind: %v", kinds)
 	}
+}
+
+// hintOf is the hint of an option-less IPv4 header worked out from its
+// fields and the rules (nil: NAT off), not from the wire-order words
+// PrefetchIP loads: a TCP or UDP packet from a rule's sources probes the
+// session index by its 5-tuple, one to an outside address the mapping
+// index by the outside endpoint, any other nothing.
+func hintOf(tab *Table, rules []Rule, h *[PrefetchLen]byte) uint64 {
+	proto := h[9]
+	if proto != protoTCP && proto != protoUDP {
+		return 0
+	}
+	src, dst := netip.AddrFrom4([4]byte(h[12:16])), netip.AddrFrom4([4]byte(h[16:20]))
+	sport, dport := binary.BigEndian.Uint16(h[20:]), binary.BigEndian.Uint16(h[22:])
+	for _, r := range rules {
+		for _, p := range r.Sources {
+			if p.Contains(src) {
+				return uint64(tab.hashS(skey{a4(src), a4(dst), sport, dport, proto})) | probeSess
+			}
+		}
+	}
+	for _, r := range rules {
+		if slices.Contains(r.Outside, dst) {
+			return uint64(hashO(okey{a4(dst), dport, proto})) | probeMap
+		}
+	}
+	return 0
 }
