@@ -1,0 +1,13 @@
+//go:build !amd64
+
+package mlx5
+
+// dmaWritesOrdered is false off amd64: on arm64 the kernel puts dma_wmb()
+// (dmb oshst) before the doorbell record and wmb() (dsb st) before the
+// MMIO doorbell (drivers/net/ethernet/mellanox/mlx5/core/en/txrx.h
+// mlx5e_notify_hw; arch/arm64/include/asm/barrier.h), and the data path
+// has only Go atomics there, which order nothing towards the device. Until
+// it has those barriers the VFIO backend is refused; AF_XDP works.
+const dmaWritesOrdered = false
+
+const dmaOrderReason = "mlx5: the VFIO backend has no DMA write barriers for this architecture (the kernel's dma_wmb/wmb before the doorbells); use driver = afxdp"
