@@ -56,6 +56,15 @@ func (w *Worker) afterTunnel(t *tables, p *Packet, how uint8) {
 	}
 }
 
+// toDecap adds an outer datagram to the decap batch.
+func (w *Worker) toDecap(t *tables, p *Packet) {
+	if w.decap.Room() == 0 {
+		w.runDecap(t)
+	}
+	p.Verdict = VerdictForward
+	w.decap.Add(p)
+}
+
 func (w *Worker) toEncap(t *tables, p *Packet) {
 	p.Verdict = VerdictForward
 	w.encap.Add(p)
