@@ -17,8 +17,9 @@ package fwd
 // A packet's index among its family's parked ones is its lookup lane:
 // routePending counts them again in arrival order.
 type fibBatch struct {
-	n, n4, n6 int // parked packets, of them IPv4, IPv6
-	max       int // the worker's batch size: routeFrame routes at once beyond it (0: always)
+	n, n4, n6 int  // parked packets, of them IPv4, IPv6
+	max       int  // the worker's batch size: routeFrame routes at once beyond it (0: always)
+	busy      bool // routePending is forwarding: the arrays are being read
 
 	pend [MaxBatch]*Packet // parked packets, in arrival order
 
@@ -33,11 +34,14 @@ type fibBatch struct {
 }
 
 // routePending looks up every parked packet's destination, one LookupBatch
-// call per family, and forwards the packets in the order they arrived.
-func (w *Worker) routePending(t *tables) {
+// call per family, and forwards the packets in the order they arrived;
+// how says where they came from (rParsed: a port's received batch; with
+// rInner|rFromPeer: the tunnel's decapsulated batch, runDecap).
+func (w *Worker) routePending(t *tables, how uint8) {
 	f := &w.fib
 	n, n4, n6 := f.n, f.n4, f.n6
 	f.n, f.n4, f.n6 = 0, 0, 0
+	f.busy = true
 	if n4 > 0 {
 		t.v4.LookupBatch(f.dst4[:n4], f.val4[:n4], f.ok4[:n4])
 	}
@@ -45,17 +49,19 @@ func (w *Worker) routePending(t *tables) {
 		t.v6.LookupBatch(f.dst6[:n6], f.val6[:n6], f.ok6[:n6])
 	}
 	if w.nat.Active() {
-		w.forwardPendingNAT(t, n)
+		w.forwardPendingNAT(t, n, how)
+		f.busy = false
 		return
 	}
 	j4, j6 := 0, 0
 	for _, p := range f.pend[:n] {
 		if p.Flags&FlagIPv4 != 0 {
-			w.forwardIP(t, p, 0, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, how, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
 			j4++
 		} else {
-			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, how, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
 			j6++
 		}
 	}
+	f.busy = false
 }

@@ -1,5 +1,7 @@
 package fwd
 
+import "github.com/ovfwd/ovfwd/fwd/nat"
+
 // Tunnel hook: datagrams to the tunnel's UDP port on our addresses are
 // collected into w.decap during a received batch and handed to Decap in one
 // call; packets routed to a tunnel peer are collected into w.encap and
@@ -16,12 +18,83 @@ func (w *Worker) runTunnel(t *tables) {
 	}
 }
 
+// runDecap decrypts the decap batch and routes its inner packets as a
+// received batch is routed: parsed, martians dropped, parked in w.fib and
+// looked up together (routePending).
 func (w *Worker) runDecap(t *tables) {
+	if w.fib.busy {
+		// From within routePending (a local delivery filled the batch):
+		// its arrays are in use, so one at a time.
+		t.tunnel.Decap(w.q, w.decap)
+		for i := range w.decap.Pkts {
+			w.afterTunnel(t, &w.decap.Pkts[i], rInner|rFromPeer)
+		}
+		w.decap.Reset()
+		return
+	}
+	if w.fib.n > 0 {
+		// A full decap batch in the middle of a received one: w.fib
+		// holds one batch at a time, so the received packets parked so
+		// far go first.
+		w.routePending(t, rParsed)
+	}
 	t.tunnel.Decap(w.q, w.decap)
 	for i := range w.decap.Pkts {
-		w.afterTunnel(t, &w.decap.Pkts[i], rInner|rFromPeer)
+		p := &w.decap.Pkts[i]
+		if p.Verdict != VerdictForward {
+			w.afterTunnel(t, p, rInner|rFromPeer)
+			continue
+		}
+		if r := Parse(p); r != DropNone { // Decap set FlagL3Only
+			w.drop(p, r)
+			continue
+		}
+		// A client's packet: martians as routeFrame tests them.
+		if p.Flags&FlagIPv4 != 0 {
+			if h := ip4Hdr(p); martian4Candidate(t, h) && martian4(t, h) {
+				w.drop(p, DropMartian)
+				continue
+			}
+		} else if h := ip6Hdr(p); martian6Candidate(t, h) && martian6(t, h) {
+			w.drop(p, DropMartian)
+			continue
+		}
+		w.parkInner(t, p)
+	}
+	if w.fib.n > 0 {
+		w.routePending(t, rInner|rFromPeer|rParsed)
 	}
 	w.decap.Reset()
+}
+
+// parkInner parks an inner packet for routePending as routeFrame parks a
+// received one (NAT's prefetch included: a full-tunnel client's traffic
+// is what NAT translates most).
+func (w *Worker) parkInner(t *tables, p *Packet) {
+	f := &w.fib
+	n := f.n
+	if n >= f.max {
+		w.routeIP(t, p, rInner|rFromPeer|rParsed)
+		return
+	}
+	if p.Flags&FlagIPv4 != 0 {
+		f.dst4[f.n4&(MaxBatch-1)] = [4]byte(ip4Hdr(p)[16:20])
+		f.n4++
+		if w.nat.Active() {
+			var hint uint64
+			if p.Flags&(FlagTCP|FlagUDP) != 0 { // as in routeFrame
+				x := int(p.Off) + int(p.L3Off)
+				hint = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
+			}
+			f.natSlot[n&(MaxBatch-1)] = hint
+		}
+	} else {
+		f.dst6[f.n6&(MaxBatch-1)] = [16]byte(ip6Hdr(p)[24:40])
+		f.n6++
+		f.natSlot[n&(MaxBatch-1)] = 0
+	}
+	f.pend[n&(MaxBatch-1)] = p
+	f.n = n + 1
 }
 
 func (w *Worker) runEncap(t *tables) {

@@ -157,7 +157,7 @@ func (w *Worker) Poll() int {
 		rxc[0] += uint64(len(pkts))
 		rxc[1] += bytes
 		if w.fib.n > 0 {
-			w.routePending(t)
+			w.routePending(t, rParsed)
 		}
 		w.runTunnel(t)
 	}
