@@ -20,6 +20,9 @@ type fibBatch struct {
 	n, n4, n6 int  // parked packets, of them IPv4, IPv6
 	max       int  // the worker's batch size: routeFrame routes at once beyond it (0: always)
 	busy      bool // routePending is forwarding: the arrays are being read
+	// how the parked packets came (rParsed: a port's received batch;
+	// runDecap and runEncap park theirs with their own and put it back).
+	how uint8
 
 	pend [MaxBatch]*Packet // parked packets, in arrival order
 
@@ -34,12 +37,10 @@ type fibBatch struct {
 }
 
 // routePending looks up every parked packet's destination, one LookupBatch
-// call per family, and forwards the packets in the order they arrived;
-// how says where they came from (rParsed: a port's received batch; with
-// rInner|rFromPeer: the tunnel's decapsulated batch, runDecap).
-func (w *Worker) routePending(t *tables, how uint8) {
+// call per family, and forwards the packets in the order they arrived.
+func (w *Worker) routePending(t *tables) {
 	f := &w.fib
-	n, n4, n6 := f.n, f.n4, f.n6
+	n, n4, n6, how := f.n, f.n4, f.n6, f.how
 	f.n, f.n4, f.n6 = 0, 0, 0
 	f.busy = true
 	if n4 > 0 {

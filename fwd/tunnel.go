@@ -32,13 +32,8 @@ func (w *Worker) runDecap(t *tables) {
 		w.decap.Reset()
 		return
 	}
-	if w.fib.n > 0 {
-		// A full decap batch in the middle of a received one: w.fib
-		// holds one batch at a time, so the received packets parked so
-		// far go first.
-		w.routePending(t, rParsed)
-	}
 	t.tunnel.Decap(w.q, w.decap)
+	prev := w.beginPark(t, rInner|rFromPeer)
 	for i := range w.decap.Pkts {
 		p := &w.decap.Pkts[i]
 		if p.Verdict != VerdictForward {
@@ -59,22 +54,41 @@ func (w *Worker) runDecap(t *tables) {
 			w.drop(p, DropMartian)
 			continue
 		}
-		w.parkInner(t, p)
+		w.park(t, p)
 	}
-	if w.fib.n > 0 {
-		w.routePending(t, rInner|rFromPeer|rParsed)
-	}
+	w.endPark(t, prev)
 	w.decap.Reset()
 }
 
-// parkInner parks an inner packet for routePending as routeFrame parks a
-// received one (NAT's prefetch included: a full-tunnel client's traffic
-// is what NAT translates most).
-func (w *Worker) parkInner(t *tables, p *Packet) {
+// beginPark routes what w.fib holds (a received batch's packets, when a
+// full tunnel batch runs in the middle of it: w.fib holds one kind at a
+// time) and makes it park packets that came how; endPark routes them and
+// restores the kind beginPark returned.
+func (w *Worker) beginPark(t *tables, how uint8) (prev uint8) {
+	if w.fib.n > 0 {
+		w.routePending(t)
+	}
+	prev, w.fib.how = w.fib.how, how|rParsed
+	return prev
+}
+
+func (w *Worker) endPark(t *tables, prev uint8) {
+	if w.fib.n > 0 {
+		w.routePending(t)
+	}
+	w.fib.how = prev
+}
+
+// park parks a packet out of the tunnel for routePending (between
+// beginPark and endPark) as routeFrame parks a received one, NAT's
+// prefetch included (a full-tunnel client's traffic is what NAT
+// translates most).
+func (w *Worker) park(t *tables, p *Packet) {
 	f := &w.fib
 	n := f.n
+	how := f.how
 	if n >= f.max {
-		w.routeIP(t, p, rInner|rFromPeer|rParsed)
+		w.routeIP(t, p, how)
 		return
 	}
 	if p.Flags&FlagIPv4 != 0 {
@@ -82,7 +96,7 @@ func (w *Worker) parkInner(t *tables, p *Packet) {
 		f.n4++
 		if w.nat.Active() {
 			var hint uint64
-			if p.Flags&(FlagTCP|FlagUDP) != 0 { // as in routeFrame
+			if p.Flags&(FlagTCP|FlagUDP) != 0 && how&rOrigin == 0 { // as in routeFrame
 				x := int(p.Off) + int(p.L3Off)
 				hint = nat.PrefetchIPv4(w.nat, (*[nat.PrefetchLen]byte)(p.Buf[x:x+nat.PrefetchLen]))
 			}
@@ -97,19 +111,56 @@ func (w *Worker) parkInner(t *tables, p *Packet) {
 	f.n = n + 1
 }
 
+// runEncap encrypts the encap batch and routes the datagrams towards the
+// peers' endpoints (each looked up: the way to an endpoint may change),
+// together as runDecap routes its inner packets, unless routePending is
+// forwarding (a full batch in the middle of a received one).
 func (w *Worker) runEncap(t *tables) {
 	t.tunnel.Encap(w.q, w.encap)
+	busy := w.fib.busy
+	var prev uint8
+	if !busy {
+		prev = w.beginPark(t, rOrigin|rNoTunnel)
+	}
 	for i := range w.encap.Pkts {
-		w.afterTunnel(t, &w.encap.Pkts[i], rOrigin|rNoTunnel)
+		p := &w.encap.Pkts[i]
+		if busy || p.Verdict != VerdictForward {
+			w.afterTunnel(t, p, rOrigin|rNoTunnel)
+			continue
+		}
+		if r := parseOuter(p); r != DropNone {
+			w.drop(p, r)
+			continue
+		}
+		w.park(t, p)
+	}
+	if !busy {
+		w.endPark(t, prev)
 	}
 	w.encap.Reset()
+}
+
+// parseOuter parses a datagram out of Encap, unless Encap said it wrote
+// the headers (FlagParsed: the Tunnel contract).
+func parseOuter(p *Packet) DropReason {
+	p.Flags |= FlagL3Only
+	if p.Flags&FlagParsed != 0 {
+		return DropNone
+	}
+	return Parse(p)
 }
 
 func (w *Worker) afterTunnel(t *tables, p *Packet, how uint8) {
 	switch p.Verdict {
 	case VerdictForward:
-		p.Flags |= FlagL3Only
-		if r := Parse(p); r != DropNone {
+		r := DropNone
+		if how&rNoTunnel != 0 {
+			r = parseOuter(p)
+		} else {
+			p.Flags |= FlagL3Only
+			r = Parse(p)
+		}
+		if r != DropNone {
 			w.drop(p, r)
 			return
 		}
@@ -138,10 +189,13 @@ func (w *Worker) toDecap(t *tables, p *Packet) {
 	w.decap.Add(p)
 }
 
+// toEncap adds p to the encap batch, running a full one first (not after:
+// a received batch's worth then waits for runTunnel, out of routePending,
+// and is routed together).
 func (w *Worker) toEncap(t *tables, p *Packet) {
-	p.Verdict = VerdictForward
-	w.encap.Add(p)
 	if w.encap.Room() == 0 {
 		w.runEncap(t)
 	}
+	p.Verdict = VerdictForward
+	w.encap.Add(p)
 }

@@ -94,7 +94,7 @@ func newWorker(e *Engine, q int) *Worker {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
 	}
-	w.fib.max = e.cfg.Batch
+	w.fib.max, w.fib.how = e.cfg.Batch, rParsed
 	if q == 0 {
 		w.inject = newInjectQueue()
 	}
@@ -157,7 +157,7 @@ func (w *Worker) Poll() int {
 		rxc[0] += uint64(len(pkts))
 		rxc[1] += bytes
 		if w.fib.n > 0 {
-			w.routePending(t, rParsed)
+			w.routePending(t)
 		}
 		w.runTunnel(t)
 	}
