@@ -30,7 +30,9 @@
 // business (ovfwd's appliance/runner).
 //
 // Router, in the order a packet meets it: Parse; martians (addresses never
-// routed at either end, martian.go) dropped; the FIB lookup; the TTL and
+// routed at either end, martian.go) dropped; the tunnel's IPv4 datagrams
+// to our addresses taken to the tunnel's decap batch (demux.go); the FIB
+// lookup; the TTL and
 // MTU checks; NAT (nat.go, a stage only while a [[nat]] rule exists);
 // the per-hop rewrite and the neighbour. The FIB is a pair of fwd/lpm
 // tables mapping prefixes to indexes

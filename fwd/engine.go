@@ -169,7 +169,7 @@ func New(cfg Config, ports []Port) (*Engine, error) {
 		adjIndex: map[adjacency]uint32{}, neighs: map[neighKey]*neighbour{},
 		asked: make([]atomic.Uint64, askedSlots)}
 	e.limits.Store(cfg.limits())
-	t := &tables{mart: newMartianTables(nil)}
+	t := &tables{mart: newMartianTables(nil, false)}
 	queues := 1 << 30
 	for i, p := range ports {
 		info := p.Info()
@@ -212,7 +212,7 @@ func (e *Engine) update(fn func(t *tables) error) error {
 	if err := fn(&t); err != nil {
 		return err
 	}
-	t.mart = newMartianTables(t.ports)
+	t.mart = newMartianTables(t.ports, t.tunnel != nil)
 	e.tables.Store(&t)
 	return nil
 }

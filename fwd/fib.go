@@ -17,8 +17,12 @@ package fwd
 // A packet's index among its family's parked ones is its lookup lane:
 // routePending counts them again in arrival order.
 type fibBatch struct {
-	n, n4, n6 int // parked packets, of them IPv4, IPv6
-	max       int // the worker's batch size: routeFrame routes at once beyond it (0: always)
+	n, n4, n6 int  // parked packets, of them IPv4, IPv6
+	max       int  // the worker's batch size: routeFrame routes at once beyond it (0: always)
+	busy      bool // routePending is forwarding: the arrays are being read
+	// how the parked packets came (rParsed: a port's received batch;
+	// runDecap and runEncap park theirs with their own and put it back).
+	how uint8
 
 	pend [MaxBatch]*Packet // parked packets, in arrival order
 
@@ -36,8 +40,9 @@ type fibBatch struct {
 // call per family, and forwards the packets in the order they arrived.
 func (w *Worker) routePending(t *tables) {
 	f := &w.fib
-	n, n4, n6 := f.n, f.n4, f.n6
+	n, n4, n6, how := f.n, f.n4, f.n6, f.how
 	f.n, f.n4, f.n6 = 0, 0, 0
+	f.busy = true
 	if n4 > 0 {
 		t.v4.LookupBatch(f.dst4[:n4], f.val4[:n4], f.ok4[:n4])
 	}
@@ -45,17 +50,19 @@ func (w *Worker) routePending(t *tables) {
 		t.v6.LookupBatch(f.dst6[:n6], f.val6[:n6], f.ok6[:n6])
 	}
 	if w.nat.Active() {
-		w.forwardPendingNAT(t, n)
+		w.forwardPendingNAT(t, n, how)
+		f.busy = false
 		return
 	}
 	j4, j6 := 0, 0
 	for _, p := range f.pend[:n] {
 		if p.Flags&FlagIPv4 != 0 {
-			w.forwardIP(t, p, 0, rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, how, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
 			j4++
 		} else {
-			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, how, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
 			j6++
 		}
 	}
+	f.busy = false
 }

@@ -31,27 +31,55 @@ import "encoding/binary"
 // IPv4 0, 127, 224–239 (a martian at either end), 255 (a martian only as
 // 255.255.255.255); IPv6 0x00 (::, ::1), 0xfe (fe80::/10), 0xff
 // (multicast). ownLast4 marks the last bytes of the IPv4 addresses on any
-// port: the cheap test for "the source is one of ours".
+// port: the cheap test for "the source is one of ours". demuxLast4 marks
+// the same bytes as candDemux while a tunnel is set: the destination may
+// be one of ours, where the tunnel's datagrams go (demux.go), and the
+// same candidate test finds both.
 type martianTables struct {
-	first4, first6, ownLast4 [256]uint8
+	first4, first6, ownLast4, demuxLast4 [256]uint8
+
+	// own4: the first maxDemux4 IPv4 addresses of the ports, as
+	// binary.LittleEndian loads them from a header; n4 of them are set.
+	own4 [maxDemux4]uint32
+	n4   int
 }
 
-func newMartianTables(ports []portConf) (m martianTables) {
-	m.first4[0], m.first4[127], m.first4[255] = 1, 1, 1
+// Candidate classes of an IPv4 header (route4Candidate).
+const (
+	candMartian = 1 << iota // may be a martian: martian4 decides
+	candDemux               // may be a datagram for the tunnel: demux4 decides
+)
+
+func newMartianTables(ports []portConf, tunnel bool) (m martianTables) {
+	m.first4[0], m.first4[127], m.first4[255] = candMartian, candMartian, candMartian
 	for i := 224; i < 240; i++ {
-		m.first4[i] = 1
+		m.first4[i] = candMartian
 	}
 	m.first6[0x00], m.first6[0xfe], m.first6[0xff] = 1, 1, 1
 	for i := range ports {
 		for _, p := range ports[i].v4 {
-			m.ownLast4[p.Addr().As4()[3]] = 1
+			a := p.Addr().As4()
+			m.ownLast4[a[3]] = candMartian
+			if m.n4 < maxDemux4 {
+				m.own4[m.n4] = binary.LittleEndian.Uint32(a[:])
+				m.n4++
+				if tunnel {
+					m.demuxLast4[a[3]] = candDemux
+				}
+			}
 		}
 	}
 	return m
 }
 
-// martian4Candidate is the per-packet test: false for every packet that
-// is surely not a martian. Small enough to inline.
+// route4Candidate is the per-packet test of a received IPv4 header: 0 for
+// every packet that is surely neither a martian nor the tunnel's, else
+// the classes it may be. Small enough to inline.
+func route4Candidate(t *tables, h *[ipv4MinHdrLen]byte) uint8 {
+	return t.mart.first4[h[12]] | t.mart.first4[h[16]] | t.mart.ownLast4[h[15]] | t.mart.demuxLast4[h[19]]
+}
+
+// martian4Candidate is route4Candidate's martian class alone.
 func martian4Candidate(t *tables, h *[ipv4MinHdrLen]byte) bool {
 	return t.mart.first4[h[12]]|t.mart.first4[h[16]]|t.mart.ownLast4[h[15]] != 0
 }

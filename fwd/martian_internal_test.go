@@ -15,7 +15,7 @@ func FuzzMartian(f *testing.F) {
 	t.v4 = t.v4.Insert(netip.PrefixFrom(own4, 32), 0)
 	t.v6 = t.v6.Insert(netip.PrefixFrom(own6, 128), 0).Insert(netip.PrefixFrom(ownLL, 128), 0)
 	t.ports = []portConf{{v4: []netip.Prefix{netip.PrefixFrom(own4, 24)}, v6: []netip.Prefix{netip.PrefixFrom(own6, 64)}}}
-	t.mart = newMartianTables(t.ports)
+	t.mart = newMartianTables(t.ports, false)
 	never4 := func(a netip.Addr) bool {
 		b := a.As4()
 		return b[0] == 0 || b[0] == 127 || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255})

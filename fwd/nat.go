@@ -98,16 +98,16 @@ func l4Off(p *Packet) int {
 // forwardPendingNAT is routePending's loop with NAT on: Touch finds the
 // batch's sessions by the index lines Prefetch loaded (routeFrame), and
 // each packet goes to forwardIP with its own hint (0 for IPv6).
-func (w *Worker) forwardPendingNAT(t *tables, n int) {
+func (w *Worker) forwardPendingNAT(t *tables, n int, how uint8) {
 	f := &w.fib
 	w.nat.Touch(f.natSlot[:n])
 	j4, j6 := 0, 0
 	for i, p := range f.pend[:n] {
 		if p.Flags&FlagIPv4 != 0 {
-			w.forwardIP(t, p, f.natSlot[i&(MaxBatch-1)], rParsed, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
+			w.forwardIP(t, p, f.natSlot[i&(MaxBatch-1)], how, f.val4[j4&(MaxBatch-1)], f.ok4[j4&(MaxBatch-1)])
 			j4++
 		} else {
-			w.forwardIP(t, p, 0, rParsed, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
+			w.forwardIP(t, p, 0, how, f.val6[j6&(MaxBatch-1)], f.ok6[j6&(MaxBatch-1)])
 			j6++
 		}
 	}

@@ -48,7 +48,9 @@ type Port interface {
 // Encap gets inner IP packets (FlagL3Only, Peer set by the route) and
 // rewrites each, in place using the headroom, to an outer IP/UDP datagram to
 // the peer's current address (FlagL3Only and the outer family flags set), or
-// sets VerdictDrop with a Reason.
+// sets VerdictDrop with a Reason. An Encap that sets FlagParsed vouches for
+// L3Off, L4Off and the protocol flags of the headers it wrote: the engine
+// routes the datagram without parsing it again.
 type Tunnel interface {
 	Decap(q int, b *Batch)
 	Encap(q int, b *Batch)

@@ -54,15 +54,18 @@ func (w *Worker) routeFrame(t *tables, p *Packet) {
 	// Parked, to be looked up with the rest of the batch (fib.go): here,
 	// not in a call, as this is every routed packet's path. p points into
 	// w.rx, which stays as it is until routePending. Martians first
-	// (martian.go): the candidate tests in line, a call only for a
-	// candidate.
+	// (martian.go), then the tunnel's datagrams (demux.go): one candidate
+	// test in line, a call only for a candidate.
 	f := &w.fib
 	n := f.n
 	if p.Flags&FlagIPv4 != 0 {
 		h := ip4Hdr(p)
-		if martian4Candidate(t, h) { // not &&: its value would be kept in a register and tested again
-			if martian4(t, h) {
+		if c := route4Candidate(t, h); c != 0 {
+			if c&candMartian != 0 && martian4(t, h) {
 				w.drop(p, DropMartian)
+				return
+			}
+			if c&candDemux != 0 && w.demux4(t, p, h) {
 				return
 			}
 		}
@@ -423,11 +426,7 @@ func (w *Worker) localInput(t *tables, p *Packet, how uint8) {
 			return
 		}
 	case tunnelData(t, p, how):
-		if w.decap.Room() == 0 {
-			w.runDecap(t)
-		}
-		p.Verdict = VerdictForward
-		w.decap.Add(p)
+		w.toDecap(t, p)
 		return
 	}
 	// The host stack behind an exception TAP takes the frame as a NIC's,

@@ -158,3 +158,42 @@ func TestTunnelClientToClient(t *testing.T) {
 	}
 	r.checkNoLeak()
 }
+
+// TestTunnelDemux: the tunnel's datagrams go to Decap on any of our
+// addresses (the early demux compares with every port's), a datagram to
+// the tunnel's port on an address that is not ours is routed on, and
+// with the tunnel removed one to our address goes to the host.
+func TestTunnelDemux(t *testing.T) {
+	r := newRig(t, rigOpt{})
+	client := netip.MustParseAddr("198.19.0.5")
+	ft := &fakeTunnel{server: r0v4.Addr(), peers: map[uint32]netip.Addr{7: aV4},
+		peerOfOuter: map[netip.Addr]uint32{aV4: 7, bV4: 7}}
+	r.e.SetTunnel(ft, 1194)
+	must(t, r.e.SetNeighbour(0, aV4, macA))
+	must(t, r.e.SetNeighbour(1, bV4, macB))
+	inner := ipv4(client, bV4, 17, 64, false, udp(3333, 53, []byte("inner")))
+
+	// To port 1's address, arriving on port 0.
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, r1v4.Addr(), 17, 64, false, udp(5000, 1194, inner))))
+	r.poll()
+	if len(ft.decapCalls) != 1 || len(r.drain(1)) != 1 {
+		t.Fatalf("to our other address: decap calls %v", ft.decapCalls)
+	}
+	// To B, through us: forwarded as it is.
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, bV4, 17, 64, false, udp(5000, 1194, inner))))
+	r.poll()
+	p := parseEth(t, r.drainOne(1))
+	if hdr, l4 := checkIPv4(t, p.l3); len(ft.decapCalls) != 1 || hdr[8] != 63 || !bytes.HasSuffix(l4, []byte("inner")) {
+		t.Fatalf("through us: decap calls %v, packet % x", ft.decapCalls, p.l3)
+	}
+	// No tunnel: the host's.
+	r.e.SetTunnel(nil, 0)
+	punts := r.e.Stats().Punts
+	r.inject(0, eth(macR0, macA, 0x0800, ipv4(aV4, r0v4.Addr(), 17, 64, false, udp(5000, 1194, inner))))
+	r.poll()
+	if len(ft.decapCalls) != 1 || r.e.Stats().Punts != punts+1 {
+		t.Fatalf("no tunnel: decap calls %v, punts %d (was %d)", ft.decapCalls, r.e.Stats().Punts, punts)
+	}
+	r.e.Punts(func(int, []byte) {})
+	r.checkNoLeak()
+}

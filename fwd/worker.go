@@ -94,7 +94,7 @@ func newWorker(e *Engine, q int) *Worker {
 		w.tx = append(w.tx, NewBatch(e.cfg.Batch))
 		w.free = append(w.free, NewBatch(e.cfg.Batch))
 	}
-	w.fib.max = e.cfg.Batch
+	w.fib.max, w.fib.how = e.cfg.Batch, rParsed
 	if q == 0 {
 		w.inject = newInjectQueue()
 	}

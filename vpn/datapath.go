@@ -12,9 +12,10 @@ import (
 //
 // Inbound (client to LAN): a P_DATA_V2 datagram to the tunnel's port
 //
-//   1. fwd's worker parses the frame, finds it local and for the tunnel's UDP
-//      port, and collects it into the worker's decap batch (fwd/router.go
-//      localInput, fwd/tunnel.go runDecap), one call per batch;
+//   1. fwd's worker parses the frame, finds it for the tunnel's UDP port on
+//      one of its addresses before any route lookup, and collects it into
+//      the worker's decap batch (fwd/demux.go demux4, fwd/tunnel.go
+//      runDecap), one call per batch;
 //   2. Decap: loads the peer table and the coarse clock once per batch;
 //   3. decap, per packet: checks the outer IP and UDP headers; a control
 //      opcode goes, with its addresses (outerAddrs), to punt (a copy into
@@ -26,8 +27,9 @@ import (
 //      (comp.go), consume takes pings and OCC messages, innerLen checks
 //      the inner IP header, sourceAllowed the inner source (peer.go); the
 //      Packet is rewritten to the inner packet;
-//   4. back in fwd (afterTunnel): the inner packet is parsed and routed,
-//      to the LAN, or to another peer through Encap (client-to-client).
+//   4. back in fwd (runDecap): the batch's inner packets are parsed and
+//      routed together, to the LAN, or to another peer through Encap
+//      (client-to-client).
 //
 // Outbound (LAN to client): an IP packet routed to a tunnel peer
 //
@@ -42,8 +44,10 @@ import (
 //      encrypts in place behind the P_DATA_V2 header it writes in the
 //      headroom, then the outer UDP and IP headers go in front (for IPv4,
 //      the endpoint's prepared ones);
-//   4. back in fwd (afterTunnel): the outer datagram is parsed and routed
-//      out of the port towards the client, never into the tunnel again.
+//   4. back in fwd (runEncap): the batch's outer datagrams, marked
+//      FlagParsed (encap wrote their headers: fwd does not parse them
+//      again), are routed together out of the port towards the clients,
+//      never into the tunnel again.
 //
 // Everything here runs on a worker: no allocation (but a float's new
 // endpoint), no locks, no interface calls except the AEAD's own.

@@ -285,6 +285,10 @@ func (t *Table) Hairpinned() { t.cnt[cHairpin]++ }
 // Active reports whether the table translates anything.
 func (t *Table) Active() bool { return t.k != nil }
 
+// Excluded is the outside port the table never maps (Config.Exclude); an
+// active table only.
+func (t *Table) Excluded() uint16 { return t.k.cfg.Exclude }
+
 // Config returns the configuration the table runs, or nil.
 func (t *Table) Config() *Compiled { return t.k }
 
