@@ -68,6 +68,14 @@ func Check(c *config.Config) Report {
 				k.errorf("vpn.crl", "make it with the CA of ca (easyrsa gen-crl, or ovfwd pki revoke)", "%s: %v", v.CRL, err)
 			}
 		}
+		for _, h := range []struct {
+			key string
+			cmd []string
+		}{{"vpn.client_connect", v.Hooks.ClientConnect}, {"vpn.client_disconnect", v.Hooks.ClientDisconnect}, {"vpn.learn_address", v.Hooks.LearnAddress}} {
+			if len(h.cmd) > 0 {
+				k.program(h.key, h.cmd[0])
+			}
+		}
 		if len(v.AuthUserPassVerify) > 0 {
 			k.program("vpn.auth_user_pass_verify", v.AuthUserPassVerify[0])
 		}

@@ -105,6 +105,8 @@ func TestMismatchedContents(t *testing.T) {
 		{"encrypted key", map[string]string{"key": write("enc.key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n", 0o600)}, "", "vpn.key", "encrypted"},
 		{"auth program missing", nil, "auth_user_pass_verify = [\"" + filepath.Join(tmp, "nope") + "\"]\n", "vpn.auth_user_pass_verify", "no such file"},
 		{"auth program not executable", nil, "auth_user_pass_verify = [\"" + script + "\"]\n", "vpn.auth_user_pass_verify", "not executable"},
+		{"client-connect program missing", nil, "client_connect = [\"" + filepath.Join(tmp, "nope") + "\"]\n", "vpn.client_connect", "no such file"},
+		{"learn-address program not executable", nil, "learn_address = [\"" + script + "\"]\n", "vpn.learn_address", "not executable"},
 		{"pool_persist in a missing directory", nil, "pool_persist = \"" + filepath.Join(tmp, "gone", "ipp.txt") + "\"\n", "vpn.pool_persist", "no such file"},
 		{"max_peers above the pool", nil, "max_peers = 1024\n", "vpn.max_peers", "more than pool_v4"},
 		{"default max_peers above the pool", nil, "", "vpn.pool_v4", "more than pool_v4"},

@@ -150,10 +150,13 @@ func TestAccessServerUDP(t *testing.T) {
 		len(v.AuthUserPassVerify) != 1 || v.Listen[0] != netip.IPv4Unspecified() || v.DNSDomain != "corp.example" {
 		t.Errorf("vpn = %+v", v)
 	}
-	for _, opt := range []string{"client-connect", "management", "status", "status-version", `push "dhcp-option DOMAIN-SEARCH"`} {
+	for _, opt := range []string{"management", "status", "status-version", `push "dhcp-option DOMAIN-SEARCH"`} {
 		if r := row(t, res, opt); r.Verdict != Refused {
 			t.Errorf("%s: %+v", opt, r)
 		}
+	}
+	if r := row(t, res, "client-connect"); r.Verdict != Mapped || len(v.Hooks.ClientConnect) != 1 || v.Hooks.ClientConnect[0] != "/usr/local/sbin/client-connect" {
+		t.Errorf("client-connect: %+v, [vpn] client_connect %q", r, v.Hooks.ClientConnect)
 	}
 }
 
@@ -178,7 +181,7 @@ func TestFatalRefusals(t *testing.T) {
 }
 
 func TestRefusedKeepGoing(t *testing.T) {
-	src := "server 198.18.0.0 255.255.255.0\nfrobnicate 1\nlearn-address /bin/x\nkeepalive 10 15\npush \"dhcp-option DOMAIN a.example\"\npush \"dhcp-option DOMAIN b.example\"\ndata-ciphers BF-CBC\nauth-user-pass-verify /x via-env\nca /ca\ncert /c\nkey /k\ntls-crypt /t\n"
+	src := "server 198.18.0.0 255.255.255.0\nfrobnicate 1\nup /bin/x\nkeepalive 10 15\npush \"dhcp-option DOMAIN a.example\"\npush \"dhcp-option DOMAIN b.example\"\ndata-ciphers BF-CBC\nauth-user-pass-verify /x via-env\nca /ca\ncert /c\nkey /k\ntls-crypt /t\n"
 	f, err := Parse([]byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +193,7 @@ func TestRefusedKeepGoing(t *testing.T) {
 			t.Errorf("line %d %s: %s %q", r.Line, r.Text, r.Verdict, r.Note)
 		}
 	}
-	if !strings.Contains(string(res.TOML), "learn-address /bin/x: refused") {
+	if !strings.Contains(string(res.TOML), "up /bin/x: refused") {
 		t.Errorf("refusal not in the output's header:\n%s", res.TOML)
 	}
 	parsed(t, res)

@@ -128,6 +128,14 @@ func (t *translator) render() []byte {
 	if len(v.authVerify) > 0 {
 		kv("auth_user_pass_verify", list(v.authVerify))
 	}
+	for _, h := range []struct {
+		key string
+		cmd []string
+	}{{"client_connect", v.clientConnect}, {"client_disconnect", v.clientDisconnect}, {"learn_address", v.learnAddress}} {
+		if len(h.cmd) > 0 {
+			kv(h.key, list(h.cmd))
+		}
+	}
 	if v.usernameAsCN {
 		kv("username_as_common_name", true)
 	}

@@ -163,9 +163,9 @@ func init() {
 		"username-as-common-name":  {verdict: Mapped, keys: "username_as_common_name", apply: func(t *translator, d Directive, r *Row) { t.v.usernameAsCN = true }},
 		"client-cert-not-required": {verdict: Mapped, keys: "verify_client_cert", note: "the pre-2.4 spelling of verify-client-cert none", apply: func(t *translator, d Directive, r *Row) { t.v.verifyClientCert = "none" }},
 		"script-security":          notNeeded("auth_user_pass_verify runs without it, with a minimal PATH as the ovfwd user"),
-		"client-connect":           refused(noScripts),
-		"client-disconnect":        refused(noScripts),
-		"learn-address":            refused(noScripts),
+		"client-connect":           {verdict: Mapped, keys: "client_connect", note: "same environment and dynamic config file (ifconfig-push, push, iroute, disable); deferred through client_connect_deferred_file", apply: hook(func(v *vpn) *[]string { return &v.clientConnect })},
+		"client-disconnect":        {verdict: Mapped, keys: "client_disconnect", note: "same environment, with bytes_received/bytes_sent/time_duration", apply: hook(func(v *vpn) *[]string { return &v.clientDisconnect })},
+		"learn-address":            {verdict: Mapped, keys: "learn_address", note: "same arguments (add|delete ADDR CN)", apply: hook(func(v *vpn) *[]string { return &v.learnAddress })},
 		"tls-verify":               refused(noScripts),
 		"plugin":                   refused(noScripts),
 		"up":                       refused(noScripts),
@@ -426,6 +426,25 @@ func authVerify(t *translator, d Directive, r *Row) {
 		cmd[0] = t.abs(cmd[0])
 	}
 	t.v.authVerify = cmd
+}
+
+// hook maps a script option to its [vpn] command, split on spaces as
+// openvpn splits it (argv_parse_cmd), a relative program made absolute.
+func hook(field func(*vpn) *[]string) func(t *translator, d Directive, r *Row) {
+	return func(t *translator, d Directive, r *Row) {
+		if !wantArgs(d, r, 1, 1) {
+			return
+		}
+		cmd := strings.Fields(d.Args[0])
+		if len(cmd) == 0 {
+			refuse(r, "empty command")
+			return
+		}
+		if !strings.HasPrefix(cmd[0], "/") {
+			cmd[0] = t.abs(cmd[0])
+		}
+		*field(&t.v) = cmd
+	}
 }
 
 func keepalive(t *translator, d Directive, r *Row) {

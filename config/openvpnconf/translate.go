@@ -114,30 +114,32 @@ func (r *Result) Count(v Verdict) int {
 
 // vpn collects what becomes [vpn], in the order it is written.
 type vpn struct {
-	listen                        []string
-	port                          int
-	ca, cert, key                 string
-	tlsCrypt, tlsAuth, tlsCryptV2 string
-	keyDirection                  *int
-	authDigest                    string
-	crl                           string
-	pool4, pool6                  netip.Prefix
-	pushRoutes                    []netip.Prefix
-	ciphers                       []string
-	keepalive                     [2]int
-	renegSec                      *int
-	maxPeers, handshakeRate       int
-	replayWindow, tunMTU          int
-	compress                      bool
-	clientToClient, duplicateCN   bool
-	poolPersist                   string
-	redirect                      []string
-	dns                           []netip.Addr
-	dnsDomain                     string
-	authVerify                    []string
-	usernameAsCN                  bool
-	verifyClientCert              string
-	ccd                           []ccd
+	listen                          []string
+	port                            int
+	ca, cert, key                   string
+	tlsCrypt, tlsAuth, tlsCryptV2   string
+	keyDirection                    *int
+	authDigest                      string
+	crl                             string
+	pool4, pool6                    netip.Prefix
+	pushRoutes                      []netip.Prefix
+	ciphers                         []string
+	keepalive                       [2]int
+	renegSec                        *int
+	maxPeers, handshakeRate         int
+	replayWindow, tunMTU            int
+	compress                        bool
+	clientToClient, duplicateCN     bool
+	poolPersist                     string
+	redirect                        []string
+	dns                             []netip.Addr
+	dnsDomain                       string
+	authVerify                      []string
+	clientConnect, clientDisconnect []string
+	learnAddress                    []string
+	usernameAsCN                    bool
+	verifyClientCert                string
+	ccd                             []ccd
 }
 
 type ccd struct {

@@ -218,6 +218,9 @@ func migrations() []migration {
 			// The login check the server runs (auth-user-pass-verify via-file).
 			write(t, filepath.Join(etc, "bin", "check-login"), "#!/bin/sh\n{ read -r u; read -r p; } < \"$1\"\n[ \"$u\" = alice ] && [ \"$p\" = s3cret ]\n", 0o755)
 			write(t, filepath.Join(etc, "client", "creds"), "alice\ns3cret\n", 0o600)
+			// Its client-connect script, which import maps to [vpn]
+			// client_connect: it admits every client.
+			write(t, filepath.Join(etc, "bin", "client-connect"), "#!/bin/sh\nexit 0\n", 0o755)
 			prof := "client\ndev tun\nproto udp\nremote " + serverAddr + " 1194\nnobind\nremote-cert-tls server\nauth-user-pass creds\nverb 3\n" +
 				inline(t, "ca", p.path("ca.crt")) + "<cert>\n" + certBody(t, p.path("issued/client1.crt")) + "</cert>\n" +
 				inline(t, "key", p.path("private/client1.key"), "tls-crypt", p.tlsCrypt)
