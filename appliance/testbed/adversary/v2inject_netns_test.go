@@ -19,7 +19,9 @@ import (
 // through a raw socket in the namespace that holds V's address) it sends
 // control packets wrapped under its own key carrying V's session id,
 // sweeping the message ids so some land in V's receive window, with
-// garbage for TLS. V's tunnel must keep passing pings, and the stock
+// garbage for TLS. V's tunnel must keep passing pings and its control
+// channel keep renegotiating (without the key binding the injected
+// packets' newer replay ids shut V's own control packets out), and the stock
 // client on the other namespace is held to the suite's usual bounds.
 func TestV2KeyInjection(t *testing.T) {
 	a := newLabV2(t, true)
@@ -47,7 +49,7 @@ func v2Inject(t *testing.T, a *lab) func() {
 	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
 	_ = unix.SetsockoptTimeval(sniff, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	profile, err := a.l.NewProfile(1, pki.Profile{Name: "victim", TLSCryptV2: a.v2ClientKey(t, "victim"),
-		Extra: []string{"auth-user-pass " + a.creds}})
+		Extra: []string{"auth-user-pass " + a.creds, "reneg-sec 4"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +88,7 @@ func v2Inject(t *testing.T, a *lab) func() {
 		t.Fatal(err)
 	}
 	t.Logf("victim %v session id %x", src, sid)
+	installs := victim.KeyInstalls()
 
 	var raw int
 	if err := ns.Do(func() (err error) {
@@ -135,20 +138,28 @@ func v2Inject(t *testing.T, a *lab) func() {
 		}
 	}()
 	var pingOut string
-	wg.Add(1)
+	pinged := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(pinged)
 		pingOut, _ = ns.Run("ping", "-c", "200", "-i", "0.05", "-W", "1", "-q", vpne2e.LANHost4.String())
 	}()
 	return func() {
-		close(done)
-		wg.Wait()
-		unix.Close(raw)
+		<-pinged
 		got := 0
 		if m := received.FindStringSubmatch(pingOut); m != nil {
 			got, _ = strconv.Atoi(m[1])
 		}
-		t.Logf("%d spoofed packets; the victim's tunnel passed %d of 200 pings, still up: %v", sent, got, !victim.Exited())
+		// Its control channel must keep working too: it renegotiates
+		// every 4 s through the attack.
+		renegotiated := waitFor(10*time.Second, func() bool { return victim.KeyInstalls()-installs >= 2 })
+		close(done)
+		wg.Wait()
+		unix.Close(raw)
+		t.Logf("%d spoofed packets; the victim's tunnel passed %d of 200 pings and installed %d new keys, still up: %v",
+			sent, got, victim.KeyInstalls()-installs, !victim.Exited())
+		if !renegotiated {
+			t.Errorf("the victim renegotiated %d times under injection, want 2 or more (reneg-sec 4)", victim.KeyInstalls()-installs)
+		}
 		if got < 198 {
 			t.Errorf("the victim's tunnel lost %d of 200 pings under injection", 200-got)
 		}
