@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -8,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ovfwd/ovfwd/appliance/status"
 	"github.com/ovfwd/ovfwd/config"
@@ -27,6 +30,9 @@ type natState struct {
 	addrs map[netip.Prefix]int
 
 	cnames map[netip.Addr]string // common names as of the block allocation
+	// linesLost counts block lines the log writer failed to take; the
+	// workers count those their ring had no room for.
+	linesLost atomic.Uint64
 }
 
 type natClient struct {
@@ -134,37 +140,45 @@ func (d *daemon) serviceNAT() {
 		return
 	}
 	// Not through the rate limiter: an abuse report depends on every line.
-	blockLog := slog.New(d.rateLog.next)
-	d.engine.NATEvents(func(e nat.Event) {
-		n.mu.Lock()
-		c := n.clients[e.Inside]
-		if e.Alloc {
-			if c == nil {
-				c = &natClient{outside: e.Outside, blocks: map[uint16]uint16{}}
-				n.clients[e.Inside] = c
-				n.cnames[e.Inside] = d.natCommonName(e.Inside)
-			}
-			c.blocks[e.PortLo] = e.PortHi
-		} else if c != nil {
-			delete(c.blocks, e.PortLo)
+	h := d.rateLog.next
+	d.engine.NATEvents(func(e nat.Event) { n.blockEvent(h, e, d.natCommonName) })
+}
+
+// blockEvent books one port block event and writes its line to h; a line
+// h fails to write is counted (block_logs_lost), never dropped unseen.
+func (n *natState) blockEvent(h slog.Handler, e nat.Event, commonName func(netip.Addr) string) {
+	n.mu.Lock()
+	c := n.clients[e.Inside]
+	if e.Alloc {
+		if c == nil {
+			c = &natClient{outside: e.Outside, blocks: map[uint16]uint16{}}
+			n.clients[e.Inside] = c
+			n.cnames[e.Inside] = commonName(e.Inside)
 		}
-		cn := n.cnames[e.Inside]
-		if c != nil && len(c.blocks) == 0 {
-			delete(n.clients, e.Inside)
-			delete(n.cnames, e.Inside)
-		}
-		rule := ""
-		if e.Rule < len(n.rules) {
-			rule = n.rules[e.Rule].Name
-		}
-		n.mu.Unlock()
-		event := "release"
-		if e.Alloc {
-			event = "allocate"
-		}
-		blockLog.Info("nat block", "event", event, "client", e.Inside, "common_name", cn, "rule", rule,
-			"outside", e.Outside, "ports", fmt.Sprintf("%d-%d", e.PortLo, e.PortHi))
-	})
+		c.blocks[e.PortLo] = e.PortHi
+	} else if c != nil {
+		delete(c.blocks, e.PortLo)
+	}
+	cn := n.cnames[e.Inside]
+	if c != nil && len(c.blocks) == 0 {
+		delete(n.clients, e.Inside)
+		delete(n.cnames, e.Inside)
+	}
+	rule := ""
+	if e.Rule < len(n.rules) {
+		rule = n.rules[e.Rule].Name
+	}
+	n.mu.Unlock()
+	event := "release"
+	if e.Alloc {
+		event = "allocate"
+	}
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "nat block", 0)
+	r.Add("event", event, "client", e.Inside, "common_name", cn, "rule", rule,
+		"outside", e.Outside, "ports", fmt.Sprintf("%d-%d", e.PortLo, e.PortHi))
+	if err := h.Handle(context.Background(), r); err != nil {
+		n.linesLost.Add(1)
+	}
 }
 
 // natCommonName is the certificate name of the VPN client using inside
@@ -208,7 +222,7 @@ func (d *daemon) natSnapshot() *status.NAT {
 			"translated": s.Translated, "untranslated": s.Untranslated, "hairpinned": s.Hairpinned,
 			"fragments_out": s.FragmentsOut, "fragments_in": s.FragmentsIn,
 			"sessions_created": s.SessionsCreated, "sessions_expired": s.SessionsExpired,
-			"blocks_allocated": s.BlocksAllocated, "blocks_released": s.BlocksReleased, "block_logs_lost": s.EventsLost,
+			"blocks_allocated": s.BlocksAllocated, "blocks_released": s.BlocksReleased, "block_logs_lost": s.EventsLost + n.linesLost.Load(),
 			"mappings": s.Mappings, "clients": s.Clients, "blocks": s.Blocks, "handoffs": es.Handoffs,
 		},
 		Drops: status.Counters{},

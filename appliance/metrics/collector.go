@@ -55,7 +55,7 @@ var (
 	natSessionsExpired = desc("nat_sessions_expired_total", "NAT sessions expired.")
 	natBlocksAlloc     = desc("nat_blocks_allocated_total", "Port blocks allocated to NAT clients.")
 	natBlocksReleased  = desc("nat_blocks_released_total", "Port blocks released by NAT clients.")
-	natBlockLogsLost   = desc("nat_block_logs_lost_total", "Port block log lines lost (the log queue was full).")
+	natBlockLogsLost   = desc("nat_block_logs_lost_total", "Port block log lines lost (the log ring was full or the log writer failed).")
 	natMappings        = desc("nat_mappings", "NAT mappings in the table.")
 	natClients         = desc("nat_clients", "Inside addresses holding NAT port blocks.")
 	natBlocks          = desc("nat_blocks", "NAT port blocks held.")

@@ -253,6 +253,7 @@ func (t *Table) takeBlock(ci uint32, oi int) bool {
 	c := &t.clients[ci]
 	b := a.free[len(a.free)-1]
 	if !t.emit(true, c, oi, b) {
+		t.cnt[cEventsLost]++
 		return false
 	}
 	a.free = a.free[:len(a.free)-1]

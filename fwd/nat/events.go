@@ -20,8 +20,9 @@ type Event struct {
 }
 
 // eventSlots bounds a worker's event ring. A block is not handed out when
-// its log line has no room (counted as no_port and events_lost), so the log
-// never misses an allocation.
+// its log line has no room (counted as no_port and events_lost), and a
+// block is not taken back until its line fits, so the log never misses a
+// block that moved.
 const eventSlots = 4096
 
 type rawEvent struct {
@@ -45,11 +46,13 @@ type ring struct {
 
 func newRing(n int) *ring { return &ring{slots: make([]rawEvent, n), mask: uint64(n - 1)} }
 
+// emit queues a block's log line; false when the ring is full. The
+// caller decides what that costs: an allocation is refused (counted as
+// lost), a release waits for room (not lost: logged when it happens).
 func (t *Table) emit(alloc bool, c *client, oi int, b uint16) bool {
 	r := t.events
 	tail := r.tail.Load()
 	if tail-r.head.Load() > r.mask {
-		t.cnt[cEventsLost]++
 		return false
 	}
 	o := &t.k.out[oi]

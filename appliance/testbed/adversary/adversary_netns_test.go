@@ -42,11 +42,30 @@ type lab struct {
 	stock   *vpne2e.Client
 	creds   string // the stock client's auth-user-pass file
 	// profiles for ovfwd's own client, in the attacker's namespace
-	profile func(name string) control.ClientConfig
-	revoked control.ClientConfig // a certificate on the CRL
+	profile  func(name string) control.ClientConfig
+	revoked  control.ClientConfig // a certificate on the CRL
+	dir      string
+	v2Server string // the tls-crypt-v2 server key, or ""
 }
 
-func newLab(t *testing.T) *lab {
+// v2ClientKey makes a tls-crypt-v2 client key as openvpn does.
+func (a *lab) v2ClientKey(t *testing.T, name string) []byte {
+	path := filepath.Join(a.dir, name+".v2key")
+	if out, err := exec.Command("openvpn", "--tls-crypt-v2", a.v2Server, "--genkey", "tls-crypt-v2-client", path).CombinedOutput(); err != nil {
+		t.Fatalf("openvpn --genkey tls-crypt-v2-client: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newLab(t *testing.T) *lab { return newLabV2(t, false) }
+
+// newLabV2 with v2 serves tls-crypt-v2 instead of tls-crypt (a.v2Server
+// is the server key; every client needs its own key from it).
+func newLabV2(t *testing.T, v2 bool) *lab {
 	nstest.RequireRoot(t)
 	for _, tool := range []string{"openvpn", "ping", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -91,8 +110,19 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	script := verifyScript(t)
-	a.srv, err = l.StartOvfwd(bin, vpne2e.ServerOptions{Ciphers: []string{"AES-256-GCM"}, MaxPeers: 64, MetricsSocket: a.metrics,
-		VPN: fmt.Sprintf("auth_user_pass_verify = [%q]\nauth_fail_limit = 5\ncrl = %q\nhandshake_rate = 1000", script, crl)})
+	opts := vpne2e.ServerOptions{Ciphers: []string{"AES-256-GCM"}, MaxPeers: 64, MetricsSocket: a.metrics,
+		VPN: fmt.Sprintf("auth_user_pass_verify = [%q]\nauth_fail_limit = 5\ncrl = %q\nhandshake_rate = 1000", script, crl)}
+	stockPKI := pki.Profile{Name: "stock"}
+	a.dir = dir
+	if v2 {
+		a.v2Server = filepath.Join(l.PKI, "adversary-v2-server.key") // the daemon's user reads the PKI directory
+		if out, err := exec.Command("openvpn", "--genkey", "tls-crypt-v2-server", a.v2Server).CombinedOutput(); err != nil {
+			t.Fatalf("openvpn --genkey tls-crypt-v2-server: %v\n%s", err, out)
+		}
+		opts.TLSCryptV2 = a.v2Server
+		stockPKI.TLSCryptV2 = a.v2ClientKey(t, "stock")
+	}
+	a.srv, err = l.StartOvfwd(bin, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +130,8 @@ func newLab(t *testing.T) *lab {
 	if err := os.WriteFile(a.creds, []byte("good\npw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stockProfile, err := l.NewProfile(0, pki.Profile{Name: "stock", Extra: []string{"auth-user-pass " + a.creds}})
+	stockPKI.Extra = []string{"auth-user-pass " + a.creds}
+	stockProfile, err := l.NewProfile(0, stockPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,70 +266,74 @@ func TestAdversaries(t *testing.T) {
 	baseRSS, baseG := a.figures(t)
 	t.Logf("before: rss %.1f MiB, %v goroutines; bounds +%d MiB, +%d goroutines", baseRSS/(1<<20), baseG, rssBound>>20, goroutineBound)
 	for _, at := range attacks {
-		t.Run(at.name, func(t *testing.T) {
-			before := a.counter(t, at.counter)
-			stop := at.start(t, a)
-			var peakRSS, peakG atomic.Uint64
-			sampling := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					rss, g, err := a.scrape()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					peakRSS.Store(max(peakRSS.Load(), uint64(rss)))
-					peakG.Store(max(peakG.Load(), uint64(g)))
-					select {
-					case <-sampling:
-						return
-					case <-time.After(200 * time.Millisecond):
-					}
-				}
-			}()
-			// A stock client connects while it runs, and its tunnel
-			// keeps passing traffic.
-			if err := a.stock.Start(); err != nil {
-				t.Fatal(err)
-			}
-			began := time.Now()
-			upErr := a.stock.WaitUp(5 * time.Second)
-			took := time.Since(began)
-			var lost int
-			if upErr == nil {
-				out, _ := a.stock.NS.Run("ping", "-c", "200", "-i", "0.05", "-W", "1", "-q", vpne2e.LANHost4.String())
-				m := received.FindStringSubmatch(out)
-				got := 0
-				if m != nil {
-					got, _ = strconv.Atoi(m[1])
-				}
-				lost = 200 - got
-			}
-			moved := waitFor(20*time.Second, func() bool { return a.counter(t, at.counter) > before })
-			stop()
-			a.stock.Stop()
-			close(sampling)
-			wg.Wait()
-			rss, g := float64(peakRSS.Load()), float64(peakG.Load())
-			t.Logf("stock client up in %v, %d of 200 pings lost; peak rss %.1f MiB, %v goroutines; %s %d → %d",
-				took.Round(10*time.Millisecond), lost, rss/(1<<20), g, at.counter, before, a.counter(t, at.counter))
-			if upErr != nil {
-				t.Errorf("the stock client did not connect within 5 s: %v", upErr)
-			} else if lost > 2 {
-				t.Errorf("the stock client's tunnel lost %d of 200 pings", lost)
-			}
-			if !moved {
-				t.Errorf("counter control_%s did not move", at.counter)
-			}
-			if rss > baseRSS+rssBound || g > baseG+goroutineBound {
-				t.Errorf("daemon peaked at %.1f MiB and %v goroutines, bounds %.1f MiB and %v", rss/(1<<20), g, (baseRSS+rssBound)/(1<<20), baseG+goroutineBound)
-			}
-		})
+		t.Run(at.name, func(t *testing.T) { a.run(t, at, baseRSS, baseG) })
 	}
 	t.Run("stock-client-renegotiates", func(t *testing.T) { stockRenegotiates(t, a) })
+}
+
+// run holds one attack to the suite's bounds over the daemon's figures
+// before the first attack.
+func (a *lab) run(t *testing.T, at attack, baseRSS, baseG float64) {
+	before := a.counter(t, at.counter)
+	stop := at.start(t, a)
+	var peakRSS, peakG atomic.Uint64
+	sampling := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			rss, g, err := a.scrape()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			peakRSS.Store(max(peakRSS.Load(), uint64(rss)))
+			peakG.Store(max(peakG.Load(), uint64(g)))
+			select {
+			case <-sampling:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	// A stock client connects while it runs, and its tunnel
+	// keeps passing traffic.
+	if err := a.stock.Start(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	upErr := a.stock.WaitUp(5 * time.Second)
+	took := time.Since(began)
+	var lost int
+	if upErr == nil {
+		out, _ := a.stock.NS.Run("ping", "-c", "200", "-i", "0.05", "-W", "1", "-q", vpne2e.LANHost4.String())
+		m := received.FindStringSubmatch(out)
+		got := 0
+		if m != nil {
+			got, _ = strconv.Atoi(m[1])
+		}
+		lost = 200 - got
+	}
+	moved := waitFor(20*time.Second, func() bool { return a.counter(t, at.counter) > before })
+	stop()
+	a.stock.Stop()
+	close(sampling)
+	wg.Wait()
+	rss, g := float64(peakRSS.Load()), float64(peakG.Load())
+	t.Logf("stock client up in %v, %d of 200 pings lost; peak rss %.1f MiB, %v goroutines; %s %d → %d",
+		took.Round(10*time.Millisecond), lost, rss/(1<<20), g, at.counter, before, a.counter(t, at.counter))
+	if upErr != nil {
+		t.Errorf("the stock client did not connect within 5 s: %v", upErr)
+	} else if lost > 2 {
+		t.Errorf("the stock client's tunnel lost %d of 200 pings", lost)
+	}
+	if !moved {
+		t.Errorf("counter control_%s did not move", at.counter)
+	}
+	if rss > baseRSS+rssBound || g > baseG+goroutineBound {
+		t.Errorf("daemon peaked at %.1f MiB and %v goroutines, bounds %.1f MiB and %v", rss/(1<<20), g, (baseRSS+rssBound)/(1<<20), baseG+goroutineBound)
+	}
 }
 
 // TestAdversaries ends with the other side of re-authorisation: a stock

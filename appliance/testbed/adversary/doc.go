@@ -4,7 +4,9 @@
 // ovfwd's own client (vpn/control) made to misbehave from another
 // namespace with a valid profile: a control-stream flood, a half-open
 // flood from one address, a client that never reads, renegotiations with
-// another certificate and a revoked one, and 200 concurrent bad logins.
+// another certificate and a revoked one, 200 concurrent bad logins, and
+// (against a tls-crypt-v2 server) a client key used to inject into
+// another client's session from that client's spoofed address.
 // Each attack must move the counter that names it while the daemon's
 // memory and goroutines stay within the bounds the test states
 // (docs/hardening.md lists the limits).
