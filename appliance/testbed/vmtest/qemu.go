@@ -59,8 +59,19 @@ func Boot(ctx context.Context, dir string, m Machine) (Result, error) {
 	if m.IntRemap {
 		iommu = "intel-iommu,intremap=on"
 	}
+	// Several vCPUs share one TCG thread: with a thread per vCPU
+	// (multi-threaded TCG) the guest kernel's live text patching
+	// (arch/x86/kernel/alternative.c text_poke_bp, behind static keys and
+	// the BPF dispatcher) sometimes leaves another vCPU running a stale
+	// int3, and 6.12 oopsed in sched_clock_cpu at boot and once in
+	// bpf_dispatcher_xdp_func. One thread keeps the vCPUs' views of the
+	// code coherent; the guests assert function, not speed.
+	accel := "tcg"
+	if m.CPUs > 1 {
+		accel = "tcg,thread=single"
+	}
 	args := []string{
-		"-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", fmt.Sprint(max(m.CPUs, 1)), "-m", fmt.Sprint(m.MemMB),
+		"-accel", accel, "-machine", "q35", "-cpu", "max", "-smp", fmt.Sprint(max(m.CPUs, 1)), "-m", fmt.Sprint(m.MemMB),
 		"-nodefaults", "-display", "none", "-no-reboot", "-no-user-config",
 		"-device", iommu,
 		"-kernel", m.Kernel.Vmlinuz(), "-initrd", m.Initrd,
