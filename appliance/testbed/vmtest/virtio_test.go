@@ -373,7 +373,7 @@ func checkVirtio(t *testing.T, rep virtioReport) {
 
 	// Run 1: zero-copy asked for on both ports, the kernel's answer per
 	// queue in status and log, two workers, RSS over both queues.
-	lanMode := []string{"copy, native XDP", "zero-copy bind: the driver has no zero-copy for this queue, kernel fell back to copy"}
+	lanMode := []string{"copy, native XDP", "zero-copy refused by the driver: operation not supported"}
 	if zc {
 		lanMode = []string{"zero-copy, native XDP"}
 	}
