@@ -85,10 +85,10 @@ func ioctl(fd uintptr, req uintptr, arg uintptr) (uintptr, error) {
 // On any error everything opened so far is closed again, so the group can
 // be reopened at once.
 func OpenVFIO(paths Paths, addr string, hugepages2M int) (*VFIO, error) {
-	if !dmaWritesOrdered {
-		return nil, errors.New(dmaOrderReason)
-	}
 	if err := Preflight(paths, addr, hugepages2M); err != nil {
+		return nil, err
+	}
+	if err := checkDMAOrder(); err != nil {
 		return nil, err
 	}
 	f, _, _ := readFunction(paths, addr)
