@@ -18,12 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const martianConfig = `
-[appliance]
-mode = "router"
-fast_path = "%s"
-
-[[port]]
+// twoRoutedPorts are the router's ports p0 (host A's side) and p1 (host
+// B's) of the daemon tests in this package.
+const twoRoutedPorts = `[[port]]
 name = "p0"
 driver = "afxdp-copy"
 ifname = "p0"
@@ -34,7 +31,14 @@ name = "p1"
 driver = "afxdp-copy"
 ifname = "p1"
 addresses = ["198.18.65.254/24", "2001:db8:65::fe/64"]
+`
 
+const martianConfig = `
+[appliance]
+mode = "router"
+fast_path = "%s"
+
+` + twoRoutedPorts + `
 [[route]]
 prefix = "0.0.0.0/0"
 via = "198.18.65.1"

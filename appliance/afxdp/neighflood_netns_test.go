@@ -18,18 +18,7 @@ const neighFloodConfig = `
 mode = "router"
 neighbour_table = 256
 
-[[port]]
-name = "p0"
-driver = "afxdp-copy"
-ifname = "p0"
-addresses = ["198.18.64.254/24", "2001:db8:64::fe/64"]
-
-[[port]]
-name = "p1"
-driver = "afxdp-copy"
-ifname = "p1"
-addresses = ["198.18.65.254/24", "2001:db8:65::fe/64"]
-
+` + twoRoutedPorts + `
 [netlink]
 neighbours = true
 
